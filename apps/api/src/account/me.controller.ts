@@ -1,0 +1,49 @@
+import { Controller, Get } from '@nestjs/common';
+import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { AccountsService } from '@app/accounts';
+import { BillingService, nextUtcMidnight } from '@app/billing';
+import { AuthenticatedKey } from '@app/keys';
+import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
+import { MeResponseDto } from './me.response.dto';
+
+@ApiTags('Public API')
+@Controller('me')
+export class MeController {
+  constructor(
+    private readonly accounts: AccountsService,
+    private readonly billing: BillingService,
+  ) {}
+
+  @Get()
+  @ApiKeyAuth('account:read')
+  @ApiOperation({ summary: "Account, credit balance, plan limits and this key's daily usage" })
+  @ApiOkResponse({ type: MeResponseDto })
+  async me(@CurrentKey() auth: AuthenticatedKey): Promise<MeResponseDto> {
+    const [{ account, plan, activeBatches }, usedToday] = await Promise.all([
+      this.accounts.view(auth.account.id),
+      this.billing.creditsUsedToday(auth.key.id),
+    ]);
+    return {
+      user: {
+        id: account.id,
+        email: account.email,
+        plan: account.planKey,
+        status: account.status,
+        createdAt: account.createdAt.getTime(),
+      },
+      credits: { balance: account.balance },
+      limits: {
+        maxImagesPerBatch: plan.maxImagesPerBatch,
+        maxConcurrentBatches: plan.maxConcurrentBatches,
+        activeBatches,
+      },
+      key: {
+        id: auth.key.id,
+        scopes: auth.key.scopes,
+        creditCapPerDay: auth.key.creditCapPerDay,
+        creditsUsedToday: usedToday,
+        capResetsAt: nextUtcMidnight(),
+      },
+    };
+  }
+}

@@ -1,0 +1,107 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  IsBoolean,
+  IsEmail,
+  IsIn,
+  IsInt,
+  IsNotEmpty,
+  IsObject,
+  IsOptional,
+  IsString,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+  NotEquals,
+  ValidateIf,
+} from 'class-validator';
+import type { ProviderRoute, Resolution } from '@app/database';
+
+const PLANS = ['free', 'starter', 'studio', 'scale'] as const;
+
+export class CreateAccountRequestDto {
+  @ApiProperty({ example: 'ops@example.com' })
+  @IsEmail() @MaxLength(254)
+  email: string;
+
+  @ApiPropertyOptional({ minLength: 10 })
+  @IsOptional() @IsString() @MinLength(10) @MaxLength(200)
+  password?: string;
+
+  @ApiProperty({ enum: PLANS })
+  @IsIn(PLANS)
+  plan: (typeof PLANS)[number];
+
+  @ApiPropertyOptional({ type: 'integer', minimum: 0 })
+  @IsOptional() @IsInt() @Min(0) @Max(1_000_000_000)
+  credits?: number;
+}
+
+export class UpdateAccountRequestDto {
+  @ApiPropertyOptional({ enum: PLANS })
+  @IsOptional() @IsIn(PLANS)
+  plan?: (typeof PLANS)[number];
+
+  @ApiPropertyOptional({ enum: ['active', 'disabled'] })
+  @IsOptional() @IsIn(['active', 'disabled'])
+  status?: 'active' | 'disabled';
+}
+
+export class CreditsRequestDto {
+  @ApiProperty({ type: 'integer', description: 'Positive grants, negative adjusts down; never below zero' })
+  @IsInt() @NotEquals(0) @Min(-1_000_000_000) @Max(1_000_000_000)
+  amount: number;
+
+  @ApiProperty({ maxLength: 500 })
+  @IsString() @IsNotEmpty() @MaxLength(500)
+  reason: string;
+}
+
+export class UpdateModelRequestDto {
+  @ApiPropertyOptional({ type: 'object', additionalProperties: { type: 'integer' } })
+  @IsOptional() @IsObject()
+  creditCost?: Partial<Record<Resolution, number>>;
+
+  @ApiPropertyOptional({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } })
+  @IsOptional() @IsObject()
+  resolutionsByRatio?: Record<string, Resolution[]>;
+
+  @ApiPropertyOptional()
+  @IsOptional() @IsBoolean()
+  enabled?: boolean;
+
+  @ApiPropertyOptional({ type: 'integer', nullable: true })
+  @IsOptional() @ValidateIf((_, v) => v !== null) @IsInt() @Min(0)
+  maxRefImages?: number | null;
+
+  @ApiPropertyOptional({ type: 'integer' })
+  @IsOptional() @IsInt() @Min(1) @Max(100_000)
+  maxPromptLength?: number;
+
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: true,
+    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate? }',
+  })
+  @IsOptional() @IsObject()
+  provider?: ProviderRoute;
+}
+
+export class UpdatePlanRequestDto {
+  @ApiPropertyOptional() @IsOptional() @IsBoolean() apiAccess?: boolean;
+  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(0) @Max(1000) maxKeys?: number;
+  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(100_000) maxImagesPerBatch?: number;
+  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000) maxConcurrentBatches?: number;
+  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000_000) requestsPerMinute?: number;
+}
+
+export class ListQueryDto {
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
+  @IsOptional() @Type(() => String) @IsString()
+  limit?: string;
+
+  @ApiPropertyOptional()
+  @IsOptional() @IsString()
+  cursor?: string;
+}

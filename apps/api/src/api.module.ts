@@ -1,0 +1,69 @@
+import { Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { PassportModule } from '@nestjs/passport';
+import { TerminusModule } from '@nestjs/terminus';
+import { LoggerModule } from 'nestjs-pino';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AccountsModule } from '@app/accounts';
+import { KilnQueueModule } from '@app/batches';
+import { BillingModule } from '@app/billing';
+import { CatalogModule } from '@app/catalog';
+import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
+import { DatabaseModule } from '@app/database';
+import { KeysModule } from '@app/keys';
+import { RedisModule } from '@app/redis';
+import { MeController } from './account/me.controller';
+import { AdminController } from './admin/admin.controller';
+import { AdminGuard } from './admin/admin.guard';
+import { ApiKeyGuard } from './auth/api-key.guard';
+import { ApiKeyStrategy } from './auth/api-key.strategy';
+import { RateLimitService } from './auth/rate-limit.service';
+import { CatalogController } from './catalog/catalog.controller';
+import { ErrorFilter } from './errors/error.filter';
+import { HealthController } from './health/health.controller';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Echo a sane client X-Request-Id, else mint one; every response carries it. */
+function requestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+  res.setHeader('X-Request-Id', id);
+  return id;
+}
+
+@Module({
+  imports: [
+    KilnConfigModule.forRoot(),
+    LoggerModule.forRootAsync({
+      inject: [KILN_CONFIG],
+      useFactory: (config: KilnConfig) => ({
+        pinoHttp: {
+          level: config.logLevel,
+          genReqId: requestId,
+          autoLogging: { ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz' },
+          redact: ['req.headers.authorization'],
+        },
+      }),
+    }),
+    DatabaseModule.forRoot(),
+    RedisModule,
+    KilnQueueModule.forRoot(),
+    PassportModule,
+    TerminusModule,
+    BillingModule,
+    AccountsModule,
+    KeysModule,
+    CatalogModule,
+  ],
+  controllers: [HealthController, CatalogController, MeController, AdminController],
+  providers: [
+    { provide: APP_FILTER, useClass: ErrorFilter },
+    ApiKeyStrategy,
+    ApiKeyGuard,
+    RateLimitService,
+    AdminGuard,
+  ],
+})
+export class ApiModule {}

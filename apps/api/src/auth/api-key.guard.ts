@@ -1,0 +1,55 @@
+import { ExecutionContext, Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { AuthGuard } from '@nestjs/passport';
+import type { Request, Response } from 'express';
+import { ErrorCode, KilnError } from '@app/errors';
+import { AuthenticatedKey, Scope } from '@app/keys';
+import { RateLimitService } from './rate-limit.service';
+
+export const REQUIRED_SCOPE = 'kiln:required-scope';
+
+/**
+ * Public-API guard, in the order of decisions.md 4: authenticate the key (401/403),
+ * then its rate limit (429), then its scope (403 insufficient_scope).
+ */
+@Injectable()
+export class ApiKeyGuard extends AuthGuard('api-key') {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly rateLimits: RateLimitService,
+  ) {
+    super({ session: false });
+  }
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    await super.canActivate(context);
+    const http = context.switchToHttp();
+    const req = http.getRequest<Request & { user: AuthenticatedKey }>();
+    const res = http.getResponse<Response>();
+    const { key, plan } = req.user;
+
+    const rate = await this.rateLimits.consume(`key:${key.id}`, plan.requestsPerMinute);
+    res.setHeader('RateLimit-Limit', String(rate.limit));
+    res.setHeader('RateLimit-Remaining', String(rate.remaining));
+    res.setHeader('RateLimit-Reset', String(rate.resetSeconds));
+    if (!rate.allowed) {
+      res.setHeader('Retry-After', String(rate.resetSeconds));
+      throw new KilnError(ErrorCode.RateLimited, 'Too many requests; retry after the Retry-After delay', {
+        retryAfter: rate.resetSeconds,
+        limit: rate.limit,
+      });
+    }
+
+    const scope = this.reflector.get<Scope | undefined>(REQUIRED_SCOPE, context.getHandler());
+    if (scope && !key.scopes.includes(scope)) {
+      throw new KilnError(ErrorCode.InsufficientScope, `This key lacks the ${scope} scope`, { required: scope });
+    }
+    return true;
+  }
+
+  handleRequest<TUser>(err: unknown, user: TUser | false): TUser {
+    if (err) throw err;
+    if (!user) throw new KilnError(ErrorCode.Unauthorized, 'Missing API key: send Authorization: Bearer <key>');
+    return user;
+  }
+}

@@ -1,0 +1,49 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { ModelEntity } from '@app/database';
+import { CATALOG_DEFAULTS, CATALOG_LIMITS, pricedResolutions } from '@app/catalog';
+
+export class ModelDto {
+  @ApiProperty({ example: 'alpha-image-2' }) key: string;
+  @ApiProperty() displayName: string;
+  @ApiProperty() blurb: string;
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, example: { '1K': 5, '2K': 10 } })
+  creditCost: Record<string, number>;
+  @ApiProperty({ type: [String] }) aspectRatios: string[];
+  @ApiProperty({ type: [String] }) resolutions: string[];
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } })
+  resolutionsByRatio: Record<string, string[]>;
+  @ApiProperty() supportsRefImages: boolean;
+  @ApiProperty({ type: 'integer', nullable: true }) maxRefImages: number | null;
+  @ApiProperty() supportsQuality: boolean;
+  @ApiProperty() supportsBackground: boolean;
+  @ApiProperty({ type: 'integer' }) maxPromptLength: number;
+
+  static from(m: ModelEntity): ModelDto {
+    return {
+      key: m.key,
+      displayName: m.displayName,
+      blurb: m.blurb,
+      creditCost: m.creditCost as Record<string, number>,
+      aspectRatios: Object.keys(m.resolutionsByRatio),
+      resolutions: pricedResolutions(m),
+      resolutionsByRatio: m.resolutionsByRatio,
+      supportsRefImages: m.supportsRefImages,
+      maxRefImages: m.maxRefImages,
+      supportsQuality: m.supportsQuality,
+      supportsBackground: m.supportsBackground,
+      maxPromptLength: m.maxPromptLength,
+    };
+  }
+}
+
+export class CatalogResponseDto {
+  @ApiProperty({ type: [ModelDto] }) models: ModelDto[];
+  @ApiProperty({ type: 'object', additionalProperties: true, example: CATALOG_DEFAULTS })
+  defaults: typeof CATALOG_DEFAULTS;
+  @ApiProperty({ type: 'object', additionalProperties: true, example: CATALOG_LIMITS })
+  limits: typeof CATALOG_LIMITS;
+
+  static from(models: ModelEntity[]): CatalogResponseDto {
+    return { models: models.map(ModelDto.from), defaults: CATALOG_DEFAULTS, limits: CATALOG_LIMITS };
+  }
+}

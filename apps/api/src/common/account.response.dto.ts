@@ -1,0 +1,26 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { AccountEntity } from '@app/database';
+
+export class AccountDto {
+  @ApiProperty() id: string;
+  @ApiProperty() email: string;
+  @ApiProperty({ enum: ['free', 'starter', 'studio', 'scale'] }) plan: string;
+  @ApiProperty({ enum: ['active', 'disabled'] }) status: string;
+  @ApiProperty({ type: 'integer' }) balance: number;
+  @ApiProperty({ description: 'Unix ms' }) createdAt: number;
+
+  static from(a: AccountEntity): AccountDto {
+    return {
+      id: a.id,
+      email: a.email,
+      plan: a.planKey,
+      status: a.status,
+      balance: a.balance,
+      createdAt: a.createdAt.getTime(),
+    };
+  }
+}
+
+export class AccountResponseDto {
+  @ApiProperty({ type: AccountDto }) account: AccountDto;
+}

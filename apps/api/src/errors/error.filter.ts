@@ -1,0 +1,88 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { ErrorCode, ErrorDetails, KilnError } from '@app/errors';
+
+/** The one map from error code to HTTP status: a new code does not compile until it has one. */
+export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
+  [ErrorCode.Unauthorized]: HttpStatus.UNAUTHORIZED,
+  [ErrorCode.InvalidApiKey]: HttpStatus.UNAUTHORIZED,
+  [ErrorCode.KeyRevoked]: HttpStatus.UNAUTHORIZED,
+  [ErrorCode.InvalidCredentials]: HttpStatus.UNAUTHORIZED,
+  [ErrorCode.AccountDisabled]: HttpStatus.FORBIDDEN,
+  [ErrorCode.ApiNotAvailableOnPlan]: HttpStatus.FORBIDDEN,
+  [ErrorCode.InsufficientScope]: HttpStatus.FORBIDDEN,
+  [ErrorCode.InvalidRequest]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.UnknownModel]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.SizeNotAllowed]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.TooManyRefImages]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.RefsNotSupported]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.ContentBlocked]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.PromptTooLong]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.InsufficientCredits]: HttpStatus.PAYMENT_REQUIRED,
+  [ErrorCode.DailyCreditCapExceeded]: HttpStatus.PAYMENT_REQUIRED,
+  [ErrorCode.BatchLimitExceeded]: HttpStatus.FORBIDDEN,
+  [ErrorCode.ConcurrentLimitExceeded]: HttpStatus.FORBIDDEN,
+  [ErrorCode.KeyLimitExceeded]: HttpStatus.FORBIDDEN,
+  [ErrorCode.EmailTaken]: HttpStatus.CONFLICT,
+  [ErrorCode.RateLimited]: HttpStatus.TOO_MANY_REQUESTS,
+  [ErrorCode.NotFound]: HttpStatus.NOT_FOUND,
+  [ErrorCode.InternalError]: HttpStatus.INTERNAL_SERVER_ERROR,
+};
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; details?: ErrorDetails };
+}
+
+/** Turns anything thrown into the interface's error object (section 7). */
+export function toErrorBody(exception: unknown): { status: number; body: ErrorBody; unexpected: boolean } {
+  if (exception instanceof KilnError) {
+    const body: ErrorBody = { error: { code: exception.code, message: exception.message } };
+    if (exception.details) body.error.details = exception.details;
+    return { status: STATUS_BY_CODE[exception.code], body, unexpected: false };
+  }
+  if (exception instanceof HttpException) {
+    const status = exception.getStatus();
+    const code =
+      status === HttpStatus.NOT_FOUND
+        ? ErrorCode.NotFound
+        : status === HttpStatus.TOO_MANY_REQUESTS
+          ? ErrorCode.RateLimited
+          : status >= 500
+            ? ErrorCode.InternalError
+            : ErrorCode.InvalidRequest;
+    const message = status >= 500 ? 'Internal server error' : httpMessage(exception);
+    return { status: STATUS_BY_CODE[code], body: { error: { code, message } }, unexpected: status >= 500 };
+  }
+  return {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    body: { error: { code: ErrorCode.InternalError, message: 'Internal server error; safe to retry' } },
+    unexpected: true,
+  };
+}
+
+function httpMessage(e: HttpException): string {
+  const r = e.getResponse();
+  if (typeof r === 'string') return r;
+  const m = (r as { message?: unknown }).message;
+  return Array.isArray(m) ? String(m[0]) : typeof m === 'string' ? m : e.message;
+}
+
+@Catch()
+export class ErrorFilter implements ExceptionFilter {
+  private readonly logger = new Logger('Errors');
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const req = ctx.getRequest<Request & { id?: string }>();
+    const res = ctx.getResponse<Response>();
+    const { status, body, unexpected } = toErrorBody(exception);
+    const requestId = req?.id ? String(req.id) : undefined;
+    if (unexpected) {
+      // The cause stays in the log, keyed by the request id; the client only sees the id.
+      this.logger.error({ err: exception, requestId }, `Unexpected error on ${req?.method} ${req?.url}`);
+      if (requestId) body.error.details = { ...(body.error.details ?? {}), requestId };
+    }
+    if (res.headersSent) return;
+    res.status(status).json(body);
+  }
+}

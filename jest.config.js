@@ -1,0 +1,33 @@
+// Two projects: unit specs beside the code, e2e specs under test/ against real
+// PostgreSQL and Redis. globalSetup gives the whole run its own database and Redis prefix.
+const { pathsToModuleNameMapper } = require('ts-jest');
+const { compilerOptions } = require('./tsconfig.json');
+
+const moduleNameMapper = pathsToModuleNameMapper(compilerOptions.paths, { prefix: '<rootDir>/' });
+const transform = { '^.+\\.ts$': ['ts-jest', { isolatedModules: true, tsconfig: 'tsconfig.json' }] };
+
+module.exports = {
+  globalSetup: '<rootDir>/test/setup/global-setup.js',
+  globalTeardown: '<rootDir>/test/setup/global-teardown.js',
+  projects: [
+    {
+      displayName: 'unit',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts'],
+      moduleFileExtensions: ['ts', 'js', 'json'],
+      testEnvironment: 'node',
+      transform,
+      moduleNameMapper,
+    },
+    {
+      displayName: 'e2e',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
+      moduleFileExtensions: ['ts', 'js', 'json'],
+      testEnvironment: 'node',
+      transform,
+      moduleNameMapper,
+      testTimeout: 60000,
+    },
+  ],
+};

@@ -1,0 +1,127 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { DataSource, Repository } from 'typeorm';
+import {
+  AccountEntity,
+  AccountStatus,
+  Cursor,
+  encodeCursor,
+  PlanEntity,
+  PlanKey,
+} from '@app/database';
+import { BillingService } from '@app/billing';
+import { ErrorCode, KilnError } from '@app/errors';
+import { hashPassword } from './password';
+
+export interface AccountView {
+  account: AccountEntity;
+  plan: PlanEntity;
+  activeBatches: number;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+@Injectable()
+export class AccountsService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @InjectRepository(AccountEntity) private readonly accounts: Repository<AccountEntity>,
+    @InjectRepository(PlanEntity) private readonly plans: Repository<PlanEntity>,
+    private readonly billing: BillingService,
+  ) {}
+
+  async create(input: { email: string; password?: string; plan: PlanKey; credits?: number }): Promise<AccountEntity> {
+    await this.requirePlan(input.plan);
+    const email = input.email.trim();
+    const passwordHash = input.password ? await hashPassword(input.password) : null;
+    let account: AccountEntity;
+    try {
+      account = await this.accounts.save(
+        this.accounts.create({ email, passwordHash, planKey: input.plan, status: 'active' }),
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') {
+        throw new KilnError(ErrorCode.EmailTaken, 'An account with this email already exists', { field: 'email' });
+      }
+      throw err;
+    }
+    if (input.credits && input.credits > 0) {
+      await this.billing.adjust(account.id, input.credits, 'grant', 'Initial credits');
+    }
+    return this.get(account.id);
+  }
+
+  async get(id: string): Promise<AccountEntity> {
+    const account = UUID.test(id) ? await this.accounts.findOne({ where: { id } }) : null;
+    if (!account) throw new KilnError(ErrorCode.NotFound, 'Account not found');
+    return account;
+  }
+
+  async findByEmail(email: string): Promise<AccountEntity | null> {
+    return this.accounts
+      .createQueryBuilder('a')
+      .where('lower(a.email) = lower(:email)', { email: email.trim() })
+      .getOne();
+  }
+
+  /** Account, plan and the number of unfinished batches (what counts against the plan). */
+  async view(id: string): Promise<AccountView> {
+    const account = await this.get(id);
+    const plan = await this.requirePlan(account.planKey);
+    return { account, plan, activeBatches: await this.activeBatches(id) };
+  }
+
+  async activeBatches(accountId: string): Promise<number> {
+    const [{ count }] = await this.db.query(
+      `SELECT count(*)::int AS count FROM batches WHERE account_id = $1 AND finished_at IS NULL`,
+      [accountId],
+    );
+    return count;
+  }
+
+  async update(id: string, patch: { plan?: PlanKey; status?: AccountStatus }): Promise<AccountEntity> {
+    const account = await this.get(id);
+    if (patch.plan !== undefined) {
+      await this.requirePlan(patch.plan);
+      account.planKey = patch.plan;
+    }
+    if (patch.status !== undefined) account.status = patch.status;
+    await this.accounts.update({ id }, { planKey: account.planKey, status: account.status });
+    return this.get(id);
+  }
+
+  async list(limit: number, after: Cursor | null): Promise<{ accounts: AccountEntity[]; nextCursor: string | null }> {
+    const qb = this.accounts.createQueryBuilder('a').orderBy('a.created_at', 'DESC').addOrderBy('a.id', 'DESC');
+    if (after) {
+      qb.where('(a.created_at, a.id) < (:at, :id)', { at: after.createdAt, id: after.id });
+    }
+    const rows = await qb.limit(limit + 1).getMany();
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      accounts: page,
+      nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
+    };
+  }
+
+  async listPlans(): Promise<PlanEntity[]> {
+    return this.plans.find({ order: { maxImagesPerBatch: 'ASC' } });
+  }
+
+  async requirePlan(key: string): Promise<PlanEntity> {
+    const plan = await this.plans.findOne({ where: { key: key as PlanKey } });
+    if (!plan) {
+      throw new KilnError(ErrorCode.InvalidRequest, `Unknown plan ${key}`, { field: 'plan', reason: 'unknown_plan' });
+    }
+    return plan;
+  }
+
+  async updatePlan(
+    key: string,
+    patch: Partial<Pick<PlanEntity, 'maxKeys' | 'maxImagesPerBatch' | 'maxConcurrentBatches' | 'requestsPerMinute' | 'apiAccess'>>,
+  ): Promise<PlanEntity> {
+    await this.requirePlan(key);
+    await this.plans.update({ key: key as PlanKey }, patch);
+    return this.requirePlan(key);
+  }
+}

@@ -1,0 +1,3 @@
+export * from './password';
+export * from './accounts.service';
+export * from './accounts.module';

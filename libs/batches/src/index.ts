@@ -1,0 +1,2 @@
+export * from './queue.contract';
+export * from './queue.module';

@@ -1,0 +1,170 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { LedgerKind, queryRows } from '@app/database';
+import { ErrorCode, KilnError } from '@app/errors';
+
+export interface ChargeBatch {
+  accountId: string;
+  batchId: string;
+  apiKeyId: string | null;
+  amount: number;
+}
+
+export interface RefundTask {
+  accountId: string;
+  batchId: string;
+  taskId: string;
+  apiKeyId: string | null;
+  /** UTC day (YYYY-MM-DD) of the batch's charge, so the refund lowers that day's key usage. */
+  chargeDay: string;
+  amount: number;
+}
+
+/** Today's UTC day as stored in ledger_entries.charge_day. */
+export function utcDay(at: Date = new Date()): string {
+  return at.toISOString().slice(0, 10);
+}
+
+/** Unix ms of the next 00:00 UTC, when daily key caps reset. */
+export function nextUtcMidnight(at: Date = new Date()): number {
+  return Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1);
+}
+
+/**
+ * The only code that changes a balance. Every change is one conditional UPDATE (so the
+ * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
+ * one ledger row in the same transaction, so the balance always equals the ledger's sum.
+ */
+@Injectable()
+export class BillingService {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  /** An operator grant (positive) or adjustment (either sign); never below zero. */
+  async adjust(accountId: string, amount: number, kind: 'grant' | 'adjustment', reason: string): Promise<number> {
+    return this.db.transaction(async (m) => {
+      const rows = await queryRows<{ balance: string }>(m,
+        `UPDATE accounts SET balance = balance + $2 WHERE id = $1 AND balance + $2 >= 0 RETURNING balance`,
+        [accountId, amount],
+      );
+      if (rows.length === 0) {
+        const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [accountId]);
+        if (!acc) throw new KilnError(ErrorCode.NotFound, 'Account not found');
+        throw new KilnError(ErrorCode.InvalidRequest, 'The adjustment would take the balance below zero', {
+          field: 'amount',
+          reason: 'balance_below_zero',
+          balance: Number(acc.balance),
+        });
+      }
+      const balance = Number(rows[0].balance);
+      await this.insertLedger(m, { accountId, amount, balanceAfter: balance, kind, reason });
+      return balance;
+    });
+  }
+
+  /**
+   * Charges a batch inside the caller's transaction (the one that writes the batch and its
+   * tasks). Throws insufficient_credits and changes nothing when the balance is too low.
+   */
+  async chargeBatch(m: EntityManager, charge: ChargeBatch): Promise<number> {
+    const rows = await queryRows<{ balance: string }>(m,
+      `UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance`,
+      [charge.accountId, charge.amount],
+    );
+    if (rows.length === 0) {
+      const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [charge.accountId]);
+      throw new KilnError(ErrorCode.InsufficientCredits, 'Your balance is lower than the cost of this batch', {
+        required: charge.amount,
+        balance: Number(acc?.balance ?? 0),
+      });
+    }
+    const balance = Number(rows[0].balance);
+    await this.insertLedger(m, {
+      accountId: charge.accountId,
+      amount: -charge.amount,
+      balanceAfter: balance,
+      kind: 'batch_charge',
+      reason: 'Batch charge',
+      batchId: charge.batchId,
+      apiKeyId: charge.apiKeyId,
+      chargeDay: utcDay(),
+    });
+    return balance;
+  }
+
+  /**
+   * Refunds one failed task inside the caller's transaction (the one that marks it failed).
+   * The partial unique index on ledger_entries(task_id) makes a second refund of the same
+   * task fail, which rolls the caller's whole transaction back: refunded exactly once.
+   */
+  async refundTask(m: EntityManager, refund: RefundTask): Promise<number> {
+    const rows = await queryRows<{ balance: string }>(m,
+      `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`,
+      [refund.accountId, refund.amount],
+    );
+    const balance = Number(rows[0].balance);
+    await this.insertLedger(m, {
+      accountId: refund.accountId,
+      amount: refund.amount,
+      balanceAfter: balance,
+      kind: 'task_refund',
+      reason: 'Refund for a failed task',
+      batchId: refund.batchId,
+      taskId: refund.taskId,
+      apiKeyId: refund.apiKeyId,
+      chargeDay: refund.chargeDay,
+    });
+    return balance;
+  }
+
+  /** Credits charged through a key today (UTC) minus refunds of those same charges. */
+  async creditsUsedToday(keyId: string, m: EntityManager = this.db.manager): Promise<number> {
+    const [row] = await m.query(
+      `SELECT COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
+        WHERE api_key_id = $1 AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund')`,
+      [keyId, utcDay()],
+    );
+    return Number(row.used);
+  }
+
+  /** Balance and the ledger's sum, for invariant checks and the operator. */
+  async reconcileBalance(accountId: string): Promise<{ balance: number; ledgerSum: number }> {
+    const [row] = await this.db.query(
+      `SELECT a.balance, COALESCE((SELECT SUM(amount) FROM ledger_entries l WHERE l.account_id = a.id), 0) AS sum
+         FROM accounts a WHERE a.id = $1`,
+      [accountId],
+    );
+    return { balance: Number(row.balance), ledgerSum: Number(row.sum) };
+  }
+
+  private async insertLedger(
+    m: EntityManager,
+    e: {
+      accountId: string;
+      amount: number;
+      balanceAfter: number;
+      kind: LedgerKind;
+      reason: string;
+      batchId?: string;
+      taskId?: string;
+      apiKeyId?: string | null;
+      chargeDay?: string;
+    },
+  ): Promise<void> {
+    await m.query(
+      `INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason, batch_id, task_id, api_key_id, charge_day)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [
+        e.accountId,
+        e.amount,
+        e.balanceAfter,
+        e.kind,
+        e.reason,
+        e.batchId ?? null,
+        e.taskId ?? null,
+        e.apiKeyId ?? null,
+        e.chargeDay ?? null,
+      ],
+    );
+  }
+}

@@ -1,0 +1,2 @@
+export * from './billing.service';
+export * from './billing.module';

@@ -1,0 +1,134 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
+import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
+
+export const RESOLUTIONS: Resolution[] = ['1K', '2K', '4K'];
+export const CATALOG_DEFAULTS = {
+  aspectRatio: '1:1',
+  resolution: '1K',
+  countPerCombo: 1,
+  refMode: 'none',
+  quality: 'auto',
+} as const;
+export const CATALOG_LIMITS = {
+  countPerCombo: { min: 1, max: 20 },
+  maxPrompts: 1000,
+  upload: {
+    maxBytes: 10 * 1024 * 1024,
+    maxFiles: 20,
+    types: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'],
+  },
+} as const;
+
+export interface ModelPatch {
+  creditCost?: Partial<Record<Resolution, number>>;
+  resolutionsByRatio?: Record<string, Resolution[]>;
+  enabled?: boolean;
+  maxRefImages?: number | null;
+  maxPromptLength?: number;
+  provider?: ProviderRoute;
+}
+
+const RATIO = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
+
+/** Resolutions a model offers: the priced ones, in 1K/2K/4K order. */
+export function pricedResolutions(model: Pick<ModelEntity, 'creditCost'>): Resolution[] {
+  return RESOLUTIONS.filter((r) => typeof model.creditCost[r] === 'number');
+}
+
+@Injectable()
+export class CatalogService {
+  constructor(@InjectRepository(ModelEntity) private readonly models: Repository<ModelEntity>) {}
+
+  /** Enabled models only: a disabled model is unknown to clients. */
+  async listEnabled(): Promise<ModelEntity[]> {
+    return this.models.find({ where: { enabled: true }, order: { sortOrder: 'ASC' } });
+  }
+
+  async listAll(): Promise<ModelEntity[]> {
+    return this.models.find({ order: { sortOrder: 'ASC' } });
+  }
+
+  async requireEnabled(key: string): Promise<ModelEntity> {
+    const model = typeof key === 'string' ? await this.models.findOne({ where: { key, enabled: true } }) : null;
+    if (!model) throw new KilnError(ErrorCode.UnknownModel, `Unknown model: ${key}`, { model: key });
+    return model;
+  }
+
+  async get(key: string): Promise<ModelEntity> {
+    const model = await this.models.findOne({ where: { key } });
+    if (!model) throw new KilnError(ErrorCode.NotFound, `Model ${key} not found`);
+    return model;
+  }
+
+  /** Operator edit. Validates the combination so the catalog never offers an unpriced size. */
+  async update(key: string, patch: ModelPatch): Promise<ModelEntity> {
+    const model = await this.get(key);
+    const next: ModelEntity = { ...model, ...stripUndefined(patch) } as ModelEntity;
+    validateModel(next);
+    await this.models.save(next);
+    return this.get(key);
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function validateModel(m: ModelEntity): void {
+  const priced = pricedResolutions(m);
+  for (const [res, cost] of Object.entries(m.creditCost)) {
+    if (!RESOLUTIONS.includes(res as Resolution)) throw invalidRequest(`creditCost.${res}`, 'unknown_resolution');
+    if (!Number.isInteger(cost) || (cost as number) < 0) throw invalidRequest(`creditCost.${res}`, 'not_a_non_negative_integer');
+  }
+  if (priced.length === 0) throw invalidRequest('creditCost', 'empty');
+  for (const [ratio, list] of Object.entries(m.resolutionsByRatio)) {
+    if (!RATIO.test(ratio)) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'bad_ratio');
+    if (!Array.isArray(list) || list.length === 0) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'empty');
+    for (const res of list) {
+      if (!priced.includes(res)) throw invalidRequest(`resolutionsByRatio.${ratio}`, `unpriced_resolution_${res}`);
+    }
+  }
+  if (Object.keys(m.resolutionsByRatio).length === 0) throw invalidRequest('resolutionsByRatio', 'empty');
+  if (m.maxRefImages !== null && (!Number.isInteger(m.maxRefImages) || m.maxRefImages < 0)) {
+    throw invalidRequest('maxRefImages', 'not_a_non_negative_integer');
+  }
+  if (!Number.isInteger(m.maxPromptLength) || m.maxPromptLength < 1 || m.maxPromptLength > 100_000) {
+    throw invalidRequest('maxPromptLength', 'out_of_range');
+  }
+  validateProvider(m.provider);
+}
+
+function validateProvider(p: ProviderRoute): void {
+  if (!p || typeof p !== 'object') throw invalidRequest('provider', 'not_an_object');
+  const rate = (v: unknown, field: string) => {
+    if (v !== undefined && (typeof v !== 'number' || v < 0 || v > 1)) throw invalidRequest(`provider.${field}`, 'out_of_range');
+  };
+  switch (p.type) {
+    case 'builtin':
+      return;
+    case 'simulated': {
+      const l = p.latencyMs;
+      if (l !== undefined) {
+        const ok =
+          (typeof l === 'number' && l >= 0) ||
+          (typeof l === 'object' && l !== null && typeof l.min === 'number' && typeof l.max === 'number' && l.min >= 0 && l.max >= l.min);
+        if (!ok) throw invalidRequest('provider.latencyMs', 'invalid');
+      }
+      rate(p.failureRate, 'failureRate');
+      rate(p.rateLimitRate, 'rateLimitRate');
+      return;
+    }
+    case 'openai': {
+      if (typeof p.baseUrl !== 'string' || !/^https?:\/\/\S+$/.test(p.baseUrl)) throw invalidRequest('provider.baseUrl', 'not_a_url');
+      if (typeof p.model !== 'string' || p.model.length === 0) throw invalidRequest('provider.model', 'required');
+      if (p.apiKeyEnv !== undefined && !/^[A-Z][A-Z0-9_]*$/.test(p.apiKeyEnv)) throw invalidRequest('provider.apiKeyEnv', 'invalid');
+      if (p.timeoutMs !== undefined && (!Number.isInteger(p.timeoutMs) || p.timeoutMs < 1)) throw invalidRequest('provider.timeoutMs', 'invalid');
+      return;
+    }
+    default:
+      throw invalidRequest('provider.type', 'unknown_provider');
+  }
+}

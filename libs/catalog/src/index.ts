@@ -1,0 +1,2 @@
+export * from './catalog.service';
+export * from './catalog.module';

@@ -1,0 +1,116 @@
+import { plainToInstance, Transform } from 'class-transformer';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Max,
+  Min,
+  MinLength,
+  validateSync,
+} from 'class-validator';
+
+const toInt = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : Number(value);
+const toBool = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).toLowerCase());
+const emptyToUndefined = ({ value }: { value: unknown }) => (value === '' ? undefined : value);
+
+/** Every environment variable Kiln reads. Nothing else in the code reads process.env. */
+export class EnvSchema {
+  @IsOptional() @IsIn(['development', 'production', 'test'])
+  NODE_ENV?: string;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(0) @Max(65535)
+  PORT?: number;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsUrl({ require_tld: false, protocols: ['http', 'https'] })
+  PUBLIC_BASE_URL?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  DATABASE_URL?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  REDIS_URL?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  REDIS_PREFIX?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString() @MinLength(16)
+  ADMIN_TOKEN?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsIn(['local', 'minio'])
+  STORAGE_DRIVER?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  DATA_DIR?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  MINIO_ENDPOINT?: string;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(65535)
+  MINIO_PORT?: number;
+
+  @Transform(toBool) @IsOptional() @IsBoolean()
+  MINIO_USE_SSL?: boolean;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  MINIO_ACCESS_KEY?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  MINIO_SECRET_KEY?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  MINIO_BUCKET?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsUrl({ require_tld: false, protocols: ['http', 'https'] })
+  MINIO_PUBLIC_URL?: string;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(3650)
+  RETENTION_DAYS?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  GENERATOR_CONCURRENCY?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(64)
+  RENDER_CONCURRENCY?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(20)
+  TASK_MAX_ATTEMPTS?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1)
+  TASK_BACKOFF_MS?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1)
+  PROVIDER_TIMEOUT_MS?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1)
+  MODEL_CONCURRENCY_CAP?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
+  RECONCILE_INTERVAL_MS?: number;
+
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
+  SHUTDOWN_GRACE_MS?: number;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  OPENAI_API_KEY?: string;
+
+  @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+  LOG_LEVEL?: string;
+}
+
+/** Validates the environment once; the message names every variable that is wrong. */
+export function validateEnv(raw: Record<string, unknown>): EnvSchema {
+  const env = plainToInstance(EnvSchema, raw, { enableImplicitConversion: false });
+  const errors = validateSync(env, { skipMissingProperties: false, whitelist: false });
+  if (errors.length > 0) {
+    const lines = errors.map(
+      (e) => `  ${e.property}=${JSON.stringify(e.value)}: ${Object.values(e.constraints ?? {}).join('; ')}`,
+    );
+    throw new Error(`Invalid Kiln configuration:\n${lines.join('\n')}`);
+  }
+  return env;
+}

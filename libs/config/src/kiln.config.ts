@@ -1,0 +1,93 @@
+import * as path from 'node:path';
+import { EnvSchema, validateEnv } from './env.schema';
+
+export interface KilnConfig {
+  env: 'development' | 'production' | 'test';
+  port: number;
+  publicBaseUrl: string;
+  databaseUrl: string;
+  redisUrl: string;
+  redisPrefix: string;
+  adminToken: string | null;
+  storage: {
+    driver: 'local' | 'minio';
+    dataDir: string;
+    retentionDays: number;
+    minio: {
+      endPoint: string;
+      port: number;
+      useSSL: boolean;
+      accessKey: string;
+      secretKey: string;
+      bucket: string;
+      publicUrl: string;
+    };
+  };
+  generator: {
+    concurrency: number;
+    renderConcurrency: number;
+    maxAttempts: number;
+    backoffMs: number;
+    providerTimeoutMs: number;
+    modelConcurrencyCap: number;
+    reconcileIntervalMs: number;
+    shutdownGraceMs: number;
+  };
+  openaiApiKey: string | null;
+  logLevel: string;
+}
+
+export const KILN_CONFIG = Symbol('KILN_CONFIG');
+
+/** Turns the validated environment into the typed config object every module injects. */
+export function buildConfig(raw: Record<string, unknown> = process.env): KilnConfig {
+  const env: EnvSchema = validateEnv(raw);
+  const port = env.PORT ?? 8080;
+  const minioEndpoint = env.MINIO_ENDPOINT ?? '127.0.0.1';
+  const minioPort = env.MINIO_PORT ?? 9000;
+  const minioSsl = env.MINIO_USE_SSL ?? false;
+  const driver = (env.STORAGE_DRIVER ?? 'local') as 'local' | 'minio';
+  if (driver === 'minio' && (!env.MINIO_ACCESS_KEY || !env.MINIO_SECRET_KEY)) {
+    throw new Error(
+      'Invalid Kiln configuration:\n  STORAGE_DRIVER=minio needs MINIO_ACCESS_KEY and MINIO_SECRET_KEY',
+    );
+  }
+  const bucket = env.MINIO_BUCKET ?? 'kiln';
+  return {
+    env: (env.NODE_ENV ?? 'development') as KilnConfig['env'],
+    port,
+    publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln',
+    redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    redisPrefix: env.REDIS_PREFIX ?? 'kiln',
+    adminToken: env.ADMIN_TOKEN ?? null,
+    storage: {
+      driver,
+      dataDir: path.resolve(env.DATA_DIR ?? './data'),
+      retentionDays: env.RETENTION_DAYS ?? 30,
+      minio: {
+        endPoint: minioEndpoint,
+        port: minioPort,
+        useSSL: minioSsl,
+        accessKey: env.MINIO_ACCESS_KEY ?? '',
+        secretKey: env.MINIO_SECRET_KEY ?? '',
+        bucket,
+        publicUrl: (
+          env.MINIO_PUBLIC_URL ?? `${minioSsl ? 'https' : 'http'}://${minioEndpoint}:${minioPort}/${bucket}`
+        ).replace(/\/+$/, ''),
+      },
+    },
+    generator: {
+      concurrency: env.GENERATOR_CONCURRENCY ?? 50,
+      renderConcurrency: env.RENDER_CONCURRENCY ?? 2,
+      maxAttempts: env.TASK_MAX_ATTEMPTS ?? 4,
+      backoffMs: env.TASK_BACKOFF_MS ?? 1000,
+      providerTimeoutMs: env.PROVIDER_TIMEOUT_MS ?? 120000,
+      modelConcurrencyCap: env.MODEL_CONCURRENCY_CAP ?? 100,
+      reconcileIntervalMs: env.RECONCILE_INTERVAL_MS ?? 15000,
+      shutdownGraceMs: env.SHUTDOWN_GRACE_MS ?? 30000,
+    },
+    openaiApiKey: env.OPENAI_API_KEY ?? null,
+    logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
+  };
+}

@@ -1,0 +1,99 @@
+import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { AccountEntity } from './account.entity';
+import { ProviderRoute } from './model.entity';
+
+export type BatchStatus = 'pending' | 'running' | 'succeeded' | 'partial' | 'failed' | 'cancelled';
+export type RefMode = 'none' | 'each' | 'combined';
+
+@Entity({ name: 'batches' })
+@Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
+@Index('batches_unfinished_idx', ['accountId'], { where: `finished_at IS NULL` })
+export class BatchEntity {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'account_id', type: 'uuid' })
+  accountId: string;
+
+  @ManyToOne(() => AccountEntity, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'account_id' })
+  account?: AccountEntity;
+
+  @Column({ name: 'api_key_id', type: 'uuid', nullable: true })
+  apiKeyId: string | null;
+
+  @Column({ type: 'jsonb' })
+  prompts: string[];
+
+  @Column({ type: 'text' })
+  model: string;
+
+  @Column({ name: 'aspect_ratio', type: 'text' })
+  aspectRatio: string;
+
+  @Column({ type: 'text' })
+  resolution: string;
+
+  @Column({ type: 'text' })
+  quality: string;
+
+  @Column({ type: 'text', nullable: true })
+  background: string | null;
+
+  @Column({ name: 'count_per_combo', type: 'integer' })
+  countPerCombo: number;
+
+  @Column({ name: 'ref_mode', type: 'text' })
+  refMode: RefMode;
+
+  @Column({ name: 'ref_images', type: 'jsonb' })
+  refImages: string[];
+
+  @Column({ type: 'integer' })
+  total: number;
+
+  @Column({ type: 'text', nullable: true })
+  note: string | null;
+
+  /** Price of one image at creation; refunds use it so later price changes never matter. */
+  @Column({ name: 'unit_cost', type: 'integer' })
+  unitCost: number;
+
+  @Column({ name: 'credits_charged', type: 'integer' })
+  creditsCharged: number;
+
+  @Column({ name: 'credits_refunded', type: 'integer', default: 0 })
+  creditsRefunded: number;
+
+  /** Provider routing of the model when the batch was created (catalog edits apply to later batches). */
+  @Column({ type: 'jsonb' })
+  provider: ProviderRoute;
+
+  @Column({ name: 'width', type: 'integer' })
+  width: number;
+
+  @Column({ name: 'height', type: 'integer' })
+  height: number;
+
+  @Column({ type: 'text', default: 'pending' })
+  status: BatchStatus;
+
+  @Column({ name: 'succeeded_count', type: 'integer', default: 0 })
+  succeededCount: number;
+
+  @Column({ name: 'failed_count', type: 'integer', default: 0 })
+  failedCount: number;
+
+  @Column({ name: 'preview_url', type: 'text', nullable: true })
+  previewUrl: string | null;
+
+  @Column({ name: 'created_via_api', type: 'boolean' })
+  createdViaApi: boolean;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', precision: 3 })
+  createdAt: Date;
+
+  /** Set once every task is terminal; an unfinished batch counts against the concurrency limit. */
+  @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
+  finishedAt: Date | null;
+}

@@ -1,0 +1,31 @@
+import { AccountEntity } from './account.entity';
+import { ApiKeyEntity } from './api-key.entity';
+import { BatchEntity } from './batch.entity';
+import { LedgerEntryEntity } from './ledger-entry.entity';
+import { ModelEntity } from './model.entity';
+import { PlanEntity } from './plan.entity';
+import { SessionEntity } from './session.entity';
+import { TaskEntity } from './task.entity';
+import { UploadEntity } from './upload.entity';
+
+export * from './account.entity';
+export * from './api-key.entity';
+export * from './batch.entity';
+export * from './ledger-entry.entity';
+export * from './model.entity';
+export * from './plan.entity';
+export * from './session.entity';
+export * from './task.entity';
+export * from './upload.entity';
+
+export const ALL_ENTITIES = [
+  PlanEntity,
+  AccountEntity,
+  ApiKeyEntity,
+  SessionEntity,
+  LedgerEntryEntity,
+  ModelEntity,
+  BatchEntity,
+  TaskEntity,
+  UploadEntity,
+];

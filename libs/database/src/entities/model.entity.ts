@@ -1,0 +1,69 @@
+import { Column, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+
+export type Resolution = '1K' | '2K' | '4K';
+
+export type ProviderRoute =
+  | { type: 'builtin' }
+  | {
+      type: 'openai';
+      baseUrl: string;
+      model: string;
+      /** Name of the environment variable holding the upstream key (default OPENAI_API_KEY). */
+      apiKeyEnv?: string;
+      /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
+      sizeMap?: Record<string, string>;
+      timeoutMs?: number;
+    }
+  | {
+      type: 'simulated';
+      latencyMs?: number | { min: number; max: number };
+      failureRate?: number;
+      rateLimitRate?: number;
+    };
+
+@Entity({ name: 'models' })
+export class ModelEntity {
+  @PrimaryColumn({ type: 'text' })
+  key: string;
+
+  @Column({ name: 'display_name', type: 'text' })
+  displayName: string;
+
+  @Column({ type: 'text' })
+  blurb: string;
+
+  /** Resolution -> credits per image. A resolution absent here is not offered. */
+  @Column({ name: 'credit_cost', type: 'jsonb' })
+  creditCost: Partial<Record<Resolution, number>>;
+
+  /** Aspect ratio -> legal resolutions: the only source of legal sizes. */
+  @Column({ name: 'resolutions_by_ratio', type: 'jsonb' })
+  resolutionsByRatio: Record<string, Resolution[]>;
+
+  @Column({ name: 'supports_ref_images', type: 'boolean' })
+  supportsRefImages: boolean;
+
+  @Column({ name: 'max_ref_images', type: 'integer', nullable: true })
+  maxRefImages: number | null;
+
+  @Column({ name: 'supports_quality', type: 'boolean' })
+  supportsQuality: boolean;
+
+  @Column({ name: 'supports_background', type: 'boolean' })
+  supportsBackground: boolean;
+
+  @Column({ name: 'max_prompt_length', type: 'integer', default: 4000 })
+  maxPromptLength: number;
+
+  @Column({ type: 'boolean', default: true })
+  enabled: boolean;
+
+  @Column({ type: 'jsonb' })
+  provider: ProviderRoute;
+
+  @Column({ name: 'sort_order', type: 'integer' })
+  sortOrder: number;
+
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt: Date;
+}

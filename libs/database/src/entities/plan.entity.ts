@@ -1,0 +1,25 @@
+import { Column, Entity, PrimaryColumn } from 'typeorm';
+
+export type PlanKey = 'free' | 'starter' | 'studio' | 'scale';
+
+@Entity({ name: 'plans' })
+export class PlanEntity {
+  @PrimaryColumn({ type: 'text' })
+  key: PlanKey;
+
+  @Column({ name: 'api_access', type: 'boolean' })
+  apiAccess: boolean;
+
+  @Column({ name: 'max_keys', type: 'integer' })
+  maxKeys: number;
+
+  @Column({ name: 'max_images_per_batch', type: 'integer' })
+  maxImagesPerBatch: number;
+
+  @Column({ name: 'max_concurrent_batches', type: 'integer' })
+  maxConcurrentBatches: number;
+
+  /** Requests per minute per API key, shared by every api replica through Redis. */
+  @Column({ name: 'requests_per_minute', type: 'integer' })
+  requestsPerMinute: number;
+}

@@ -1,0 +1,66 @@
+import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { BatchEntity } from './batch.entity';
+
+export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'failed';
+
+@Entity({ name: 'tasks' })
+@Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })
+@Index('tasks_unfinished_idx', ['status', 'updatedAt'], { where: `status IN ('pending', 'queued', 'running')` })
+export class TaskEntity {
+  @PrimaryGeneratedColumn('uuid')
+  id: string;
+
+  @Column({ name: 'batch_id', type: 'uuid' })
+  batchId: string;
+
+  @ManyToOne(() => BatchEntity, { onDelete: 'CASCADE' })
+  @JoinColumn({ name: 'batch_id' })
+  batch?: BatchEntity;
+
+  @Column({ name: 'account_id', type: 'uuid' })
+  accountId: string;
+
+  /** Position in the fan-out: prompt order, then reference order, then copy index. */
+  @Column({ type: 'integer' })
+  seq: number;
+
+  @Column({ type: 'text' })
+  prompt: string;
+
+  /** Upload ids of the reference images attached to this task. */
+  @Column({ name: 'ref_upload_ids', type: 'uuid', array: true, default: () => "'{}'" })
+  refUploadIds: string[];
+
+  @Column({ type: 'integer' })
+  seed: number;
+
+  @Column({ type: 'text', default: 'pending' })
+  status: TaskStatus;
+
+  @Column({ type: 'integer', default: 0 })
+  progress: number;
+
+  @Column({ type: 'integer', default: 0 })
+  attempts: number;
+
+  @Column({ name: 'result_url', type: 'text', nullable: true })
+  resultUrl: string | null;
+
+  @Column({ name: 'result_key', type: 'text', nullable: true })
+  resultKey: string | null;
+
+  @Column({ type: 'text', nullable: true })
+  error: string | null;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true })
+  startedAt: Date | null;
+
+  @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
+  finishedAt: Date | null;
+
+  @Column({ name: 'updated_at', type: 'timestamptz', default: () => 'now()' })
+  updatedAt: Date;
+}

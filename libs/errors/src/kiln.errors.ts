@@ -1,0 +1,51 @@
+/**
+ * Every error code a client can see (interface section 7, plus the codes decisions.md adds).
+ * Libs throw KilnError with one of these; only the api's error filter knows HTTP statuses.
+ */
+export enum ErrorCode {
+  Unauthorized = 'unauthorized',
+  InvalidApiKey = 'invalid_api_key',
+  KeyRevoked = 'key_revoked',
+  AccountDisabled = 'account_disabled',
+  ApiNotAvailableOnPlan = 'api_not_available_on_plan',
+  InsufficientScope = 'insufficient_scope',
+  InvalidRequest = 'invalid_request',
+  UnknownModel = 'unknown_model',
+  SizeNotAllowed = 'size_not_allowed',
+  TooManyRefImages = 'too_many_ref_images',
+  RefsNotSupported = 'refs_not_supported',
+  ContentBlocked = 'content_blocked',
+  PromptTooLong = 'prompt_too_long',
+  InsufficientCredits = 'insufficient_credits',
+  DailyCreditCapExceeded = 'daily_credit_cap_exceeded',
+  BatchLimitExceeded = 'batch_limit_exceeded',
+  ConcurrentLimitExceeded = 'concurrent_limit_exceeded',
+  KeyLimitExceeded = 'key_limit_exceeded',
+  EmailTaken = 'email_taken',
+  InvalidCredentials = 'invalid_credentials',
+  RateLimited = 'rate_limited',
+  NotFound = 'not_found',
+  InternalError = 'internal_error',
+}
+
+export type ErrorDetails = Record<string, unknown>;
+
+export class KilnError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetails,
+  ) {
+    super(message);
+    this.name = 'KilnError';
+  }
+}
+
+/** Shorthand for the most common refusal: `invalid_request` naming the field and why. */
+export function invalidRequest(field: string, reason: string, message?: string): KilnError {
+  return new KilnError(ErrorCode.InvalidRequest, message ?? `Invalid ${field}: ${reason}`, { field, reason });
+}
+
+export function notFound(what = 'Resource'): KilnError {
+  return new KilnError(ErrorCode.NotFound, `${what} not found`);
+}

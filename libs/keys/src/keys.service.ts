@@ -1,0 +1,145 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { DataSource, IsNull, Repository } from 'typeorm';
+import { AccountEntity, ApiKeyEntity, PlanEntity } from '@app/database';
+import { ErrorCode, KilnError } from '@app/errors';
+import { ALL_SCOPES, Scope } from './key-scopes';
+import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret';
+
+export interface AuthenticatedKey {
+  key: ApiKeyEntity;
+  account: AccountEntity;
+  plan: PlanEntity;
+}
+
+export interface CreateKeyInput {
+  name?: string;
+  scopes?: Scope[];
+  creditCapPerDay?: number | null;
+}
+
+/** lastUsedAt is written at most this often per key, not on every request. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+@Injectable()
+export class KeysService {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @InjectRepository(ApiKeyEntity) private readonly keys: Repository<ApiKeyEntity>,
+  ) {}
+
+  /**
+   * Creates a key and returns its secret, the only time it exists outside the caller.
+   * The plan's key count is checked under a lock on the account row, so two concurrent
+   * creations cannot both take the last slot.
+   */
+  async create(accountId: string, input: CreateKeyInput): Promise<{ key: ApiKeyEntity; secret: string }> {
+    return this.db.transaction(async (m) => {
+      const [row] = await m.query(
+        `SELECT p.max_keys FROM accounts a JOIN plans p ON p.key = a.plan_key WHERE a.id = $1 FOR UPDATE OF a`,
+        [accountId],
+      );
+      if (!row) throw new KilnError(ErrorCode.NotFound, 'Account not found');
+      const [{ count }] = await m.query(
+        `SELECT count(*)::int AS count FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL`,
+        [accountId],
+      );
+      if (count >= row.max_keys) {
+        throw new KilnError(ErrorCode.KeyLimitExceeded, 'Your plan does not allow more API keys', {
+          active: count,
+          max: row.max_keys,
+        });
+      }
+      const secret = generateKeySecret();
+      const key = m.create(ApiKeyEntity, {
+        accountId,
+        name: input.name?.trim() || 'API key',
+        keyHash: sha256Hex(secret),
+        hint: keyHint(secret),
+        scopes: input.scopes ?? [...ALL_SCOPES],
+        creditCapPerDay: input.creditCapPerDay ?? null,
+        lastUsedAt: null,
+        revokedAt: null,
+        expiresAt: null,
+      });
+      await m.save(key);
+      return { key, secret };
+    });
+  }
+
+  /**
+   * Resolves a bearer token to its key, account and plan with one indexed query and no
+   * cache, so a revocation or a disabled account is refused on the very next request on
+   * every replica.
+   */
+  async authenticate(token: string): Promise<AuthenticatedKey> {
+    if (!KEY_PATTERN.test(token)) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
+    const key = await this.keys
+      .createQueryBuilder('k')
+      .innerJoinAndMapOne('k.account', AccountEntity, 'a', 'a.id = k.account_id')
+      .innerJoinAndMapOne('a.plan', PlanEntity, 'p', 'p.key = a.plan_key')
+      .where('k.key_hash = :hash', { hash: sha256Hex(token) })
+      .getOne();
+    if (!key) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
+    if (key.revokedAt) throw new KilnError(ErrorCode.KeyRevoked, 'This API key has been revoked');
+    if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) {
+      throw new KilnError(ErrorCode.InvalidApiKey, 'This API key has expired');
+    }
+    const account = key.account!;
+    const plan = account.plan!;
+    if (account.status !== 'active') throw new KilnError(ErrorCode.AccountDisabled, 'This account is disabled');
+    if (!plan.apiAccess) {
+      throw new KilnError(ErrorCode.ApiNotAvailableOnPlan, `The ${plan.key} plan does not include API access`);
+    }
+    this.touch(key);
+    return { key, account, plan };
+  }
+
+  async list(accountId: string): Promise<ApiKeyEntity[]> {
+    return this.keys.find({ where: { accountId }, order: { createdAt: 'DESC', id: 'DESC' } });
+  }
+
+  async get(accountId: string, keyId: string): Promise<ApiKeyEntity> {
+    const key = await this.findOwned(accountId, keyId);
+    if (!key) throw new KilnError(ErrorCode.NotFound, 'API key not found');
+    return key;
+  }
+
+  async update(
+    accountId: string,
+    keyId: string,
+    patch: { name?: string; creditCapPerDay?: number | null; scopes?: Scope[] },
+  ): Promise<ApiKeyEntity> {
+    const key = await this.get(accountId, keyId);
+    if (patch.name !== undefined) key.name = patch.name.trim() || key.name;
+    if (patch.creditCapPerDay !== undefined) key.creditCapPerDay = patch.creditCapPerDay;
+    if (patch.scopes !== undefined) key.scopes = patch.scopes;
+    return this.keys.save(key);
+  }
+
+  async revoke(accountId: string, keyId: string): Promise<ApiKeyEntity> {
+    const key = await this.get(accountId, keyId);
+    if (!key.revokedAt) {
+      await this.keys.update({ id: key.id, revokedAt: IsNull() }, { revokedAt: () => 'now()' });
+    }
+    return this.get(accountId, keyId);
+  }
+
+  private async findOwned(accountId: string, keyId: string): Promise<ApiKeyEntity | null> {
+    if (!/^[0-9a-f-]{36}$/i.test(keyId)) return null;
+    return this.keys.findOne({ where: { id: keyId, accountId } });
+  }
+
+  /** Fire-and-forget, at most once a minute per key: a lost write only blurs lastUsedAt. */
+  private touch(key: ApiKeyEntity): void {
+    const last = key.lastUsedAt?.getTime() ?? 0;
+    if (Date.now() - last < LAST_USED_RESOLUTION_MS) return;
+    key.lastUsedAt = new Date();
+    void this.db
+      .query(
+        `UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+        [key.id],
+      )
+      .catch(() => undefined);
+  }
+}

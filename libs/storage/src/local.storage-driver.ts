@@ -1,0 +1,131 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
+import { StorageObjectNotFoundError } from './storage.errors';
+import { StorageDriver } from './storage.driver';
+import { assertValidKey, isValidKey, keyFromUrlUnder } from './storage.keys';
+
+export interface LocalStorageOptions {
+  /** KilnConfig.storage.dataDir; objects live under `<dataDir>/files`. */
+  dataDir: string;
+  /** KilnConfig.publicBaseUrl; the api serves `<publicBaseUrl>/files/<key>`. */
+  publicBaseUrl: string;
+}
+
+/**
+ * The absolute path of a key's file under `<dataDir>/files`, or null for an invalid key.
+ * The api's file route calls this with the raw request path, so it must never throw.
+ */
+export function resolveLocalPath(dataDir: string, key: string): string | null {
+  if (!isValidKey(key)) return null;
+  const root = filesRoot(dataDir);
+  const resolved = path.resolve(root, key);
+  // isValidKey already rules out escapes; this guards against a future change to it.
+  return resolved.startsWith(root + path.sep) ? resolved : null;
+}
+
+function filesRoot(dataDir: string): string {
+  return path.join(path.resolve(dataDir), 'files');
+}
+
+function isNotFound(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+export class LocalStorageDriver extends StorageDriver {
+  private readonly root: string;
+  private readonly urlBase: string;
+
+  constructor(private readonly options: LocalStorageOptions) {
+    super();
+    this.root = filesRoot(options.dataDir);
+    this.urlBase = `${options.publicBaseUrl.replace(/\/+$/, '')}/files`;
+  }
+
+  async init(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true });
+  }
+
+  /** Same as the exported resolveLocalPath, bound to this driver's data directory. */
+  resolveLocalPath(key: string): string | null {
+    return resolveLocalPath(this.options.dataDir, key);
+  }
+
+  // contentType is not persisted: the api serves local files with a type derived from the
+  // extension, and newObjectKey keeps the (sanitised) name's extension.
+  async put(key: string, body: Buffer, _contentType: string): Promise<void> {
+    const target = this.pathFor(key);
+    // A concurrent remove() may drop the (then empty) directory between mkdir and write;
+    // one retry recreates it.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.writeAtomically(target, body);
+        return;
+      } catch (error) {
+        if (attempt >= 2 || (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+    }
+  }
+
+  async get(key: string): Promise<Buffer> {
+    try {
+      return await fs.readFile(this.pathFor(key));
+    } catch (error) {
+      if (isNotFound(error) || (error as NodeJS.ErrnoException).code === 'EISDIR') {
+        throw new StorageObjectNotFoundError(key);
+      }
+      throw error;
+    }
+  }
+
+  async exists(key: string): Promise<boolean> {
+    try {
+      return (await fs.stat(this.pathFor(key))).isFile();
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  }
+
+  async remove(key: string): Promise<void> {
+    const file = this.pathFor(key);
+    await fs.rm(file, { force: true });
+    // Each object from newObjectKey sits alone in its random directory; dropping that directory
+    // keeps retention cleanup from leaving thousands of empty ones. Top-level prefix directories
+    // are left alone because a concurrent put may be about to write inside them.
+    const parent = path.dirname(file);
+    if (path.dirname(parent) !== this.root && parent !== this.root) {
+      await fs.rmdir(parent).catch(() => undefined);
+    }
+  }
+
+  publicUrl(key: string): string {
+    assertValidKey(key);
+    return `${this.urlBase}/${key}`;
+  }
+
+  keyFromPublicUrl(url: string): string | null {
+    return keyFromUrlUnder(this.urlBase, url);
+  }
+
+  private async writeAtomically(target: string, body: Buffer): Promise<void> {
+    const dir = path.dirname(target);
+    await fs.mkdir(dir, { recursive: true });
+    // Temp file in the same directory so rename stays on one filesystem and is atomic; the
+    // leading dot makes it unreachable through any valid key while it is being written.
+    const temp = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+    try {
+      await fs.writeFile(temp, body);
+      await fs.rename(temp, target);
+    } catch (error) {
+      await fs.rm(temp, { force: true });
+      throw error;
+    }
+  }
+
+  private pathFor(key: string): string {
+    assertValidKey(key);
+    return path.join(this.root, key);
+  }
+}

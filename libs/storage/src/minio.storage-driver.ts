@@ -1,0 +1,135 @@
+import { Logger } from '@nestjs/common';
+import { Client } from 'minio';
+import type { Readable } from 'node:stream';
+import { StorageObjectNotFoundError } from './storage.errors';
+import { StorageDriver } from './storage.driver';
+import { assertValidKey, keyFromUrlUnder } from './storage.keys';
+
+/** Same shape as KilnConfig.storage.minio. */
+export interface MinioStorageOptions {
+  endPoint: string;
+  port: number;
+  useSSL: boolean;
+  accessKey: string;
+  secretKey: string;
+  bucket: string;
+  /** Where anonymous clients reach the bucket, e.g. `https://cdn.example.com/kiln`. */
+  publicUrl: string;
+}
+
+function errorCode(error: unknown): string | undefined {
+  return (error as { code?: string } | undefined)?.code;
+}
+
+async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  return Buffer.concat(chunks);
+}
+
+export class MinioStorageDriver extends StorageDriver {
+  private readonly logger = new Logger(MinioStorageDriver.name);
+  private readonly client: Client;
+  private readonly bucket: string;
+  private readonly urlBase: string;
+
+  constructor(options: MinioStorageOptions) {
+    super();
+    // Path style because MinIO and most self-hosted S3 servers are not set up for
+    // bucket-per-subdomain DNS.
+    this.client = new Client({
+      endPoint: options.endPoint,
+      port: options.port,
+      useSSL: options.useSSL,
+      accessKey: options.accessKey,
+      secretKey: options.secretKey,
+      pathStyle: true,
+    });
+    this.bucket = options.bucket;
+    this.urlBase = options.publicUrl.replace(/\/+$/, '');
+  }
+
+  async init(): Promise<void> {
+    if (!(await this.client.bucketExists(this.bucket))) {
+      try {
+        await this.client.makeBucket(this.bucket);
+      } catch (error) {
+        // The api and the generator both init at boot; whichever loses the race lands here.
+        const code = errorCode(error);
+        if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw error;
+      }
+    }
+    await this.allowAnonymousRead();
+  }
+
+  async put(key: string, body: Buffer, contentType: string): Promise<void> {
+    assertValidKey(key);
+    await this.client.putObject(this.bucket, key, body, body.length, { 'Content-Type': contentType });
+  }
+
+  async get(key: string): Promise<Buffer> {
+    assertValidKey(key);
+    try {
+      return await readAll(await this.client.getObject(this.bucket, key));
+    } catch (error) {
+      if (errorCode(error) === 'NoSuchKey' || errorCode(error) === 'NotFound') {
+        throw new StorageObjectNotFoundError(key);
+      }
+      throw error;
+    }
+  }
+
+  async exists(key: string): Promise<boolean> {
+    assertValidKey(key);
+    try {
+      await this.client.statObject(this.bucket, key);
+      return true;
+    } catch (error) {
+      if (errorCode(error) === 'NotFound' || errorCode(error) === 'NoSuchKey') return false;
+      throw error;
+    }
+  }
+
+  async remove(key: string): Promise<void> {
+    assertValidKey(key);
+    await this.client.removeObject(this.bucket, key);
+  }
+
+  publicUrl(key: string): string {
+    assertValidKey(key);
+    return `${this.urlBase}/${key}`;
+  }
+
+  keyFromPublicUrl(url: string): string | null {
+    return keyFromUrlUnder(this.urlBase, url);
+  }
+
+  /**
+   * Upload and result URLs are public by design (decisions.md section 6): the 128 random bits
+   * in each key are the protection, so the bucket allows anonymous GetObject but not listing.
+   */
+  private async allowAnonymousRead(): Promise<void> {
+    const policy = {
+      Version: '2012-10-17',
+      Statement: [
+        {
+          Effect: 'Allow',
+          Principal: { AWS: ['*'] },
+          Action: ['s3:GetObject'],
+          Resource: [`arn:aws:s3:::${this.bucket}/*`],
+        },
+      ],
+    };
+    try {
+      await this.client.setBucketPolicy(this.bucket, JSON.stringify(policy));
+    } catch (error) {
+      // Some S3-compatible servers (s3rver, used in tests) have no bucket policies at all and
+      // serve objects anonymously anyway; anything else is a real failure.
+      if (errorCode(error) !== 'NotImplemented') throw error;
+      this.logger.warn(
+        `Bucket "${this.bucket}": this server does not implement bucket policies; ` +
+          'anonymous reads depend on its own defaults',
+      );
+    }
+  }
+}

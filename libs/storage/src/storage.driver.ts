@@ -1,0 +1,26 @@
+/**
+ * Where uploads, results and previews live. Everything outside libs/storage uses this class as
+ * the injection token and never learns whether the bytes are on disk or in S3/MinIO.
+ * Keys are made by newObjectKey; every method refuses other shapes with InvalidStorageKeyError.
+ */
+export abstract class StorageDriver {
+  /** Creates the bucket or directory when missing; safe to call from several processes at once. */
+  abstract init(): Promise<void>;
+
+  /** Stores the object, replacing any previous one; readers never see a partial body. */
+  abstract put(key: string, body: Buffer, contentType: string): Promise<void>;
+
+  /** Throws StorageObjectNotFoundError when nothing is stored under the key. */
+  abstract get(key: string): Promise<Buffer>;
+
+  abstract exists(key: string): Promise<boolean>;
+
+  /** Removing a missing object is not an error, so retries and cleanups stay idempotent. */
+  abstract remove(key: string): Promise<void>;
+
+  /** The anonymous URL clients download the object from. */
+  abstract publicUrl(key: string): string;
+
+  /** Inverse of publicUrl: the key, or null when the URL is not one of ours. */
+  abstract keyFromPublicUrl(url: string): string | null;
+}

@@ -1,0 +1,81 @@
+import { INestApplication, ModuleMetadata } from '@nestjs/common';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Test } from '@nestjs/testing';
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import type TestAgent from 'supertest/lib/agent';
+import { DataSource } from 'typeorm';
+
+export const ADMIN_TOKEN = () => process.env.ADMIN_TOKEN as string;
+
+export interface TestAccount {
+  id: string;
+  email: string;
+  key: string;
+  keyId: string;
+}
+
+/**
+ * Boots a module (normally the real ApiModule) through `configure` (normally the real
+ * configureApp), against the run's own database and Redis prefix.
+ */
+export async function bootTestApp(
+  rootModule: NonNullable<ModuleMetadata['imports']>[number],
+  configure: (app: NestExpressApplication) => unknown,
+): Promise<TestApp> {
+  const moduleRef = await Test.createTestingModule({ imports: [rootModule] }).compile();
+  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
+  configure(app);
+  await app.init();
+  return new TestApp(app);
+}
+
+export class TestApp {
+  constructor(readonly app: INestApplication) {}
+
+  get http(): TestAgent {
+    return request(this.app.getHttpServer()) as unknown as TestAgent;
+  }
+
+  get db(): DataSource {
+    return this.app.get(DataSource);
+  }
+
+  admin(method: 'get' | 'post' | 'patch' | 'delete', path: string) {
+    return this.http[method](path).set('Authorization', `Bearer ${ADMIN_TOKEN()}`);
+  }
+
+  /** A fresh account with its own key, so tests never share data. */
+  async account(
+    opts: { plan?: string; credits?: number; scopes?: string[]; creditCapPerDay?: number | null } = {},
+  ): Promise<TestAccount> {
+    const email = `t-${randomUUID()}@example.test`;
+    const created = await this.admin('post', '/v1/admin/accounts')
+      .send({ email, plan: opts.plan ?? 'studio', credits: opts.credits ?? 1000 })
+      .expect(201);
+    const id = created.body.account.id as string;
+    const keyBody: Record<string, unknown> = {};
+    if (opts.scopes) keyBody.scopes = opts.scopes;
+    if (opts.creditCapPerDay !== undefined) keyBody.creditCapPerDay = opts.creditCapPerDay;
+    const key = await this.admin('post', `/v1/admin/accounts/${id}/keys`).send(keyBody).expect(201);
+    return { id, email, key: key.body.secret, keyId: key.body.key.id };
+  }
+
+  async balance(accountId: string): Promise<number> {
+    const [row] = await this.db.query(`SELECT balance FROM accounts WHERE id = $1`, [accountId]);
+    return Number(row.balance);
+  }
+
+  /** Balance and the ledger's sum must always agree. */
+  async ledgerSum(accountId: string): Promise<number> {
+    const [row] = await this.db.query(
+      `SELECT COALESCE(SUM(amount), 0) AS sum FROM ledger_entries WHERE account_id = $1`,
+      [accountId],
+    );
+    return Number(row.sum);
+  }
+
+  async close(): Promise<void> {
+    await this.app.close();
+  }
+}
