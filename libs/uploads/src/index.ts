@@ -1,0 +1,2 @@
+export * from './uploads.service';
+export * from './uploads.module';
