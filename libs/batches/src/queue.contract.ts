@@ -4,7 +4,7 @@
  */
 export const TASK_QUEUE = 'kiln-tasks';
 
-export const enum TaskJob {
+export enum TaskJob {
   Render = 'render',
 }
 

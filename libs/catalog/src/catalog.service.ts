@@ -33,6 +33,17 @@ export interface ModelPatch {
 
 const RATIO = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
 
+/** The usual ratio order; PostgreSQL's jsonb does not keep key order, so the catalog restores it. */
+const RATIO_ORDER = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
+
+export function orderedRatios(model: Pick<ModelEntity, 'resolutionsByRatio'>): string[] {
+  const rank = (r: string) => {
+    const i = RATIO_ORDER.indexOf(r);
+    return i === -1 ? RATIO_ORDER.length : i;
+  };
+  return Object.keys(model.resolutionsByRatio).sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
 /** Resolutions a model offers: the priced ones, in 1K/2K/4K order. */
 export function pricedResolutions(model: Pick<ModelEntity, 'creditCost'>): Resolution[] {
   return RESOLUTIONS.filter((r) => typeof model.creditCost[r] === 'number');

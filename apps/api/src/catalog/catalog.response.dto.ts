@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ModelEntity } from '@app/database';
-import { CATALOG_DEFAULTS, CATALOG_LIMITS, pricedResolutions } from '@app/catalog';
+import { CATALOG_DEFAULTS, CATALOG_LIMITS, orderedRatios, pricedResolutions } from '@app/catalog';
 
 export class ModelDto {
   @ApiProperty({ example: 'alpha-image-2' }) key: string;
@@ -19,14 +19,18 @@ export class ModelDto {
   @ApiProperty({ type: 'integer' }) maxPromptLength: number;
 
   static from(m: ModelEntity): ModelDto {
+    const ratios = orderedRatios(m);
+    const priced = pricedResolutions(m);
     return {
       key: m.key,
       displayName: m.displayName,
       blurb: m.blurb,
       creditCost: m.creditCost as Record<string, number>,
-      aspectRatios: Object.keys(m.resolutionsByRatio),
-      resolutions: pricedResolutions(m),
-      resolutionsByRatio: m.resolutionsByRatio,
+      aspectRatios: ratios,
+      resolutions: priced,
+      resolutionsByRatio: Object.fromEntries(
+        ratios.map((r) => [r, priced.filter((res) => m.resolutionsByRatio[r].includes(res))]),
+      ),
       supportsRefImages: m.supportsRefImages,
       maxRefImages: m.maxRefImages,
       supportsQuality: m.supportsQuality,

@@ -1,0 +1,34 @@
+import type { RenderResolution } from './provider.types';
+
+const LONG_EDGE_BASE: Record<RenderResolution, number> = { '1K': 1024, '2K': 2048, '4K': 4096 };
+
+export interface PixelSize {
+  width: number;
+  height: number;
+}
+
+/** Parses "w:h" (positive, decimals allowed, e.g. "1.91:1"); null when it is not a ratio. */
+export function parseAspectRatio(aspectRatio: string): { w: number; h: number } | null {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*$/.exec(aspectRatio);
+  if (!match) return null;
+  const w = Number(match[1]);
+  const h = Number(match[2]);
+  if (!(w > 0 && h > 0)) return null;
+  return { w, h };
+}
+
+/**
+ * decisions.md 5: N = 1024/2048/4096, width = round(N*sqrt(w/h)/16)*16,
+ * height = round(N*sqrt(h/w)/16)*16. The area stays about N*N whatever the ratio, and
+ * multiples of 16 suit every upstream model we know of.
+ */
+export function pixelSize(aspectRatio: string, resolution: RenderResolution): PixelSize {
+  const ratio = parseAspectRatio(aspectRatio);
+  if (!ratio) throw new RangeError(`Not an aspect ratio: "${aspectRatio}"`);
+  const n = LONG_EDGE_BASE[resolution];
+  if (n === undefined) throw new RangeError(`Not a resolution: "${resolution}"`);
+  return {
+    width: Math.round((n * Math.sqrt(ratio.w / ratio.h)) / 16) * 16,
+    height: Math.round((n * Math.sqrt(ratio.h / ratio.w)) / 16) * 16,
+  };
+}

@@ -1,0 +1,11 @@
+export * from './provider.types';
+export { pixelSize, parseAspectRatio } from './image-size';
+export type { PixelSize } from './image-size';
+export { BuiltinProvider } from './builtin.provider';
+export { OpenAiProvider } from './openai.provider';
+export type { OpenAiProviderConfig } from './openai.provider';
+export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated.provider';
+export type { SimulatedProviderConfig } from './simulated.provider';
+export { createProvider } from './provider.factory';
+export type { ProviderFactoryDeps } from './provider.factory';
+export { sniffImageType } from './provider.utils';

@@ -1,0 +1,66 @@
+import type { ProviderRoute as DatabaseProviderRoute } from '@app/database';
+import { BuiltinProvider } from './builtin.provider';
+import { OpenAiProvider } from './openai.provider';
+import { createProvider, ProviderFactoryDeps } from './provider.factory';
+import { ProviderError, ProviderRoute, RenderRequest } from './provider.types';
+import { SimulatedProvider } from './simulated.provider';
+
+// Compile-time guard: this lib re-declares ProviderRoute to stay free of TypeORM, and
+// `tsc --noEmit` fails here the moment the two declarations drift apart.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const routesMatch: Same<ProviderRoute, DatabaseProviderRoute> = true;
+
+const request: RenderRequest = {
+  prompt: 'p',
+  seed: 1,
+  width: 1024,
+  height: 1024,
+  resolution: '1K',
+  aspectRatio: '1:1',
+  quality: null,
+  background: null,
+  references: [],
+};
+
+function deps(overrides: Partial<ProviderFactoryDeps> = {}): ProviderFactoryDeps {
+  return { openaiApiKey: () => 'sk-key', timeoutMs: 1000, ...overrides };
+}
+
+describe('createProvider', () => {
+  it('keeps the route type identical to the database one', () => {
+    expect(routesMatch).toBe(true);
+  });
+
+  it('shares one builtin renderer', () => {
+    const a = createProvider({ type: 'builtin' }, deps());
+    const b = createProvider({ type: 'builtin' }, deps());
+    expect(a).toBeInstanceOf(BuiltinProvider);
+    expect(a).toBe(b);
+  });
+
+  it('builds an OpenAI-compatible client with the key from the named variable', () => {
+    const lookup = jest.fn().mockReturnValue('sk-key');
+    const provider = createProvider(
+      { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKeyEnv: 'ACME_KEY' },
+      deps({ openaiApiKey: lookup }),
+    );
+    expect(provider).toBeInstanceOf(OpenAiProvider);
+    expect(lookup).toHaveBeenCalledWith('ACME_KEY');
+  });
+
+  it('fails each render, not the factory, when the key is missing', async () => {
+    const provider = createProvider(
+      { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' },
+      deps({ openaiApiKey: () => null }),
+    );
+    const err = await provider.render(request).catch((e) => e);
+    expect(err).toBeInstanceOf(ProviderError);
+    expect(err).toMatchObject({ retryable: false, message: 'The image provider is not configured: OPENAI_API_KEY is not set' });
+  });
+
+  it('builds a simulated provider with the injected randomness', async () => {
+    const provider = createProvider({ type: 'simulated', failureRate: 0.5 }, deps({ random: () => 0.1 }));
+    expect(provider).toBeInstanceOf(SimulatedProvider);
+    await expect(provider.render(request)).rejects.toMatchObject({ kind: 'upstream_error', retryable: false });
+  });
+});

@@ -1,0 +1,116 @@
+/**
+ * The contract between the generator and whatever renders an image. Providers are pure:
+ * no database, no queue, no configuration reads; everything they need arrives here.
+ */
+
+export type RenderResolution = '1K' | '2K' | '4K';
+
+export type RenderQuality = 'auto' | 'low' | 'medium' | 'high';
+
+export interface ReferenceImage {
+  data: Buffer;
+  contentType: string;
+}
+
+export interface RenderRequest {
+  prompt: string;
+  seed: number;
+  /** Exact pixel size Kiln expects (see pixelSize); providers that cannot honour it say what they produced. */
+  width: number;
+  height: number;
+  resolution: RenderResolution;
+  aspectRatio: string;
+  /** null: the model does not support a quality setting. */
+  quality: RenderQuality | null;
+  /** 'transparent' | '#RRGGBB' | null. null means "auto", and also "the model does not support it". */
+  background: string | null;
+  references: ReferenceImage[];
+  /** Aborting rejects the render with the signal's own reason, so the caller recognises its abort. */
+  signal?: AbortSignal;
+  /** Coarse progress in percent (0-100), only ever increasing. */
+  onProgress?: (pct: number) => void;
+}
+
+export type RenderContentType = 'image/png' | 'image/jpeg' | 'image/webp';
+
+export interface RenderResult {
+  data: Buffer;
+  contentType: RenderContentType;
+  /** What was actually produced, which may differ from what was asked (simulated, mapped sizes). */
+  width: number;
+  height: number;
+}
+
+export interface ImageProvider {
+  render(req: RenderRequest): Promise<RenderResult>;
+}
+
+export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'invalid_response';
+
+/** Whether a kind is worth retrying when the thrower does not say otherwise. */
+const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
+  rate_limited: true,
+  upstream_error: true,
+  timeout: true,
+  bad_request: false,
+  invalid_response: false,
+};
+
+export interface ProviderErrorOptions {
+  retryable?: boolean;
+  retryAfterMs?: number;
+  /** Upstream HTTP status, when there was one. */
+  status?: number;
+  /** Upstream machine-readable code (e.g. OpenAI's error.code), so callers can map content refusals. */
+  upstreamCode?: string;
+}
+
+/**
+ * A render failure the generator can act on. The message is short and safe to show to the
+ * account holder: it never carries a stack trace, a request body or an upstream credential.
+ */
+export class ProviderError extends Error {
+  readonly kind: ProviderErrorKind;
+  readonly retryable: boolean;
+  readonly retryAfterMs?: number;
+  readonly status?: number;
+  readonly upstreamCode?: string;
+
+  constructor(kind: ProviderErrorKind, message: string, options: ProviderErrorOptions = {}) {
+    super(message);
+    this.name = 'ProviderError';
+    this.kind = kind;
+    this.retryable = options.retryable ?? RETRYABLE_BY_DEFAULT[kind];
+    if (options.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
+    if (options.status !== undefined) this.status = options.status;
+    if (options.upstreamCode !== undefined) this.upstreamCode = options.upstreamCode;
+  }
+}
+
+export function isProviderError(err: unknown): err is ProviderError {
+  return err instanceof ProviderError;
+}
+
+/**
+ * Structurally identical to `ProviderRoute` in libs/database/src/entities/model.entity.ts.
+ * Re-declared so this lib stays free of TypeORM; provider.factory.spec.ts fails to compile if
+ * the two drift apart.
+ */
+export type ProviderRoute =
+  | { type: 'builtin' }
+  | {
+      type: 'openai';
+      baseUrl: string;
+      model: string;
+      /** Name of the environment variable holding the upstream key (default OPENAI_API_KEY). */
+      apiKeyEnv?: string;
+      /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
+      sizeMap?: Record<string, string>;
+      timeoutMs?: number;
+    }
+  | {
+      type: 'simulated';
+      latencyMs?: number | { min: number; max: number };
+      failureRate?: number;
+      rateLimitRate?: number;
+    };

@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { ApiModule } from '../apps/api/src/api.module';
+import { configureApp } from '../apps/api/src/app.setup';
+import { bootTestApp, TestApp } from '@app/testing';
+
+describe('Operator admin API (decisions.md 10)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await bootTestApp(ApiModule, configureApp);
+  });
+  afterAll(() => t.close());
+
+  const email = () => `admin-${randomUUID()}@example.test`;
+
+  it('refuses a missing or wrong admin token', async () => {
+    const none = await t.http.get('/v1/admin/accounts');
+    expect(none.status).toBe(401);
+    expect(none.body.error.code).toBe('unauthorized');
+    const wrong = await t.http.get('/v1/admin/accounts').set('Authorization', 'Bearer not-the-token-at-all');
+    expect(wrong.status).toBe(401);
+    const apiKey = await t.account();
+    const withKey = await t.http.get('/v1/admin/accounts').set('Authorization', `Bearer ${apiKey.key}`);
+    expect(withKey.status).toBe(401);
+  });
+
+  it('creates an account with credits recorded as a ledger grant', async () => {
+    const e = email();
+    const res = await t.admin('post', '/v1/admin/accounts').send({ email: e, plan: 'starter', credits: 250 }).expect(201);
+    expect(res.body.account).toEqual({
+      id: expect.any(String),
+      email: e,
+      plan: 'starter',
+      status: 'active',
+      balance: 250,
+      createdAt: expect.any(Number),
+    });
+    const ledger = await t.db.query(`SELECT amount, kind, balance_after FROM ledger_entries WHERE account_id = $1`, [res.body.account.id]);
+    expect(ledger).toEqual([{ amount: '250', kind: 'grant', balance_after: '250' }]);
+  });
+
+  it('refuses bad account bodies with invalid_request and writes nothing', async () => {
+    const before = await t.db.query(`SELECT count(*)::int AS n FROM accounts`);
+    for (const body of [
+      { plan: 'studio' },
+      { email: 'not-an-email', plan: 'studio' },
+      { email: email(), plan: 'platinum' },
+      { email: email(), plan: 'studio', credits: -5 },
+      { email: email(), plan: 'studio', extra: true },
+    ]) {
+      const res = await t.admin('post', '/v1/admin/accounts').send(body);
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+      expect(res.body.error.details.field).toEqual(expect.any(String));
+    }
+    const after = await t.db.query(`SELECT count(*)::int AS n FROM accounts`);
+    expect(after[0].n).toBe(before[0].n);
+  });
+
+  it('refuses a duplicate email, whatever its case', async () => {
+    const e = email();
+    await t.admin('post', '/v1/admin/accounts').send({ email: e, plan: 'studio' }).expect(201);
+    const dup = await t.admin('post', '/v1/admin/accounts').send({ email: e.toUpperCase(), plan: 'studio' });
+    expect(dup.status).toBe(409);
+    expect(dup.body.error.code).toBe('email_taken');
+  });
+
+  it('gets, lists with a cursor, and 404s unknown or malformed ids', async () => {
+    const a = await t.account();
+    const got = await t.admin('get', `/v1/admin/accounts/${a.id}`).expect(200);
+    expect(got.body.account.id).toBe(a.id);
+    for (const id of [randomUUID(), 'not-a-uuid']) {
+      const res = await t.admin('get', `/v1/admin/accounts/${id}`);
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe('not_found');
+    }
+    for (let i = 0; i < 3; i++) await t.account();
+    const seen = new Set<string>();
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const q: string = cursor ? `?limit=2&cursor=${cursor}` : '?limit=2';
+      const page = await t.admin('get', `/v1/admin/accounts${q}`).expect(200);
+      for (const acc of page.body.accounts) {
+        expect(seen.has(acc.id)).toBe(false);
+        seen.add(acc.id);
+      }
+      cursor = page.body.nextCursor;
+      pages++;
+    } while (cursor && pages < 1000);
+    const [{ n }] = await t.db.query(`SELECT count(*)::int AS n FROM accounts`);
+    expect(seen.size).toBe(n);
+    const bad = await t.admin('get', '/v1/admin/accounts?cursor=%%%');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.details).toEqual({ field: 'cursor', reason: 'malformed' });
+    const badLimit = await t.admin('get', '/v1/admin/accounts?limit=0');
+    expect(badLimit.body.error.details).toEqual({ field: 'limit', reason: 'out_of_range' });
+  });
+
+  it('changes plan and status', async () => {
+    const a = await t.account({ plan: 'starter' });
+    const res = await t.admin('patch', `/v1/admin/accounts/${a.id}`).send({ plan: 'scale', status: 'disabled' }).expect(200);
+    expect(res.body.account).toMatchObject({ plan: 'scale', status: 'disabled' });
+    const bad = await t.admin('patch', `/v1/admin/accounts/${a.id}`).send({ status: 'deleted' });
+    expect(bad.status).toBe(400);
+  });
+
+  it('grants and adjusts credits, never below zero, each a ledger row', async () => {
+    const a = await t.account({ credits: 100 });
+    const grant = await t.admin('post', `/v1/admin/accounts/${a.id}/credits`).send({ amount: 50, reason: 'promo' }).expect(200);
+    expect(grant.body.account.balance).toBe(150);
+    const down = await t.admin('post', `/v1/admin/accounts/${a.id}/credits`).send({ amount: -30, reason: 'correction' }).expect(200);
+    expect(down.body.account.balance).toBe(120);
+    const tooFar = await t.admin('post', `/v1/admin/accounts/${a.id}/credits`).send({ amount: -121, reason: 'oops' });
+    expect(tooFar.status).toBe(400);
+    expect(tooFar.body.error.details).toMatchObject({ field: 'amount', reason: 'balance_below_zero', balance: 120 });
+    const zero = await t.admin('post', `/v1/admin/accounts/${a.id}/credits`).send({ amount: 0, reason: 'noop' });
+    expect(zero.status).toBe(400);
+    expect(await t.balance(a.id)).toBe(120);
+    expect(await t.ledgerSum(a.id)).toBe(120);
+    const kinds = await t.db.query(`SELECT kind, reason FROM ledger_entries WHERE account_id = $1 ORDER BY id`, [a.id]);
+    expect(kinds.map((k: any) => k.kind)).toEqual(['grant', 'grant', 'adjustment']);
+  });
+
+  it('the database itself refuses a negative balance', async () => {
+    const a = await t.account({ credits: 1 });
+    await expect(t.db.query(`UPDATE accounts SET balance = -1 WHERE id = $1`, [a.id])).rejects.toThrow(/accounts_balance_never_negative/);
+  });
+
+  it('creates keys for an account within the plan limit', async () => {
+    const res = await t.admin('post', '/v1/admin/accounts').send({ email: email(), plan: 'starter' }).expect(201);
+    const id = res.body.account.id;
+    const k1 = await t.admin('post', `/v1/admin/accounts/${id}/keys`).send({ name: 'ci', scopes: ['models:read'], creditCapPerDay: 10 }).expect(201);
+    expect(k1.body.secret).toMatch(/^kiln_live_[0-9A-Za-z]{32}$/);
+    expect(k1.body.key).toMatchObject({ name: 'ci', scopes: ['models:read'], creditCapPerDay: 10, revokedAt: null, lastUsedAt: null });
+    await t.admin('post', `/v1/admin/accounts/${id}/keys`).send({}).expect(201);
+    const third = await t.admin('post', `/v1/admin/accounts/${id}/keys`).send({});
+    expect(third.status).toBe(403);
+    expect(third.body.error).toMatchObject({ code: 'key_limit_exceeded', details: { active: 2, max: 2 } });
+    const badScope = await t.admin('post', `/v1/admin/accounts/${id}/keys`).send({ scopes: ['everything'] });
+    expect(badScope.status).toBe(400);
+  });
+
+  it('lists and edits models, validating the combination', async () => {
+    const list = await t.admin('get', '/v1/admin/models').expect(200);
+    expect(list.body.models).toHaveLength(16);
+    expect(list.body.models[0].provider).toEqual({ type: 'builtin' });
+    const ok = await t.admin('patch', '/v1/admin/models/beta-2-lite')
+      .send({ provider: { type: 'simulated', latencyMs: { min: 1, max: 5 }, failureRate: 0.1, rateLimitRate: 0 }, maxPromptLength: 500 })
+      .expect(200);
+    expect(ok.body.model).toMatchObject({ maxPromptLength: 500, provider: { type: 'simulated', failureRate: 0.1 } });
+    await t.admin('patch', '/v1/admin/models/beta-2-lite').send({ provider: { type: 'builtin' }, maxPromptLength: 4000 }).expect(200);
+    const refusals = [
+      { resolutionsByRatio: { '1:1': ['4K'] } },
+      { creditCost: { '8K': 5 } },
+      { provider: { type: 'quantum' } },
+      { provider: { type: 'simulated', failureRate: 2 } },
+      { provider: { type: 'openai', baseUrl: 'not a url', model: 'x' } },
+    ];
+    for (const body of refusals) {
+      const res = await t.admin('patch', '/v1/admin/models/beta-2-lite').send(body);
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+    }
+    const missing = await t.admin('patch', '/v1/admin/models/no-such-model').send({ enabled: true });
+    expect(missing.status).toBe(404);
+  });
+
+  it('edits plans, including the rate limit', async () => {
+    const res = await t.admin('patch', '/v1/admin/plans/starter').send({ requestsPerMinute: 121 }).expect(200);
+    expect(res.body.plan).toMatchObject({ key: 'starter', requestsPerMinute: 121 });
+    await t.admin('patch', '/v1/admin/plans/starter').send({ requestsPerMinute: 120 }).expect(200);
+    const plans = await t.admin('get', '/v1/admin/plans').expect(200);
+    expect(plans.body.plans.map((p: any) => p.key)).toEqual(['free', 'starter', 'studio', 'scale']);
+  });
+
+  it('reports queue counts', async () => {
+    const res = await t.admin('get', '/v1/admin/queues').expect(200);
+    expect(res.body.queues[0]).toMatchObject({
+      name: 'kiln-tasks',
+      waiting: expect.any(Number),
+      active: expect.any(Number),
+      delayed: expect.any(Number),
+      failed: expect.any(Number),
+    });
+  });
+});
