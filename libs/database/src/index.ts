@@ -3,3 +3,4 @@ export * from './data-source';
 export * from './database.module';
 export * from './pagination';
 export * from './query';
+export * from './migrations';

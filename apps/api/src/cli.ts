@@ -1,0 +1,64 @@
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { AccountsModule, AccountsService } from '@app/accounts';
+import { BillingModule, BillingService } from '@app/billing';
+import { buildConfig, KilnConfigModule } from '@app/config';
+import { DatabaseModule, runMigrations } from '@app/database';
+import { KeysModule, KeysService } from '@app/keys';
+
+/**
+ * Operator commands that need no HTTP server:
+ *   migrate                 apply pending migrations
+ *   demo [email] [credits]  create (or reuse) a studio account and print a fresh API key
+ */
+@Module({ imports: [KilnConfigModule.forRoot(), DatabaseModule.forRoot(), BillingModule, AccountsModule, KeysModule] })
+class CliModule {}
+
+const DEMO_KEY_NAME = 'demo';
+
+async function demo(email: string, credits: number): Promise<void> {
+  const app = await NestFactory.createApplicationContext(CliModule, { logger: ['error'] });
+  try {
+    const accounts = app.get(AccountsService);
+    const keys = app.get(KeysService);
+    const billing = app.get(BillingService);
+    const existing = await accounts.findByEmail(email);
+    const account = existing ?? (await accounts.create({ email, plan: 'studio', credits }));
+    if (existing) {
+      await accounts.update(account.id, { plan: 'studio', status: 'active' });
+      const { balance } = await accounts.get(account.id);
+      if (balance < credits) await billing.adjust(account.id, credits - balance, 'grant', 'Demo top-up');
+    }
+    // Each run hands out a fresh key; earlier demo keys are revoked so the plan's key limit holds.
+    for (const k of await keys.list(account.id)) {
+      if (k.name === DEMO_KEY_NAME && !k.revokedAt) await keys.revoke(account.id, k.id);
+    }
+    const { secret } = await keys.create(account.id, { name: DEMO_KEY_NAME });
+    const { balance } = await accounts.get(account.id);
+    console.error(`Demo account ${email} (studio plan, ${balance} credits).`);
+    console.log(`KILN_API_KEY=${secret}`);
+  } finally {
+    await app.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  switch (command) {
+    case 'migrate': {
+      const applied = await runMigrations(buildConfig().databaseUrl);
+      console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Schema is up to date.');
+      return;
+    }
+    case 'demo':
+      return demo(args[0] ?? 'demo@kiln.local', Number(args[1] ?? 1000));
+    default:
+      console.error('Usage: node dist/apps/api/src/cli.js <migrate | demo [email] [credits]>');
+      process.exitCode = 2;
+  }
+}
+
+main(process.argv.slice(2)).catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

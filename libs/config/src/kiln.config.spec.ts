@@ -1,0 +1,35 @@
+import { buildConfig } from './kiln.config';
+
+describe('configuration', () => {
+  it('has working embedded defaults', () => {
+    const c = buildConfig({});
+    expect(c.port).toBe(8080);
+    expect(c.publicBaseUrl).toBe('http://localhost:8080');
+    expect(c.databaseUrl).toBe('postgres://postgres@127.0.0.1:5432/kiln');
+    expect(c.redisUrl).toBe('redis://127.0.0.1:6379');
+    expect(c.storage.driver).toBe('local');
+    expect(c.adminToken).toBeNull();
+  });
+
+  it('reads and converts the variables', () => {
+    const c = buildConfig({ PORT: '9000', PUBLIC_BASE_URL: 'https://kiln.example.com/', GENERATOR_CONCURRENCY: '8', MINIO_USE_SSL: 'true' });
+    expect(c.port).toBe(9000);
+    expect(c.publicBaseUrl).toBe('https://kiln.example.com');
+    expect(c.generator.concurrency).toBe(8);
+    expect(c.storage.minio.useSSL).toBe(true);
+  });
+
+  it.each([
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PUBLIC_BASE_URL: 'not a url' }, 'PUBLIC_BASE_URL'],
+    [{ STORAGE_DRIVER: 's3' }, 'STORAGE_DRIVER'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN'],
+    [{ GENERATOR_CONCURRENCY: '0' }, 'GENERATOR_CONCURRENCY'],
+  ])('names the wrong variable in its message (%j)', (env, name) => {
+    expect(() => buildConfig(env)).toThrow(new RegExp(`Invalid Kiln configuration:[\\s\\S]*${name}=`));
+  });
+
+  it('requires MinIO credentials when the MinIO driver is chosen', () => {
+    expect(() => buildConfig({ STORAGE_DRIVER: 'minio' })).toThrow(/MINIO_ACCESS_KEY/);
+  });
+});
