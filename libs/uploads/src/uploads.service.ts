@@ -1,16 +1,152 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { In, Repository } from 'typeorm';
+import sharp, { Metadata } from 'sharp';
+import { In, LessThan, Repository } from 'typeorm';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { UploadEntity } from '@app/database';
+import { newObjectKey, StorageDriver } from '@app/storage';
+import { detectImageType, ImageType } from './image-type';
+import { UPLOAD_LIMITS } from './upload.limits';
+import { uploadDisplayName, uploadObjectName } from './upload.names';
+import { uploadRefusals } from './uploads.errors';
+
+/** One file as received by a transport (multipart in the api), before any validation. */
+export interface IncomingUpload {
+  /** Client-supplied name; untrusted. */
+  name: string;
+  body: Buffer;
+}
+
+interface InspectedUpload {
+  name: string;
+  body: Buffer;
+  type: ImageType;
+  width: number;
+  height: number;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const PURGE_CHUNK = 200;
 
 @Injectable()
 export class UploadsService {
-  constructor(@InjectRepository(UploadEntity) private readonly uploads: Repository<UploadEntity>) {}
+  private readonly logger = new Logger(UploadsService.name);
+
+  constructor(
+    @InjectRepository(UploadEntity) private readonly uploads: Repository<UploadEntity>,
+    private readonly storage: StorageDriver,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
+
+  /**
+   * Validates every file, then stores them all, or refuses the whole request with an
+   * UploadRefusedError (invalid_request) and stores nothing. Rows come back in input order.
+   */
+  async store(accountId: string, files: IncomingUpload[]): Promise<UploadEntity[]> {
+    if (files.length === 0) throw uploadRefusals.noFiles();
+    if (files.length > UPLOAD_LIMITS.maxFiles) {
+      throw uploadRefusals.tooManyFiles(uploadDisplayName(files[UPLOAD_LIMITS.maxFiles].name));
+    }
+    // All inspections run before any write; the first refusal in file order answers.
+    const inspected = await Promise.allSettled(files.map((file) => this.inspect(file)));
+    const refused = inspected.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (refused) throw refused.reason;
+    const valid = inspected.map((r) => (r as PromiseFulfilledResult<InspectedUpload>).value);
+
+    const entities = valid.map((file) => {
+      const storageKey = newObjectKey('uploads', uploadObjectName(file.name, file.type.extension));
+      return this.uploads.create({
+        accountId,
+        storageKey,
+        url: this.storage.publicUrl(storageKey),
+        name: file.name,
+        contentType: file.type.contentType,
+        bytes: file.body.length,
+        width: file.width,
+        height: file.height,
+      });
+    });
+    const keys = entities.map((e) => e.storageKey);
+    try {
+      const writes = await Promise.allSettled(
+        valid.map((file, i) => this.storage.put(keys[i], file.body, file.type.contentType)),
+      );
+      const failed = writes.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+      if (failed) throw failed.reason;
+      // One multi-row insert: the rows appear together or not at all.
+      await this.uploads.insert(entities);
+    } catch (error) {
+      await this.removeObjects(keys);
+      throw error;
+    }
+    return entities;
+  }
 
   /** The caller's own uploads among `urls`, keyed by URL; foreign or unknown URLs are absent. */
   async findOwnedByUrls(accountId: string, urls: string[]): Promise<Map<string, UploadEntity>> {
     if (urls.length === 0) return new Map();
     const rows = await this.uploads.find({ where: { accountId, url: In([...new Set(urls)]) } });
     return new Map(rows.map((u) => [u.url, u]));
+  }
+
+  /**
+   * Deletes uploads older than the retention period (config.storage.retentionDays), objects
+   * first and rows second, so a crash midway leaves rows that the next run retries rather
+   * than objects nothing points to. Returns how many uploads were purged.
+   */
+  async purgeExpired(now: Date = new Date()): Promise<number> {
+    const cutoff = new Date(now.getTime() - this.config.storage.retentionDays * DAY_MS);
+    let purged = 0;
+    for (;;) {
+      const expired = await this.uploads.find({
+        select: { id: true, storageKey: true },
+        where: { createdAt: LessThan(cutoff) },
+        order: { createdAt: 'ASC' },
+        take: PURGE_CHUNK,
+      });
+      if (expired.length === 0) return purged;
+      const removals = await Promise.allSettled(expired.map((u) => this.storage.remove(u.storageKey)));
+      const removedIds = expired.filter((_, i) => removals[i].status === 'fulfilled').map((u) => u.id);
+      if (removedIds.length > 0) await this.uploads.delete({ id: In(removedIds) });
+      purged += removedIds.length;
+      if (removedIds.length < expired.length) {
+        // Storage is failing; stop rather than spin on the same rows. The next run retries them.
+        const firstFailure = removals.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        this.logger.warn({ err: firstFailure?.reason }, `Could not remove ${expired.length - removedIds.length} expired upload objects`);
+        return purged;
+      }
+      if (expired.length < PURGE_CHUNK) return purged;
+    }
+  }
+
+  /** Size, then magic bytes, then the header's dimensions; nothing here decodes pixels. */
+  private async inspect(file: IncomingUpload): Promise<InspectedUpload> {
+    const name = uploadDisplayName(file.name);
+    if (file.body.length > UPLOAD_LIMITS.maxBytes) throw uploadRefusals.tooLarge(name);
+    const type = detectImageType(file.body);
+    if (!type) throw uploadRefusals.unsupportedType(name);
+
+    let metadata: Metadata;
+    try {
+      // limitInputPixels off so a huge header is reported as too_many_pixels, not as unreadable;
+      // metadata() reads the header only, so the canvas is never allocated.
+      metadata = await sharp(file.body, { limitInputPixels: false }).metadata();
+    } catch {
+      throw uploadRefusals.unsupportedType(name);
+    }
+    const { width, height } = metadata;
+    if (metadata.format !== type.sharpFormat || !width || !height) throw uploadRefusals.unsupportedType(name);
+    if (width > UPLOAD_LIMITS.maxDimension || height > UPLOAD_LIMITS.maxDimension || width * height > UPLOAD_LIMITS.maxPixels) {
+      throw uploadRefusals.tooManyPixels(name, width, height);
+    }
+    // Width and height as displayed, after EXIF rotation.
+    const oriented = metadata.autoOrient ?? { width, height };
+    return { name, body: file.body, type, width: oriented.width, height: oriented.height };
+  }
+
+  private async removeObjects(keys: string[]): Promise<void> {
+    const results = await Promise.allSettled(keys.map((key) => this.storage.remove(key)));
+    const failures = results.filter((r) => r.status === 'rejected').length;
+    if (failures > 0) this.logger.error(`Could not remove ${failures} objects of a failed upload`);
   }
 }
