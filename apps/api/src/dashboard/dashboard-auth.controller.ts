@@ -1,0 +1,61 @@
+import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { AuthenticatedSession, SessionsService } from '@app/dashboard';
+import { ErrorResponseDto } from '../common/error.response.dto';
+import { LoginRequestDto, SignupRequestDto } from './dto/dashboard.request.dto';
+import { SessionResponseDto } from './dto/dashboard.response.dto';
+import { LoginThrottle } from './login-throttle.service';
+import { CurrentSession, SessionAuth } from './session.decorators';
+
+const clientIp = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+
+@ApiTags('Dashboard')
+@Controller('dashboard')
+export class DashboardAuthController {
+  constructor(
+    private readonly sessions: SessionsService,
+    private readonly throttle: LoginThrottle,
+  ) {}
+
+  @Post('signup')
+  @ApiOperation({ summary: 'Create an account (free plan, zero balance) and sign in' })
+  @ApiCreatedResponse({ type: SessionResponseDto })
+  @ApiResponse({ status: 400, description: 'invalid_request (email, password of 10..200 characters)', type: ErrorResponseDto })
+  @ApiResponse({ status: 409, description: 'email_taken (emails compare case-insensitively)', type: ErrorResponseDto })
+  @ApiResponse({ status: 429, description: 'rate_limited; honour Retry-After', type: ErrorResponseDto })
+  async signup(
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+    @Body() body: SignupRequestDto,
+  ): Promise<SessionResponseDto> {
+    await this.throttle.signup(clientIp(req), res);
+    return SessionResponseDto.from(await this.sessions.signup(body.email, body.password));
+  }
+
+  @Post('login')
+  @HttpCode(200)
+  @ApiOperation({ summary: 'Sign in with email and password' })
+  @ApiOkResponse({ type: SessionResponseDto })
+  @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })
+  @ApiResponse({ status: 401, description: 'invalid_credentials (unknown email or wrong password alike)', type: ErrorResponseDto })
+  @ApiResponse({ status: 403, description: 'account_disabled', type: ErrorResponseDto })
+  @ApiResponse({ status: 429, description: 'rate_limited (per email and per IP); honour Retry-After', type: ErrorResponseDto })
+  async login(
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+    @Body() body: LoginRequestDto,
+  ): Promise<SessionResponseDto> {
+    await this.throttle.login(clientIp(req), body.email, res);
+    return SessionResponseDto.from(await this.sessions.login(body.email, body.password));
+  }
+
+  @Post('logout')
+  @HttpCode(204)
+  @SessionAuth()
+  @ApiOperation({ summary: 'End this session; its token is refused from the next request on' })
+  @ApiNoContentResponse()
+  async logout(@CurrentSession() auth: AuthenticatedSession): Promise<void> {
+    await this.sessions.logout(auth.session.id);
+  }
+}

@@ -1,0 +1,33 @@
+import { Module } from '@nestjs/common';
+import { AccountsModule } from '@app/accounts';
+import { BatchesModule } from '@app/batches';
+import { DashboardModule } from '@app/dashboard';
+import { KeysModule } from '@app/keys';
+import { RateLimitService } from '../auth/rate-limit.service';
+import { DashboardAccountController } from './dashboard-account.controller';
+import { DashboardAuthController } from './dashboard-auth.controller';
+import { DashboardBatchesController } from './dashboard-batches.controller';
+import { DashboardKeysController } from './dashboard-keys.controller';
+import { DashboardUsageController } from './dashboard-usage.controller';
+import { DASHBOARD_AUTH_LIMITS, DEFAULT_DASHBOARD_AUTH_LIMITS, LoginThrottle } from './login-throttle.service';
+import { SessionGuard } from './session.guard';
+
+/** The /v1/dashboard routes (decisions.md 9), for account holders signed in with a session. */
+@Module({
+  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule],
+  controllers: [
+    DashboardAuthController,
+    DashboardAccountController,
+    DashboardKeysController,
+    DashboardUsageController,
+    DashboardBatchesController,
+  ],
+  // RateLimitService is stateless apart from its limiter cache; Redis holds the counts.
+  providers: [
+    SessionGuard,
+    LoginThrottle,
+    RateLimitService,
+    { provide: DASHBOARD_AUTH_LIMITS, useValue: DEFAULT_DASHBOARD_AUTH_LIMITS },
+  ],
+})
+export class DashboardApiModule {}

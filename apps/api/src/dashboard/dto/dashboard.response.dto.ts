@@ -1,0 +1,77 @@
+import { ApiProperty } from '@nestjs/swagger';
+import type { IssuedSession, LedgerRow, Usage } from '@app/dashboard';
+import { AccountDto } from '../../common/account.response.dto';
+import { KeyDto } from '../../common/key.response.dto';
+
+export class SessionResponseDto {
+  @ApiProperty({ example: 'kiln_sess_...', description: 'Send as Authorization: Bearer <token> to /v1/dashboard routes' })
+  token: string;
+
+  @ApiProperty({ description: 'Unix ms' })
+  expiresAt: number;
+
+  static from(s: IssuedSession): SessionResponseDto {
+    return { token: s.token, expiresAt: s.expiresAt.getTime() };
+  }
+}
+
+export class DashboardLimitsDto {
+  @ApiProperty({ type: 'integer' }) maxImagesPerBatch: number;
+  @ApiProperty({ type: 'integer' }) maxConcurrentBatches: number;
+  @ApiProperty({ type: 'integer' }) activeBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Unrevoked API keys allowed' }) maxKeys: number;
+  @ApiProperty({ description: 'Whether API keys may call the public API' }) apiAccess: boolean;
+  @ApiProperty({ type: 'integer', description: 'Per API key' }) requestsPerMinute: number;
+}
+
+export class DashboardAccountResponseDto {
+  @ApiProperty({ type: AccountDto }) account: AccountDto;
+  @ApiProperty({ type: DashboardLimitsDto }) limits: DashboardLimitsDto;
+}
+
+export class KeyListResponseDto {
+  @ApiProperty({ type: [KeyDto], description: 'Newest first, revoked keys included' }) keys: KeyDto[];
+}
+
+export class UsageDayDto {
+  @ApiProperty({ example: '2025-01-31', description: 'UTC day the ledger rows were written' }) day: string;
+  @ApiProperty({ type: 'string', nullable: true, description: 'null for batches created from the dashboard' }) keyId: string | null;
+  @ApiProperty({ type: 'integer' }) charged: number;
+  @ApiProperty({ type: 'integer' }) refunded: number;
+}
+
+export class UsageTotalsDto {
+  @ApiProperty({ type: 'integer' }) charged: number;
+  @ApiProperty({ type: 'integer' }) refunded: number;
+}
+
+export class UsageResponseDto {
+  @ApiProperty({ example: '2025-01-02', description: 'First UTC day of the window' }) since: string;
+  @ApiProperty({ type: [UsageDayDto], description: 'Days and keys with activity only, oldest first' }) days: UsageDayDto[];
+  @ApiProperty({ type: UsageTotalsDto }) totals: UsageTotalsDto;
+
+  static from(u: Usage): UsageResponseDto {
+    return u;
+  }
+}
+
+export class LedgerEntryDto {
+  @ApiProperty() id: string;
+  @ApiProperty({ type: 'integer', description: 'Signed: negative for charges' }) amount: number;
+  @ApiProperty({ type: 'integer' }) balanceAfter: number;
+  @ApiProperty({ enum: ['grant', 'adjustment', 'batch_charge', 'task_refund'] }) kind: string;
+  @ApiProperty({ type: 'string', nullable: true }) reason: string | null;
+  @ApiProperty({ type: 'string', nullable: true }) batchId: string | null;
+  @ApiProperty({ type: 'string', nullable: true }) taskId: string | null;
+  @ApiProperty({ type: 'string', nullable: true, description: 'The API key that made the charge' }) keyId: string | null;
+  @ApiProperty({ description: 'Unix ms' }) createdAt: number;
+
+  static from(r: LedgerRow): LedgerEntryDto {
+    return { ...r, createdAt: r.createdAt.getTime() };
+  }
+}
+
+export class LedgerResponseDto {
+  @ApiProperty({ type: [LedgerEntryDto] }) entries: LedgerEntryDto[];
+  @ApiProperty({ type: 'string', nullable: true }) nextCursor: string | null;
+}

@@ -1,0 +1,138 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { utcDay } from '@app/billing';
+import { LedgerKind } from '@app/database';
+import { invalidRequest } from '@app/errors';
+import { decodeLedgerCursor, encodeLedgerCursor } from './ledger-cursor';
+
+export interface UsageDay {
+  /** UTC day the ledger rows were written, YYYY-MM-DD. */
+  day: string;
+  /** null: batches created from the dashboard, which have no key. */
+  keyId: string | null;
+  charged: number;
+  refunded: number;
+}
+
+export interface Usage {
+  since: string;
+  days: UsageDay[];
+  totals: { charged: number; refunded: number };
+}
+
+export interface LedgerRow {
+  id: string;
+  amount: number;
+  balanceAfter: number;
+  kind: LedgerKind;
+  reason: string | null;
+  batchId: string | null;
+  taskId: string | null;
+  keyId: string | null;
+  createdAt: Date;
+}
+
+export const MAX_USAGE_DAYS = 366;
+
+/** Parses `days`: an integer 1..366, default 30. */
+export function parseDays(raw: unknown, fallback = 30): number {
+  if (raw === undefined || raw === '') return fallback;
+  const s = String(raw);
+  const n = /^\d+$/.test(s) ? Number(s) : NaN;
+  if (!(n >= 1 && n <= MAX_USAGE_DAYS)) {
+    throw invalidRequest('days', /^\d+$/.test(s) ? 'out_of_range' : 'not_an_integer', `days must be an integer from 1 to ${MAX_USAGE_DAYS}`);
+  }
+  return n;
+}
+
+/** Read-only views of an account's ledger for its holder. Every query is scoped by account. */
+@Injectable()
+export class UsageService {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  /**
+   * Credits charged and refunded per UTC day per key over the last `days` days (today
+   * included). A row belongs to the day it was written, so a refund shows on the day it
+   * happened and the totals equal the balance movement of the window; the daily cap
+   * (creditsUsedToday) instead counts a refund against the day of its charge.
+   */
+  async usage(accountId: string, days: number): Promise<Usage> {
+    const now = new Date();
+    const since = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() - (days - 1)));
+    const rows: Array<{ day: string; key_id: string | null; charged: string; refunded: string }> = await this.db.query(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+              api_key_id AS key_id,
+              COALESCE(-SUM(amount) FILTER (WHERE kind = 'batch_charge'), 0) AS charged,
+              COALESCE(SUM(amount) FILTER (WHERE kind = 'task_refund'), 0) AS refunded
+         FROM ledger_entries
+        WHERE account_id = $1 AND created_at >= $2 AND kind IN ('batch_charge', 'task_refund')
+        GROUP BY 1, 2
+        ORDER BY 1, 2 NULLS FIRST`,
+      [accountId, since],
+    );
+    const out = rows.map((r) => ({ day: r.day, keyId: r.key_id, charged: Number(r.charged), refunded: Number(r.refunded) }));
+    return {
+      since: utcDay(since),
+      days: out,
+      totals: {
+        charged: out.reduce((s, d) => s + d.charged, 0),
+        refunded: out.reduce((s, d) => s + d.refunded, 0),
+      },
+    };
+  }
+
+  /** Newest first, keyset on (created_at, id). */
+  async ledger(accountId: string, limit: number, cursor: string | undefined): Promise<{ entries: LedgerRow[]; nextCursor: string | null }> {
+    const after = decodeLedgerCursor(cursor);
+    const params: unknown[] = [accountId, limit + 1];
+    let where = 'account_id = $1';
+    if (after) {
+      params.push(after.createdAt, after.id);
+      where += ' AND (created_at, id) < ($3::timestamptz, $4::bigint)';
+    }
+    // The text copy of id gets its own alias: ORDER BY id would sort that text ('9' > '10').
+    const rows: Array<Record<string, any>> = await this.db.query(
+      `SELECT id::text AS entry_id, amount, balance_after, kind, reason, batch_id, task_id, api_key_id, created_at,
+              to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at
+         FROM ledger_entries
+        WHERE ${where}
+        ORDER BY created_at DESC, id DESC
+        LIMIT $2`,
+      params,
+    );
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      entries: page.map((r) => ({
+        id: r.entry_id,
+        amount: Number(r.amount),
+        balanceAfter: Number(r.balance_after),
+        kind: r.kind,
+        reason: r.reason,
+        batchId: r.batch_id,
+        taskId: r.task_id,
+        keyId: r.api_key_id,
+        createdAt: new Date(r.created_at),
+      })),
+      nextCursor: rows.length > limit && last ? encodeLedgerCursor({ createdAt: last.cursor_at, id: last.entry_id }) : null,
+    };
+  }
+
+  /**
+   * creditsUsedToday of several keys in one query, with the same rule as
+   * BillingService.creditsUsedToday: today's charges through the key minus their refunds.
+   */
+  async creditsUsedToday(keyIds: string[]): Promise<Map<string, number>> {
+    const used = new Map<string, number>(keyIds.map((id) => [id, 0]));
+    if (keyIds.length === 0) return used;
+    const rows: Array<{ key_id: string; used: string }> = await this.db.query(
+      `SELECT api_key_id AS key_id, COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
+        WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund')
+        GROUP BY api_key_id`,
+      [keyIds, utcDay()],
+    );
+    for (const r of rows) used.set(r.key_id, Number(r.used));
+    return used;
+  }
+}
