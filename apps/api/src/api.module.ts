@@ -6,22 +6,28 @@ import { LoggerModule } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AccountsModule } from '@app/accounts';
-import { KilnQueueModule } from '@app/batches';
+import { BatchesModule, KilnQueueModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
 import { CatalogModule } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { KeysModule } from '@app/keys';
 import { RedisModule } from '@app/redis';
+import { StorageModule } from '@app/storage';
+import { UploadsModule } from '@app/uploads';
 import { MeController } from './account/me.controller';
 import { AdminController } from './admin/admin.controller';
 import { AdminGuard } from './admin/admin.guard';
+import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
 import { RateLimitService } from './auth/rate-limit.service';
 import { CatalogController } from './catalog/catalog.controller';
+import { DashboardApiModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
+import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
+import { UploadsController } from './uploads/uploads.controller';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -56,8 +62,12 @@ function requestId(req: IncomingMessage, res: ServerResponse): string {
     AccountsModule,
     KeysModule,
     CatalogModule,
+    BatchesModule,
+    DashboardApiModule,
+    StorageModule,
+    UploadsModule,
   ],
-  controllers: [HealthController, CatalogController, MeController, AdminController],
+  controllers: [HealthController, CatalogController, MeController, AdminController, BatchesController, UploadsController, FilesController],
   providers: [
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,

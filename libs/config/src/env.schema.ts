@@ -95,6 +95,18 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   SHUTDOWN_GRACE_MS?: number;
 
+  /** Bull lock on an active job; a worker that stops renewing it (killed) loses the job after this. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(200)
+  QUEUE_LOCK_DURATION_MS?: number;
+
+  /** How often a generator looks for jobs whose worker died (Bull stalled-job recovery). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100)
+  QUEUE_STALLED_INTERVAL_MS?: number;
+
+  /** A `running` task untouched this long, with no live job, is re-enqueued by the reconciler. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(500)
+  TASK_LEASE_MS?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   OPENAI_API_KEY?: string;
 

@@ -29,6 +29,15 @@ describe('configuration', () => {
     expect(() => buildConfig(env)).toThrow(new RegExp(`Invalid Kiln configuration:[\\s\\S]*${name}=`));
   });
 
+  it('reads the generator settings and collects upstream keys by name', () => {
+    const c = buildConfig({ QUEUE_LOCK_DURATION_MS: '1000', QUEUE_STALLED_INTERVAL_MS: '500', TASK_LEASE_MS: '3000', OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b', NOT_A_KEY: 'x' });
+    expect(c.generator).toMatchObject({ lockDurationMs: 1000, stalledIntervalMs: 500, taskLeaseMs: 3000 });
+    expect(c.generator.renderConcurrency).toBeGreaterThanOrEqual(1);
+    expect(c.openaiApiKey).toBe('sk-a');
+    expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b' });
+    expect(buildConfig({}).generator).toMatchObject({ lockDurationMs: 30000, stalledIntervalMs: 30000, taskLeaseMs: 60000 });
+  });
+
   it('requires MinIO credentials when the MinIO driver is chosen', () => {
     expect(() => buildConfig({ STORAGE_DRIVER: 'minio' })).toThrow(/MINIO_ACCESS_KEY/);
   });

@@ -1,3 +1,4 @@
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { EnvSchema, validateEnv } from './env.schema';
 
@@ -32,8 +33,19 @@ export interface KilnConfig {
     modelConcurrencyCap: number;
     reconcileIntervalMs: number;
     shutdownGraceMs: number;
+    /** Bull lockDuration: how long a killed worker's job stays locked before stalled recovery. */
+    lockDurationMs: number;
+    /** Bull stalledInterval: how often a worker moves jobs with expired locks back to waiting. */
+    stalledIntervalMs: number;
+    /** A running task untouched this long whose job is not live is re-enqueued by the reconciler. */
+    taskLeaseMs: number;
   };
   openaiApiKey: string | null;
+  /**
+   * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
+   * name ends in `_API_KEY` (OPENAI_API_KEY included), so routes never read the environment.
+   */
+  providerApiKeys: Record<string, string>;
   logLevel: string;
 }
 
@@ -79,15 +91,30 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     },
     generator: {
       concurrency: env.GENERATOR_CONCURRENCY ?? 50,
-      renderConcurrency: env.RENDER_CONCURRENCY ?? 2,
+      // Builtin renders are CPU-bound: one at a time per core by default.
+      renderConcurrency: env.RENDER_CONCURRENCY ?? Math.max(1, Math.min(64, os.availableParallelism())),
       maxAttempts: env.TASK_MAX_ATTEMPTS ?? 4,
       backoffMs: env.TASK_BACKOFF_MS ?? 1000,
       providerTimeoutMs: env.PROVIDER_TIMEOUT_MS ?? 120000,
       modelConcurrencyCap: env.MODEL_CONCURRENCY_CAP ?? 100,
       reconcileIntervalMs: env.RECONCILE_INTERVAL_MS ?? 15000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_MS ?? 30000,
+      lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 30000,
+      stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
+      taskLeaseMs: env.TASK_LEASE_MS ?? 60000,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
+    providerApiKeys: providerApiKeys(raw),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
   };
+}
+
+const PROVIDER_KEY_NAME = /^[A-Z][A-Z0-9_]*_API_KEY$/;
+
+function providerApiKeys(raw: Record<string, unknown>): Record<string, string> {
+  const keys: Record<string, string> = {};
+  for (const [name, value] of Object.entries(raw)) {
+    if (PROVIDER_KEY_NAME.test(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
+  }
+  return keys;
 }

@@ -1,0 +1,121 @@
+import { ApiProperty } from '@nestjs/swagger';
+import type { BatchView } from '@app/batches';
+import type { BatchEntity, TaskEntity } from '@app/database';
+
+export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
+export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
+
+/** Interface 2.5: `pending` includes queued tasks. */
+export class CountsDto {
+  @ApiProperty({ type: 'integer', description: 'pending and queued tasks' }) pending: number;
+  @ApiProperty({ type: 'integer' }) running: number;
+  @ApiProperty({ type: 'integer' }) succeeded: number;
+  @ApiProperty({ type: 'integer' }) failed: number;
+}
+
+/** Interface 2.4 plus the added fields of decisions.md 2-3 (status, done, credits, quality). */
+export class BatchDto {
+  @ApiProperty() id: string;
+  @ApiProperty({ type: 'integer', description: 'Unix milliseconds' }) createdAt: number;
+  @ApiProperty({ type: [String] }) prompts: string[];
+  @ApiProperty() model: string;
+  @ApiProperty({ example: '1:1' }) aspectRatio: string;
+  @ApiProperty({ enum: ['1K', '2K', '4K'] }) resolution: string;
+  @ApiProperty({ enum: ['auto', 'low', 'medium', 'high'] }) quality: string;
+  @ApiProperty({ type: 'string', nullable: true, description: 'null = auto; else "transparent" or #RRGGBB' })
+  background: string | null;
+  @ApiProperty({ type: 'integer' }) countPerCombo: number;
+  @ApiProperty({ enum: ['none', 'each', 'combined'] }) refMode: string;
+  @ApiProperty({ type: [String] }) refImages: string[];
+  @ApiProperty({ type: 'integer', description: 'Number of images (tasks)' }) total: number;
+  @ApiProperty({ type: 'string', nullable: true }) note: string | null;
+  @ApiProperty({ type: CountsDto }) counts: CountsDto;
+  @ApiProperty({ type: 'string', nullable: true }) previewUrl: string | null;
+  @ApiProperty() createdViaApi: boolean;
+  @ApiProperty({ enum: BATCH_STATUSES }) status: string;
+  @ApiProperty({ description: 'True once no task is pending, queued or running' }) done: boolean;
+  @ApiProperty({ type: 'integer', description: 'Credits charged at creation; does not shrink on refund' })
+  creditsCharged: number;
+  @ApiProperty({ type: 'integer', description: 'Credits refunded for failed tasks' }) creditsRefunded: number;
+
+  static from(b: BatchView): BatchDto {
+    return {
+      id: b.id,
+      createdAt: b.createdAt.getTime(),
+      prompts: b.prompts,
+      model: b.model,
+      aspectRatio: b.aspectRatio,
+      resolution: b.resolution,
+      quality: b.quality,
+      background: b.background,
+      countPerCombo: b.countPerCombo,
+      refMode: b.refMode,
+      refImages: b.refImages,
+      total: b.total,
+      note: b.note,
+      counts: { pending: b.counts.pending, running: b.counts.running, succeeded: b.counts.succeeded, failed: b.counts.failed },
+      previewUrl: b.previewUrl,
+      createdViaApi: b.createdViaApi,
+      status: b.status,
+      done: b.done,
+      creditsCharged: b.creditsCharged,
+      creditsRefunded: b.creditsRefunded,
+    };
+  }
+}
+
+/** Interface 2.6. */
+export class TaskDto {
+  @ApiProperty() id: string;
+  @ApiProperty() batchId: string;
+  @ApiProperty() prompt: string;
+  @ApiProperty({ enum: TASK_STATUSES }) status: string;
+  @ApiProperty({ type: 'integer', description: '0 while pending/queued, 1..99 while running, 100 when succeeded' })
+  progress: number;
+  @ApiProperty({ type: [String], description: 'One public URL once succeeded, else empty' }) resultUrls: string[];
+  @ApiProperty({ type: 'string', nullable: true, description: 'Short reason when failed' }) error: string | null;
+
+  static from(t: TaskEntity): TaskDto {
+    return {
+      id: t.id,
+      batchId: t.batchId,
+      prompt: t.prompt,
+      status: t.status,
+      progress: t.progress,
+      resultUrls: t.status === 'succeeded' && t.resultUrl ? [t.resultUrl] : [],
+      error: t.error,
+    };
+  }
+}
+
+/** Interface 2.3. */
+export class CreatedBatchResponseDto {
+  @ApiProperty() id: string;
+  @ApiProperty({ type: 'integer' }) total: number;
+  @ApiProperty({ type: 'integer' }) creditsCharged: number;
+  @ApiProperty({ enum: BATCH_STATUSES, example: 'pending' }) status: string;
+
+  static from(b: BatchEntity): CreatedBatchResponseDto {
+    return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
+  }
+}
+
+export class BatchListResponseDto {
+  @ApiProperty({ type: [BatchDto] }) batches: BatchDto[];
+  @ApiProperty({ type: 'string', nullable: true, description: 'Pass as `cursor` for the next page; null on the last page' })
+  nextCursor: string | null;
+
+  static from(page: { batches: BatchView[]; nextCursor: string | null }): BatchListResponseDto {
+    return { batches: page.batches.map(BatchDto.from), nextCursor: page.nextCursor };
+  }
+}
+
+export class BatchDetailResponseDto {
+  @ApiProperty({ type: BatchDto }) batch: BatchDto;
+  @ApiProperty({ type: [TaskDto], description: 'In fan-out order: prompt, then reference image, then copy' })
+  tasks: TaskDto[];
+
+  static from(d: { batch: BatchView; tasks: TaskEntity[] }): BatchDetailResponseDto {
+    return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
+  }
+}

@@ -1,0 +1,121 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  IsArray,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+} from 'class-validator';
+import {
+  ASPECT_RATIO_PATTERN,
+  BACKGROUND_PATTERN,
+  BATCH_RESOLUTIONS,
+  COUNT_PER_COMBO,
+  CreateBatchInput,
+  MAX_NOTE_LENGTH,
+  MAX_PROMPTS,
+  Quality,
+  QUALITIES,
+  REF_MODES,
+} from '@app/batches';
+import type { RefMode, Resolution } from '@app/database';
+
+/**
+ * Body of `POST /v1/batches` (interface 2.1). Types, enums and ranges are checked here;
+ * the per-prompt rules (non-blank, no U+0000, reported as `prompts[i]`) and the
+ * refMode/refImages pairing are checked by the batches lib right after, still as step 2.
+ */
+export class CreateBatchRequestDto implements CreateBatchInput {
+  // class-validator runs a property's decorators bottom-up and the pipe stops at the first
+  // failure, so the type check sits lowest: `"x"` is reported as isArray, not arrayMaxSize.
+
+  @ApiProperty({
+    type: [String],
+    minItems: 1,
+    maxItems: MAX_PROMPTS,
+    description: 'The batch fans out across every prompt. Each must be non-empty after trimming and free of U+0000.',
+    example: ['a red fox in the snow', 'a lighthouse at dusk'],
+  })
+  @ArrayMaxSize(MAX_PROMPTS)
+  @ArrayMinSize(1)
+  @IsString({ each: true })
+  @IsArray()
+  prompts: string[];
+
+  @ApiProperty({ description: 'A model key from GET /v1/models', example: 'eta-image' })
+  @IsString()
+  model: string;
+
+  @ApiPropertyOptional({
+    default: '1:1',
+    pattern: ASPECT_RATIO_PATTERN.source,
+    description: "Must be legal at the resolution per the model's resolutionsByRatio",
+    example: '16:9',
+  })
+  @IsOptional()
+  @Matches(ASPECT_RATIO_PATTERN)
+  @IsString()
+  aspectRatio?: string;
+
+  @ApiPropertyOptional({ enum: BATCH_RESOLUTIONS, default: '1K' })
+  @IsOptional()
+  @IsIn(BATCH_RESOLUTIONS)
+  resolution?: Resolution;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: COUNT_PER_COMBO.min,
+    maximum: COUNT_PER_COMBO.max,
+    default: 1,
+    description: 'Images per prompt; per reference image when refMode is "each"',
+  })
+  @IsOptional()
+  @Max(COUNT_PER_COMBO.max)
+  @Min(COUNT_PER_COMBO.min)
+  @IsInt()
+  countPerCombo?: number;
+
+  @ApiPropertyOptional({ enum: REF_MODES, default: 'none', description: 'How reference images pair with prompts' })
+  @IsOptional()
+  @IsIn(REF_MODES)
+  refMode?: RefMode;
+
+  @ApiPropertyOptional({
+    type: [String],
+    default: [],
+    description: 'URLs returned by POST /v1/uploads to this account. Required (non-empty) unless refMode is "none", and empty when it is.',
+  })
+  @IsOptional()
+  @IsString({ each: true })
+  @IsArray()
+  refImages?: string[];
+
+  @ApiPropertyOptional({ enum: QUALITIES, default: 'auto', description: 'Honoured only by models whose supportsQuality is true' })
+  @IsOptional()
+  @IsIn(QUALITIES)
+  quality?: Quality;
+
+  @ApiPropertyOptional({
+    type: 'string',
+    nullable: true,
+    pattern: BACKGROUND_PATTERN.source,
+    description: 'BETA. "transparent" or "#RRGGBB"; omitted or null = auto. Honoured only by models whose supportsBackground is true.',
+    example: 'transparent',
+  })
+  @IsOptional()
+  @Matches(BACKGROUND_PATTERN)
+  @IsString()
+  background?: string | null;
+
+  @ApiPropertyOptional({ type: 'string', nullable: true, maxLength: MAX_NOTE_LENGTH, description: 'Free-text label shown in the dashboard' })
+  @IsOptional()
+  @MaxLength(MAX_NOTE_LENGTH)
+  @IsString()
+  note?: string | null;
+}

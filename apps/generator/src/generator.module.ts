@@ -1,0 +1,27 @@
+import { Module } from '@nestjs/common';
+import { LoggerModule } from 'nestjs-pino';
+import { KilnQueueModule } from '@app/batches';
+import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
+import { DatabaseModule } from '@app/database';
+import { GenerationModule } from '@app/generation';
+import { RedisModule } from '@app/redis';
+import { StorageModule } from '@app/storage';
+import { ReconcilerScheduler } from './reconciler.scheduler';
+import { TasksProcessor } from './tasks.processor';
+
+@Module({
+  imports: [
+    KilnConfigModule.forRoot(),
+    LoggerModule.forRootAsync({
+      inject: [KILN_CONFIG],
+      useFactory: (config: KilnConfig) => ({ pinoHttp: { level: config.logLevel } }),
+    }),
+    DatabaseModule.forRoot(),
+    RedisModule,
+    StorageModule,
+    KilnQueueModule.forRoot(),
+    GenerationModule,
+  ],
+  providers: [TasksProcessor, ReconcilerScheduler],
+})
+export class GeneratorModule {}

@@ -1,0 +1,58 @@
+import { NestFactory } from '@nestjs/core';
+import { Logger } from 'nestjs-pino';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { GeneratorModule } from './generator.module';
+
+/** Margin past the grace period for closing connections before the process gives up. */
+const CLOSE_MARGIN_MS = 10_000;
+
+async function bootstrap(): Promise<void> {
+  // Signals are caught from the very start: jobs are taken as soon as the context is up,
+  // before create() returns, and a SIGTERM in that window must still drain them.
+  let pendingSignal: NodeJS.Signals | null = null;
+  let onSignal = (signal: NodeJS.Signals): void => {
+    pendingSignal ??= signal;
+  };
+  process.on('SIGTERM', (s) => onSignal(s));
+  process.on('SIGINT', (s) => onSignal(s));
+
+  // An application context, not an HTTP app: the generator only consumes the queue.
+  const app = await NestFactory.createApplicationContext(GeneratorModule, { bufferLogs: true });
+  const logger = app.get(Logger);
+  app.useLogger(logger);
+  const config = app.get<KilnConfig>(KILN_CONFIG);
+
+  // A bug that leaves a promise rejection unhandled must not kill every task in flight here;
+  // it is logged loudly instead.
+  process.on('unhandledRejection', (reason) => {
+    logger.error(`Unhandled promise rejection: ${reason instanceof Error ? reason.stack : String(reason)}`, 'Generator');
+  });
+
+  let closing = false;
+  onSignal = (signal) => {
+    if (closing) return;
+    closing = true;
+    logger.log(`${signal}: finishing in-flight tasks (up to ${config.generator.shutdownGraceMs} ms)`, 'Generator');
+    setTimeout(() => {
+      logger.error('Shutdown did not complete in time; exiting', 'Generator');
+      process.exit(1);
+    }, config.generator.shutdownGraceMs + CLOSE_MARGIN_MS).unref();
+    // app.close() runs TasksProcessor.beforeApplicationShutdown (stop taking jobs, drain
+    // within the grace period), then closes the queue, Redis and the database.
+    app.close().then(
+      () => process.exit(0),
+      (err) => {
+        logger.error(`Shutdown failed: ${(err as Error).message}`, 'Generator');
+        process.exit(1);
+      },
+    );
+  };
+  logger.log('Generator started', 'Generator');
+  if (pendingSignal) onSignal(pendingSignal);
+}
+
+bootstrap().catch((err) => {
+  // Configuration errors name the variable; print them plainly, not as a stack trace.
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,37 @@
+import { InjectQueue } from '@nestjs/bull';
+import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import type { Job, Queue } from 'bull';
+import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/batches';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { TaskRunnerService } from '@app/generation';
+
+/**
+ * Job name -> library service. Registered by hand rather than with @Process because the
+ * concurrency comes from the configuration.
+ */
+@Injectable()
+export class TasksProcessor implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(TasksProcessor.name);
+
+  constructor(
+    @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
+    private readonly runner: TaskRunnerService,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const { concurrency } = this.config.generator;
+    // Resolves only when the queue closes; errors are Bull's own (Redis), already emitted.
+    this.queue
+      .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => this.runner.run(job.data.taskId, job))
+      .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
+    this.logger.log(`Consuming ${TASK_QUEUE} with ${concurrency} job(s) in flight`);
+  }
+
+  /** Stop taking jobs, then let the ones in flight finish within the grace period. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.queue.pause(true, true).catch(() => undefined);
+    const { finished, interrupted } = await this.runner.drain(this.config.generator.shutdownGraceMs);
+    this.logger.log(`Drained: ${finished} task(s) finished, ${interrupted} given back to the queue`);
+  }
+}

@@ -1,0 +1,116 @@
+import { CATALOG_DEFAULTS, CATALOG_LIMITS, RESOLUTIONS } from '@app/catalog';
+import { RefMode, Resolution } from '@app/database';
+import { invalidRequest } from '@app/errors';
+
+/**
+ * Shape rules of a batch request (interface 2.1, decisions.md 4 step 2). The api's DTO
+ * decorates the same constants, so the OpenAPI document and these checks cannot drift.
+ */
+export const REF_MODES = ['none', 'each', 'combined'] as const satisfies readonly RefMode[];
+export const QUALITIES = ['auto', 'low', 'medium', 'high'] as const;
+export type Quality = (typeof QUALITIES)[number];
+export const BATCH_RESOLUTIONS: readonly Resolution[] = RESOLUTIONS;
+/** `w:h` with small positive integers, the form the catalog stores. */
+export const ASPECT_RATIO_PATTERN = /^[1-9]\d{0,2}:[1-9]\d{0,2}$/;
+export const BACKGROUND_PATTERN = /^(transparent|#[0-9A-Fa-f]{6})$/;
+export const MAX_PROMPTS = CATALOG_LIMITS.maxPrompts;
+export const COUNT_PER_COMBO = CATALOG_LIMITS.countPerCombo;
+export const MAX_NOTE_LENGTH = 1000;
+
+/** Body of `POST /v1/batches` (and of the dashboard's equivalent), as the caller sent it. */
+export interface CreateBatchInput {
+  prompts: string[];
+  model: string;
+  aspectRatio?: string;
+  resolution?: Resolution;
+  countPerCombo?: number;
+  refMode?: RefMode;
+  refImages?: string[];
+  quality?: Quality;
+  /** 'transparent' | '#RRGGBB'; absent or null = auto. */
+  background?: string | null;
+  note?: string | null;
+}
+
+/** The request with every default applied. */
+export interface BatchRequest {
+  prompts: string[];
+  model: string;
+  aspectRatio: string;
+  resolution: Resolution;
+  countPerCombo: number;
+  refMode: RefMode;
+  refImages: string[];
+  quality: Quality;
+  background: string | null;
+  note: string | null;
+}
+
+/**
+ * Step 2 of decisions.md 4 for what a DTO cannot express (per-item prompt rules with the
+ * item's path, and refMode/refImages consistency), plus a backstop of the DTO's type rules
+ * for callers that skip it: the charge is computed from these fields, so they are never
+ * trusted blindly.
+ */
+export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
+  const { prompts } = input;
+  if (!Array.isArray(prompts)) throw invalidRequest('prompts', 'isArray', 'prompts must be an array of strings');
+  if (prompts.length < 1) throw invalidRequest('prompts', 'arrayMinSize', 'prompts must hold at least 1 prompt');
+  if (prompts.length > MAX_PROMPTS) {
+    throw invalidRequest('prompts', 'arrayMaxSize', `prompts may hold at most ${MAX_PROMPTS} prompts`);
+  }
+  prompts.forEach((p, i) => {
+    if (typeof p !== 'string') throw invalidRequest(`prompts[${i}]`, 'isString', `prompts[${i}] must be a string`);
+    if (p.trim().length === 0) throw invalidRequest(`prompts[${i}]`, 'blank', `prompts[${i}] is empty`);
+    if (p.includes('\u0000')) throw invalidRequest(`prompts[${i}]`, 'contains_nul', `prompts[${i}] contains U+0000`);
+  });
+  if (typeof input.model !== 'string') throw invalidRequest('model', 'isString', 'model must be a string');
+
+  const aspectRatio = input.aspectRatio ?? CATALOG_DEFAULTS.aspectRatio;
+  if (typeof aspectRatio !== 'string' || !ASPECT_RATIO_PATTERN.test(aspectRatio)) {
+    throw invalidRequest('aspectRatio', 'matches', 'aspectRatio must look like 16:9');
+  }
+  const resolution = input.resolution ?? CATALOG_DEFAULTS.resolution;
+  if (!BATCH_RESOLUTIONS.includes(resolution)) throw invalidRequest('resolution', 'isIn', 'resolution must be 1K, 2K or 4K');
+  const countPerCombo = input.countPerCombo ?? CATALOG_DEFAULTS.countPerCombo;
+  if (!Number.isInteger(countPerCombo) || countPerCombo < COUNT_PER_COMBO.min || countPerCombo > COUNT_PER_COMBO.max) {
+    throw invalidRequest('countPerCombo', 'out_of_range', 'countPerCombo must be an integer from 1 to 20');
+  }
+  const quality = input.quality ?? CATALOG_DEFAULTS.quality;
+  if (!QUALITIES.includes(quality)) throw invalidRequest('quality', 'isIn', 'quality must be auto, low, medium or high');
+  const background = input.background ?? null;
+  if (background !== null && (typeof background !== 'string' || !BACKGROUND_PATTERN.test(background))) {
+    throw invalidRequest('background', 'matches', 'background must be "transparent" or a #RRGGBB colour');
+  }
+  const note = input.note ?? null;
+  if (note !== null && (typeof note !== 'string' || note.length > MAX_NOTE_LENGTH)) {
+    throw invalidRequest('note', 'maxLength', `note must be a string of at most ${MAX_NOTE_LENGTH} characters`);
+  }
+
+  const refMode = input.refMode ?? CATALOG_DEFAULTS.refMode;
+  if (!REF_MODES.includes(refMode)) throw invalidRequest('refMode', 'isIn', 'refMode must be none, each or combined');
+  const refImages = input.refImages ?? [];
+  if (!Array.isArray(refImages)) throw invalidRequest('refImages', 'isArray', 'refImages must be an array of strings');
+  refImages.forEach((r, i) => {
+    if (typeof r !== 'string') throw invalidRequest(`refImages[${i}]`, 'isString', `refImages[${i}] must be a string`);
+  });
+  if (refMode === 'none' && refImages.length > 0) {
+    throw invalidRequest('refImages', 'not_allowed_with_ref_mode_none', 'refImages must be empty when refMode is "none"');
+  }
+  if (refMode !== 'none' && refImages.length === 0) {
+    throw invalidRequest('refImages', 'required_for_ref_mode', `refImages must hold at least one URL when refMode is "${refMode}"`);
+  }
+
+  return {
+    prompts,
+    model: input.model,
+    aspectRatio,
+    resolution,
+    countPerCombo,
+    refMode,
+    refImages,
+    quality,
+    background,
+    note,
+  };
+}

@@ -1,0 +1,34 @@
+import { ProviderError } from '@app/providers';
+import { classifyFailure, exhaustedMessage, oneLine, TaskFailure } from './task-failure';
+
+describe('classifyFailure', () => {
+  it('follows the provider error', () => {
+    expect(classifyFailure(new ProviderError('rate_limited', 'Upstream rate limit reached (429)', { retryAfterMs: 2000 }))).toEqual({
+      retryable: true,
+      message: 'Upstream rate limit reached (429)',
+      retryAfterMs: 2000,
+      internal: false,
+    });
+    expect(classifyFailure(new ProviderError('bad_request', 'Upstream refused the request (400)')).retryable).toBe(false);
+  });
+
+  it('fails a TaskFailure at once with its message', () => {
+    expect(classifyFailure(new TaskFailure('Reference image 1 is no longer available'))).toMatchObject({
+      retryable: false,
+      message: 'Reference image 1 is no longer available',
+    });
+  });
+
+  it('retries anything else and never exposes its text', () => {
+    const c = classifyFailure(new Error('connect ECONNREFUSED 10.0.0.5:5432\n    at TCPConnectWrap'));
+    expect(c.retryable).toBe(true);
+    expect(c.internal).toBe(true);
+    expect(c.message).not.toMatch(/ECONNREFUSED|at /);
+  });
+
+  it('keeps messages to one short line', () => {
+    expect(oneLine('a\n  b')).toBe('a b');
+    expect(oneLine('x'.repeat(1000))).toHaveLength(300);
+    expect(exhaustedMessage('Upstream error (500)', 3)).toBe('Upstream error (500) (gave up after 3 attempts)');
+  });
+});

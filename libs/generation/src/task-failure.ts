@@ -1,0 +1,61 @@
+import { isProviderError } from '@app/providers';
+
+/** The longest `error` a task carries: one honest line, never a stack trace. */
+export const MAX_TASK_ERROR_LENGTH = 300;
+
+/**
+ * A failure that retrying cannot fix (a reference image that is gone, a route that makes no
+ * sense): the task fails at once and is refunded. The message is shown to the account holder.
+ */
+export class TaskFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TaskFailure';
+  }
+}
+
+/** Thrown into in-flight renders when a shutdown's grace period runs out. */
+export class ShutdownInterruption extends Error {
+  constructor() {
+    super('The generator is shutting down');
+    this.name = 'ShutdownInterruption';
+  }
+}
+
+export interface ClassifiedFailure {
+  retryable: boolean;
+  /** Safe to store in tasks.error. */
+  message: string;
+  retryAfterMs?: number;
+  /** Kiln's fault rather than the upstream's or the request's: worth a log line with details. */
+  internal: boolean;
+}
+
+/**
+ * Upstream errors say themselves whether they are retryable (429, 5xx, timeouts are);
+ * anything unexpected (database, storage, a bug) is treated as transient infrastructure
+ * trouble and retried, and if it persists the task fails with a generic message, because
+ * an internal error text may hold paths, hosts or SQL.
+ */
+export function classifyFailure(err: unknown): ClassifiedFailure {
+  if (isProviderError(err)) {
+    return { retryable: err.retryable, message: oneLine(err.message), retryAfterMs: err.retryAfterMs, internal: false };
+  }
+  if (err instanceof TaskFailure) return { retryable: false, message: oneLine(err.message), internal: false };
+  return { retryable: true, message: 'Kiln could not complete this image (internal error)', internal: true };
+}
+
+export function exhaustedMessage(message: string, attempts: number): string {
+  return oneLine(`${message} (gave up after ${attempts} attempt${attempts === 1 ? '' : 's'})`);
+}
+
+export function oneLine(message: string): string {
+  const flat = String(message).replace(/\s+/g, ' ').trim() || 'Unknown error';
+  return flat.length > MAX_TASK_ERROR_LENGTH ? `${flat.slice(0, MAX_TASK_ERROR_LENGTH - 1)}…` : flat;
+}
+
+/** For logs: the message of anything thrown. */
+export function describeError(err: unknown): string {
+  if (err instanceof Error) return `${err.name}: ${err.message}`;
+  return String(err);
+}

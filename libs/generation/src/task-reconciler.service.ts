@@ -1,0 +1,168 @@
+import { InjectQueue } from '@nestjs/bull';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { Queue } from 'bull';
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { RedisService } from '@app/redis';
+import { nextRenderJob, renderJobId } from './render-jobs';
+import { describeError } from './task-failure';
+import { TaskStateStore } from './task-state.store';
+
+export interface ReconcileReport {
+  /** `pending` tasks that never reached the queue, now enqueued (by the batches lib). */
+  enqueuedPending: number;
+  /** `queued` or stale `running` tasks without a live job, given a job again. */
+  reenqueued: number;
+  /** Batches whose tasks were all terminal but which were never marked finished. */
+  finishedBatches: number;
+}
+
+/** Deletes the lock only if it still holds our token. */
+const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+
+/** Job states in which Bull will still deliver the job (or is delivering it). */
+const LIVE_STATES = new Set(['waiting', 'delayed', 'active', 'paused']);
+
+const PASS_LIMIT = 500;
+
+interface OrphanCandidate {
+  id: string;
+  seq: number;
+  status: 'queued' | 'running';
+  attempts: number;
+}
+
+/**
+ * The safety net under the queue. The database is the source of truth and Redis may lose
+ * jobs (flushed, a failed add, a job Bull gave up on after repeated stalls), so every pass:
+ * enqueues `pending` tasks that never reached the queue; gives a job again to `queued` tasks
+ * whose job is gone and to `running` tasks whose worker is gone (untouched for a lease and
+ * no live job); and settles batches whose tasks are all terminal but which were never
+ * marked finished. Every action is idempotent (deterministic job ids, fenced updates), so a
+ * pass racing the workers or another replica's pass does no harm; the Redis lock only
+ * saves the work.
+ */
+@Injectable()
+export class TaskReconcilerService {
+  private readonly logger = new Logger(TaskReconcilerService.name);
+  /** How long a `pending` or `queued` task must sit before it counts as forgotten. */
+  queuedGraceMs = 5000;
+  /** Tasks (and batches) looked at per pass and kind; a backlog is walked over several passes. */
+  passLimit = PASS_LIMIT;
+  private queuedCursor: { updatedAt: string; id: string } | null = null;
+
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly dispatcher: TaskDispatchService,
+    private readonly store: TaskStateStore,
+    private readonly redis: RedisService,
+    @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
+
+  /** One pass, unless another replica is running one: then null. */
+  async runExclusive(): Promise<ReconcileReport | null> {
+    const key = this.redis.key('generator', 'reconciler-lock');
+    const token = randomUUID();
+    const ttl = Math.max(30_000, this.config.generator.reconcileIntervalMs * 3);
+    const got = await this.redis.client.set(key, token, 'PX', ttl, 'NX');
+    if (got !== 'OK') return null;
+    try {
+      return await this.reconcileOnce();
+    } finally {
+      await this.redis.client.eval(RELEASE_LOCK, 1, key, token).catch(() => undefined);
+    }
+  }
+
+  async reconcileOnce(): Promise<ReconcileReport> {
+    const enqueuedPending = await this.dispatcher.reconcilePending(this.queuedGraceMs, this.passLimit);
+    const reenqueued = await this.reenqueueOrphans();
+    const finishedBatches = await this.finishSettledBatches();
+    const report = { enqueuedPending, reenqueued, finishedBatches };
+    if (reenqueued + finishedBatches > 0) this.logger.log(`Reconciler: ${JSON.stringify(report)}`);
+    return report;
+  }
+
+  private async reenqueueOrphans(): Promise<number> {
+    const queued = await this.queuedPage();
+    const running: OrphanCandidate[] = await this.db.query(
+      `SELECT id, seq, status, attempts FROM tasks
+        WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
+        ORDER BY updated_at LIMIT $2`,
+      [this.config.generator.taskLeaseMs, this.passLimit],
+    );
+    let added = 0;
+    for (const task of [...queued, ...running]) {
+      try {
+        if (await this.reenqueue(task)) added++;
+      } catch (err) {
+        this.logger.warn(`Could not check or re-enqueue task ${task.id}: ${describeError(err)}`);
+      }
+    }
+    return added;
+  }
+
+  /**
+   * The next page of `queued` tasks past the grace period. A backlog can hold far more
+   * queued tasks than one pass looks at, most of them with live jobs, so passes walk it
+   * with a cursor and start over at the end, rather than re-checking the same oldest ones.
+   */
+  private async queuedPage(): Promise<OrphanCandidate[]> {
+    const after = this.queuedCursor;
+    // The cursor's time travels as text: a JS Date would drop the microseconds, and one
+    // dispatch gives a whole batch the same updated_at.
+    const rows: (OrphanCandidate & { updated_at_text: string })[] = await this.db.query(
+      `SELECT id, seq, status, attempts, updated_at::text AS updated_at_text FROM tasks
+        WHERE status = 'queued' AND updated_at <= now() - ($1::int * interval '1 millisecond')
+          AND ($2::timestamptz IS NULL OR (updated_at, id) > ($2::timestamptz, $3::uuid))
+        ORDER BY updated_at, id LIMIT $4`,
+      [this.queuedGraceMs, after?.updatedAt ?? null, after?.id ?? null, this.passLimit],
+    );
+    const last = rows[rows.length - 1];
+    this.queuedCursor = rows.length === this.passLimit && last ? { updatedAt: last.updated_at_text, id: last.id } : null;
+    return rows;
+  }
+
+  /**
+   * A queued task's job is the one for its next attempt; a running task's is the one that
+   * claimed it (or, after a failed give-back, the next one). When none is live, the job for
+   * the next attempt is (re)added; a running task's new job takes it over when delivered.
+   */
+  private async reenqueue(task: OrphanCandidate): Promise<boolean> {
+    const next = renderJobId(task.id, task.attempts);
+    const candidates = task.status === 'running' ? [renderJobId(task.id, task.attempts - 1), next] : [next];
+    for (const id of candidates) {
+      if (await this.isLive(id)) return false;
+    }
+    const stale = await this.queue.getJob(next);
+    if (stale) await stale.remove();
+    const job = nextRenderJob(task);
+    await this.queue.add(job.name, job.data, job.opts);
+    return true;
+  }
+
+  private async isLive(jobId: string): Promise<boolean> {
+    const job = await this.queue.getJob(jobId);
+    if (!job) return false;
+    return LIVE_STATES.has(await job.getState());
+  }
+
+  private async finishSettledBatches(): Promise<number> {
+    const rows: { id: string }[] = await this.db.query(
+      `SELECT b.id FROM batches b
+        WHERE b.finished_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id AND t.status IN ('pending', 'queued', 'running'))
+          AND EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id)
+        LIMIT $1`,
+      [this.passLimit],
+    );
+    let finished = 0;
+    for (const { id } of rows) {
+      if (await this.store.finishFromTasks(id)) finished++;
+    }
+    return finished;
+  }
+}

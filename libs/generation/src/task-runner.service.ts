@@ -1,0 +1,315 @@
+import { InjectQueue } from '@nestjs/bull';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { Queue } from 'bull';
+import { TASK_QUEUE } from '@app/batches';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import {
+  createProvider,
+  ImageProvider,
+  ProviderRoute,
+  ReferenceImage,
+  RenderQuality,
+  RenderRequest,
+  RenderResolution,
+  RenderResult,
+} from '@app/providers';
+import { newObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
+import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
+import { makePreview } from './preview';
+import { PrioritySemaphore } from './priority-semaphore';
+import { ProgressReporter } from './progress-reporter';
+import { nextRenderJob } from './render-jobs';
+import { retryDelayMs } from './retry-policy';
+import {
+  classifyFailure,
+  describeError,
+  exhaustedMessage,
+  oneLine,
+  ShutdownInterruption,
+  TaskFailure,
+} from './task-failure';
+import { ClaimedTask, Fence, RenderContext, TaskStateStore } from './task-state.store';
+
+/** What one delivery of a task's job did. */
+export type RunOutcome =
+  /** Rendered, stored and recorded. */
+  | 'succeeded'
+  /** Failed for good and refunded (now or by an earlier run). */
+  | 'failed'
+  /** Back to `queued` with a delayed job for the next attempt. */
+  | 'retrying'
+  /** Given back to the queue because this generator is shutting down. */
+  | 'requeued'
+  /** Nothing to do: the task is terminal (a duplicate or late delivery) or does not exist. */
+  | 'skipped'
+  /** Another worker took the task over mid-run; this run's work was discarded. */
+  | 'superseded';
+
+/** The parts of a Bull job the runner uses; tests may pass none. */
+export interface RunJob {
+  id?: string | number;
+  opts?: { priority?: number };
+}
+
+const EXTENSION: Record<RenderResult['contentType'], string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+};
+
+/** Progress the runner reports itself once the provider is done (stored, recording). */
+const PROGRESS_STORED = 90;
+/** How long in-flight runs get to record their give-back once the grace period is over. */
+const REQUEUE_GRACE_MS = 5000;
+
+/**
+ * One task's whole lifecycle for one job delivery: claim (fenced), render through the
+ * batch's provider snapshot within the concurrency limits, store, and record the outcome:
+ * success, a retry, or a failure refunded exactly once. Never throws for anything about the
+ * task itself; it throws only when the database cannot record an outcome, and then the job
+ * fails in Bull and the reconciler brings the task back later.
+ */
+@Injectable()
+export class TaskRunnerService {
+  private readonly logger = new Logger(TaskRunnerService.name);
+  /** CPU-bound local work (builtin renders, thumbnails), one slot per core by default. */
+  readonly renderSlots: PrioritySemaphore;
+  private readonly inFlight = new Set<Promise<RunOutcome>>();
+  /**
+   * Aborted when a shutdown's grace period runs out: renders in progress and runs still
+   * waiting for a slot are interrupted and give their tasks back to the queue.
+   */
+  private readonly interrupting = new AbortController();
+
+  constructor(
+    private readonly store: TaskStateStore,
+    private readonly storage: StorageDriver,
+    private readonly limiter: ModelConcurrencyLimiter,
+    @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {
+    this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
+  }
+
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
+  run(taskId: string, job?: RunJob): Promise<RunOutcome> {
+    const run = this.claimAndAttempt(taskId, job?.opts?.priority);
+    this.inFlight.add(run);
+    const forget = (): void => void this.inFlight.delete(run);
+    run.then(forget, forget);
+    return run;
+  }
+
+  /**
+   * Waits for in-flight runs up to `graceMs`, then interrupts the rest, which give their tasks
+   * back to the queue. The caller has already stopped taking new jobs. Resolves when every run
+   * has recorded its outcome (or a few more seconds passed).
+   */
+  async drain(graceMs: number): Promise<{ finished: number; interrupted: number }> {
+    const runs = [...this.inFlight];
+    const all = Promise.allSettled(runs);
+    const inTime = await raceTimeout(all, graceMs);
+    if (inTime) return { finished: runs.length, interrupted: 0 };
+    const interrupted = this.inFlight.size;
+    this.logger.warn(`Shutdown grace period over; interrupting ${interrupted} task(s) and giving them back to the queue`);
+    this.interrupting.abort(new ShutdownInterruption());
+    await raceTimeout(all, REQUEUE_GRACE_MS);
+    return { finished: runs.length - interrupted, interrupted };
+  }
+
+  private async claimAndAttempt(taskId: string, priority: number | undefined): Promise<RunOutcome> {
+    const claim = await this.store.claim(taskId);
+    return claim ? this.attempt(claim, priority) : 'skipped';
+  }
+
+  private async attempt(claim: ClaimedTask, priority: number | undefined): Promise<RunOutcome> {
+    const fence: Fence = { taskId: claim.id, attempt: claim.attempts };
+    const maxAttempts = this.config.generator.maxAttempts;
+    if (claim.attempts > maxAttempts) {
+      // Only takeovers get here (a retry never exceeds the limit): the task keeps being
+      // interrupted, most likely by crashes. Failing it stops a crash loop.
+      return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts));
+    }
+    const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
+    const stored: string[] = [];
+    try {
+      const ctx = await this.store.loadContext(claim);
+      const references = await this.loadReferences(ctx);
+      const provider = this.providerFor(ctx.batch.provider);
+      const request: RenderRequest = {
+        prompt: claim.prompt,
+        seed: claim.seed,
+        width: ctx.batch.width,
+        height: ctx.batch.height,
+        resolution: ctx.batch.resolution as RenderResolution,
+        aspectRatio: ctx.batch.aspectRatio,
+        quality: ctx.supportsQuality ? (ctx.batch.quality as RenderQuality) : null,
+        background: ctx.supportsBackground ? ctx.batch.background : null,
+        references,
+        signal: this.interrupting.signal,
+        onProgress: (pct) => progress.report(pct),
+      };
+      const result = await this.render(ctx, provider, request, priority);
+
+      const resultKey = newObjectKey('results', `image-${claim.seq + 1}.${EXTENSION[result.contentType] ?? 'png'}`);
+      await this.storage.put(resultKey, result.data, result.contentType);
+      stored.push(resultKey);
+      progress.report(PROGRESS_STORED);
+      const preview = await this.previewFor(ctx, result.data, priority);
+      if (preview) stored.push(preview.key);
+      progress.stop();
+
+      const tally = await this.store.succeed(fence, {
+        resultUrl: this.storage.publicUrl(resultKey),
+        resultKey,
+        previewUrl: preview?.url ?? null,
+      });
+      if (!tally) {
+        await this.removeQuietly(stored);
+        return 'superseded';
+      }
+      if (preview && tally.previewUrl !== preview.url) await this.removeQuietly([preview.key]);
+      if (tally.finished) this.logger.log(`Batch ${claim.batchId} finished: ${tally.status}`);
+      return 'succeeded';
+    } catch (err) {
+      progress.stop();
+      await this.removeQuietly(stored);
+      return this.afterFailure(claim, fence, err);
+    }
+  }
+
+  private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown): Promise<RunOutcome> {
+    if (err instanceof ShutdownInterruption) {
+      return (await this.retry(claim, fence, 0)) ? 'requeued' : 'superseded';
+    }
+    const failure = classifyFailure(err);
+    if (failure.internal) {
+      this.logger.error(`Task ${claim.id} attempt ${fence.attempt}: ${describeError(err)}`, (err as Error)?.stack);
+    } else {
+      this.logger.debug?.(`Task ${claim.id} attempt ${fence.attempt}: ${failure.message}`);
+    }
+    const maxAttempts = this.config.generator.maxAttempts;
+    if (failure.retryable && fence.attempt < maxAttempts) {
+      const delay = retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
+      return (await this.retry(claim, fence, delay)) ? 'retrying' : 'superseded';
+    }
+    const message = failure.retryable ? exhaustedMessage(failure.message, fence.attempt) : failure.message;
+    return this.failForGood(fence, message);
+  }
+
+  private async failForGood(fence: Fence, message: string): Promise<RunOutcome> {
+    const tally = await this.store.fail(fence, oneLine(message));
+    if (!tally) return 'superseded';
+    if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);
+    return 'failed';
+  }
+
+  /**
+   * `running -> queued`, then a job for the next attempt. If the process dies between the
+   * two, or Redis refuses the job, the task sits `queued` without a job and the reconciler
+   * adds the same job id later.
+   */
+  private async retry(claim: ClaimedTask, fence: Fence, delayMs: number): Promise<boolean> {
+    if (!(await this.store.requeue(fence))) return false;
+    const job = nextRenderJob({ id: claim.id, seq: claim.seq, attempts: fence.attempt }, delayMs);
+    try {
+      await this.queue.add(job.name, job.data, job.opts);
+    } catch (err) {
+      this.logger.warn(`Could not enqueue the retry of task ${claim.id} (${describeError(err)}); the reconciler will`);
+    }
+    return true;
+  }
+
+  private providerFor(route: ProviderRoute): ImageProvider {
+    try {
+      return createProvider(route, {
+        openaiApiKey: (envName) =>
+          !envName || envName === 'OPENAI_API_KEY'
+            ? this.config.openaiApiKey
+            : (this.config.providerApiKeys?.[envName] ?? null),
+        timeoutMs: this.config.generator.providerTimeoutMs,
+      });
+    } catch {
+      throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`);
+    }
+  }
+
+  /**
+   * CPU-bound builtin renders take a local slot (one per core); upstream calls take one of
+   * the model's slots shared by every replica. Both lines are ordered by the job's priority.
+   */
+  private async render(
+    ctx: RenderContext,
+    provider: ImageProvider,
+    request: RenderRequest,
+    priority: number | undefined,
+  ): Promise<RenderResult> {
+    if (ctx.batch.provider.type === 'builtin') {
+      return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
+    }
+    const lease = await this.limiter.acquire(ctx.batch.model, { priority, signal: this.interrupting.signal });
+    try {
+      return await provider.render(request);
+    } finally {
+      lease.release();
+    }
+  }
+
+  private async loadReferences(ctx: RenderContext): Promise<ReferenceImage[]> {
+    return Promise.all(
+      ctx.references.map(async (ref, i) => {
+        if (!ref) throw new TaskFailure(`Reference image ${i + 1} is no longer available`);
+        try {
+          return { data: await this.storage.get(ref.storageKey), contentType: ref.contentType };
+        } catch (err) {
+          if (err instanceof StorageObjectNotFoundError) {
+            throw new TaskFailure(`Reference image ${i + 1} is no longer available`);
+          }
+          throw err;
+        }
+      }),
+    );
+  }
+
+  /**
+   * The first image to succeed becomes the batch's preview. Made before the success is
+   * recorded, so a batch is never done without one; a run that loses the race (the batch
+   * got a preview meanwhile) deletes its own. A thumbnail that fails never fails the task.
+   */
+  private async previewFor(
+    ctx: RenderContext,
+    image: Buffer,
+    priority: number | undefined,
+  ): Promise<{ key: string; url: string } | null> {
+    if (ctx.batch.previewUrl) return null;
+    try {
+      if (await this.store.batchHasPreview(ctx.batch.id)) return null;
+      const webp = await this.renderSlots.use(priority, undefined, () => makePreview(image));
+      const key = newObjectKey('previews', 'preview.webp');
+      await this.storage.put(key, webp, 'image/webp');
+      return { key, url: this.storage.publicUrl(key) };
+    } catch (err) {
+      this.logger.warn(`No preview for batch ${ctx.batch.id} from this image: ${describeError(err)}`);
+      return null;
+    }
+  }
+
+  private async removeQuietly(keys: string[]): Promise<void> {
+    await Promise.all(keys.map((key) => this.storage.remove(key).catch(() => undefined)));
+  }
+}
+
+async function raceTimeout(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([promise.then(() => true as const), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,290 @@
+import { TestingModule } from '@nestjs/testing';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import { KilnConfig } from '@app/config';
+import { ProviderRoute } from '@app/database';
+import { TestAccount, TestApp } from '@app/testing';
+import {
+  bootApi,
+  bootGenerator,
+  createBatch,
+  download,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  refundRows,
+  routeModel,
+  solidPng,
+  taskRows,
+  upload,
+  waitForBatchDone,
+} from './helpers/generator-harness';
+
+const UPSTREAM_KEY = 'sk-test-kiln-upstream';
+const OTHER_KEY = 'sk-test-kiln-other';
+
+interface SeenRequest {
+  path: string;
+  authorization: string | undefined;
+  contentType: string;
+  prompt: string;
+  json?: Record<string, unknown>;
+  form?: FormData;
+  at: number;
+}
+
+/**
+ * A local OpenAI-compatible images endpoint. The prompt picks the behaviour:
+ * [429-once] rate-limits the first call, [500] always fails, [400] refuses, [hang] never
+ * answers, [slow] answers after 150 ms, [url] answers with a URL instead of base64.
+ */
+class FakeUpstream {
+  readonly seen: SeenRequest[] = [];
+  readonly returned = new Map<string, Buffer>();
+  inFlight = 0;
+  maxInFlight = 0;
+  private readonly server: http.Server;
+  private readonly perPrompt = new Map<string, number>();
+  private readonly images = new Map<string, Buffer>();
+  base = '';
+
+  constructor() {
+    this.server = http.createServer((req, res) => void this.handle(req, res));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  requestsFor(prompt: string): SeenRequest[] {
+    return this.seen.filter((r) => r.prompt === prompt);
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks);
+    if (req.method === 'GET' && req.url?.startsWith('/img/')) {
+      const image = this.images.get(req.url);
+      res.writeHead(image ? 200 : 404, { 'content-type': 'image/png' }).end(image);
+      return;
+    }
+    const contentType = String(req.headers['content-type'] ?? '');
+    let json: Record<string, unknown> | undefined;
+    let form: FormData | undefined;
+    if (contentType.startsWith('application/json')) json = JSON.parse(raw.toString('utf8'));
+    else form = await new Response(raw, { headers: { 'content-type': contentType } }).formData();
+    const prompt = String(json?.prompt ?? form?.get('prompt') ?? '');
+    this.seen.push({ path: req.url ?? '', authorization: req.headers.authorization, contentType, prompt, json, form, at: Date.now() });
+    const n = (this.perPrompt.get(prompt) ?? 0) + 1;
+    this.perPrompt.set(prompt, n);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    res.on('close', () => this.inFlight--);
+
+    const fail = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    if (prompt.includes('[hang]')) return;
+    if (prompt.includes('[429-once]') && n === 1) {
+      return void fail(429, { error: { message: 'Rate limit reached for images', type: 'requests' } }, { 'retry-after-ms': '300' });
+    }
+    if (prompt.includes('[500]')) return void fail(500, { error: { message: 'The server had an error', type: 'server_error' } });
+    if (prompt.includes('[400]')) {
+      return void fail(400, { error: { message: 'Your request was rejected by the safety system', code: 'content_policy_violation' } });
+    }
+    if (prompt.includes('[slow]')) await new Promise((r) => setTimeout(r, 150));
+
+    const size = String(json?.size ?? form?.get('size') ?? '64x64');
+    const [w, h] = size.split('x').map(Number);
+    const image = await sharp({ create: { width: w, height: h, channels: 4, background: { r: 250, g: 0, b: 250, alpha: 1 } } })
+      .png()
+      .toBuffer();
+    this.returned.set(prompt, image);
+    if (prompt.includes('[url]')) {
+      const path = `/img/${this.seen.length}.png`;
+      this.images.set(path, image);
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ url: `${this.base}${path}` }] }));
+    }
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ created: 1, data: [{ b64_json: image.toString('base64') }] }));
+  }
+}
+
+jest.setTimeout(60_000);
+
+describe('generator: the openai provider against a local upstream', () => {
+  let env: FileEnvironment;
+  let config: KilnConfig;
+  let api: TestApp;
+  let gen: TestingModule;
+  const upstream = new FakeUpstream();
+  let a: TestAccount;
+
+  const route = (extra: Partial<Extract<ProviderRoute, { type: 'openai' }>> = {}): ProviderRoute => ({
+    type: 'openai',
+    baseUrl: `${upstream.base}/v1`,
+    model: 'up-image-1',
+    ...extra,
+  });
+
+  /** Routes the model only while the batch is created: the batch keeps that snapshot. */
+  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
+    const restore = await routeModel(api, model, r);
+    try {
+      return await createBatch(api, a, { model, ...body });
+    } finally {
+      await restore();
+    }
+  }
+
+  beforeAll(async () => {
+    await upstream.start();
+    env = await fileEnvironment('gen_openai', {
+      openaiApiKey: UPSTREAM_KEY,
+      providerApiKeys: { KILN_TEST_OTHER_API_KEY: OTHER_KEY },
+      generator: { concurrency: 8, maxAttempts: 3, backoffMs: 50, modelConcurrencyCap: 2, reconcileIntervalMs: 600_000 },
+    });
+    config = env.config;
+    api = await bootApi(config);
+    gen = await bootGenerator(config);
+    a = await api.account({ plan: 'scale', credits: 5000 });
+  });
+  afterAll(async () => {
+    await gen?.close();
+    await api?.close();
+    await upstream.stop();
+    await env?.teardown();
+  });
+
+  it('generations: the request carries the model, size, key and only the supported options', async () => {
+    const full = await batchVia('alpha-image-2-5', route(), {
+      prompts: ['A cat [plain]', 'A dog [url]'],
+      aspectRatio: '16:9',
+      quality: 'high',
+      background: 'transparent',
+    });
+    const plain = await batchVia('gamma-5-pro', route(), { prompts: ['A cow [plain]'], quality: 'high', background: 'transparent' });
+    await Promise.all([waitForBatchDone(api, full), waitForBatchDone(api, plain)]);
+
+    const [cat] = upstream.requestsFor('A cat [plain]');
+    expect(cat).toMatchObject({ path: '/v1/images/generations', authorization: `Bearer ${UPSTREAM_KEY}` });
+    expect(cat.contentType).toMatch(/^application\/json/);
+    expect(cat.json).toEqual({ model: 'up-image-1', prompt: 'A cat [plain]', n: 1, size: '1360x768', quality: 'high', background: 'transparent' });
+    const [cow] = upstream.requestsFor('A cow [plain]');
+    expect(cow.json).toEqual({ model: 'up-image-1', prompt: 'A cow [plain]', n: 1, size: '1024x1024' });
+
+    const { batch, tasks } = await getBatch(api, a, full);
+    expect(batch).toMatchObject({ status: 'succeeded', done: true });
+    expect(batch.previewUrl).toBeTruthy();
+    for (const t of tasks) {
+      const file = await download(api, t.resultUrls[0]);
+      expect(file.body.equals(upstream.returned.get(t.prompt)!)).toBe(true);
+      expect(await sharp(file.body).metadata()).toMatchObject({ width: 1360, height: 768, format: 'png' });
+    }
+  });
+
+  it('edits: reference images go to /images/edits as multipart, byte for byte', async () => {
+    const green = await solidPng(32, 32, { r: 0, g: 255, b: 0 });
+    const blue = await solidPng(48, 48, { r: 0, g: 0, b: 255 });
+    const refs = [await upload(api, a, green, 'green.png'), await upload(api, a, blue, 'blue.png')];
+    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Edit me [plain]'], refMode: 'combined', refImages: refs, quality: 'low' });
+    await waitForBatchDone(api, id);
+    expect((await getBatch(api, a, id)).batch.status).toBe('succeeded');
+    const [req] = upstream.requestsFor('Edit me [plain]');
+    expect(req.path).toBe('/v1/images/edits');
+    expect(req.contentType).toMatch(/^multipart\/form-data; boundary=/);
+    expect(req.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
+    const form = req.form!;
+    expect({ model: form.get('model'), n: form.get('n'), size: form.get('size'), quality: form.get('quality') }).toEqual({
+      model: 'up-image-1',
+      n: '1',
+      size: '1024x1024',
+      quality: 'low',
+    });
+    const images = form.getAll('image[]') as File[];
+    expect(images).toHaveLength(2);
+    expect(Buffer.from(await images[0].arrayBuffer()).equals(green)).toBe(true);
+    expect(Buffer.from(await images[1].arrayBuffer()).equals(blue)).toBe(true);
+    expect(images[0].type).toBe('image/png');
+  });
+
+  it('429 then success: retried after the upstream Retry-After, one charge, no refund', async () => {
+    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Busy [429-once]'] });
+    await waitForBatchDone(api, id);
+    const [task] = await taskRows(api, id);
+    expect(task).toMatchObject({ status: 'succeeded', attempts: 2, progress: 100 });
+    const calls = upstream.requestsFor('Busy [429-once]');
+    expect(calls).toHaveLength(2);
+    expect(calls[1].at - calls[0].at).toBeGreaterThanOrEqual(290);
+    expect(await refundRows(api, id)).toHaveLength(0);
+  });
+
+  it('500 until the attempts run out: failed with an honest error, refunded once', async () => {
+    const before = await api.balance(a.id);
+    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Broken [500]'] });
+    await waitForBatchDone(api, id);
+    const { batch, tasks } = await getBatch(api, a, id);
+    expect(tasks[0]).toMatchObject({
+      status: 'failed',
+      error: 'Upstream error (500): The server had an error (gave up after 3 attempts)',
+      resultUrls: [],
+    });
+    expect(upstream.requestsFor('Broken [500]')).toHaveLength(3);
+    expect(batch).toMatchObject({ status: 'failed', creditsCharged: 5, creditsRefunded: 5 });
+    expect(await refundRows(api, id)).toHaveLength(1);
+    expect(await api.balance(a.id)).toBe(before);
+    expect(await api.ledgerSum(a.id)).toBe(before);
+  });
+
+  it('a timeout is retried, then fails and is refunded', async () => {
+    const id = await batchVia('alpha-image-2-5', route({ timeoutMs: 300 }), { prompts: ['Never answers [hang]'] });
+    await waitForBatchDone(api, id);
+    const [task] = await taskRows(api, id);
+    expect(task).toMatchObject({ status: 'failed', attempts: 3, error: 'The image provider did not answer within 0.3 s (gave up after 3 attempts)' });
+    expect(upstream.requestsFor('Never answers [hang]')).toHaveLength(3);
+    expect(await refundRows(api, id)).toHaveLength(1);
+  });
+
+  it('a refusal (400) fails at once, without retrying', async () => {
+    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Refused [400]'] });
+    await waitForBatchDone(api, id);
+    const [task] = await taskRows(api, id);
+    expect(task).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      error: 'Upstream refused the request (400): Your request was rejected by the safety system',
+    });
+    expect(upstream.requestsFor('Refused [400]')).toHaveLength(1);
+  });
+
+  it('apiKeyEnv picks another key; a key that is not configured fails the task clearly', async () => {
+    const other = await batchVia('alpha-image-2-5', route({ apiKeyEnv: 'KILN_TEST_OTHER_API_KEY' }), { prompts: ['Other key [plain]'] });
+    const missing = await batchVia('alpha-image-2-5', route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }), { prompts: ['No key [plain]'] });
+    await Promise.all([waitForBatchDone(api, other), waitForBatchDone(api, missing)]);
+    expect(upstream.requestsFor('Other key [plain]')[0].authorization).toBe(`Bearer ${OTHER_KEY}`);
+    expect(upstream.requestsFor('No key [plain]')).toHaveLength(0);
+    const [task] = await taskRows(api, missing);
+    expect(task).toMatchObject({ status: 'failed', attempts: 1, error: 'The image provider is not configured: KILN_TEST_MISSING_API_KEY is not set' });
+  });
+
+  it('the per-model cap holds across two generator replicas sharing Redis', async () => {
+    const second = await bootGenerator(config);
+    try {
+      upstream.maxInFlight = 0;
+      const id = await batchVia('alpha-image-2-5', route(), {
+        prompts: Array.from({ length: 12 }, (_, i) => `Capped ${i} [slow]`),
+      });
+      await waitForBatchDone(api, id);
+      expect((await getBatch(api, a, id)).batch.status).toBe('succeeded');
+      expect(upstream.maxInFlight).toBe(2);
+    } finally {
+      await second.close();
+    }
+  });
+});

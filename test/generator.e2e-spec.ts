@@ -1,0 +1,434 @@
+import { TestingModule } from '@nestjs/testing';
+import sharp from 'sharp';
+import { BillingService } from '@app/billing';
+import { KilnConfig } from '@app/config';
+import { ModelConcurrencyLimiter, TaskReconcilerService, TaskRunnerService } from '@app/generation';
+import { RedisService } from '@app/redis';
+import { pixelSize } from '@app/providers';
+import { TestApp } from '@app/testing';
+import {
+  batchRow,
+  bootApi,
+  bootGenerator,
+  countColour,
+  createBatch,
+  download,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  pixelAt,
+  queueOf,
+  refundRows,
+  routeModel,
+  solidPng,
+  taskRows,
+  upload,
+  waitFor,
+  waitForBatchDone,
+} from './helpers/generator-harness';
+
+const GREEN = { r: 0, g: 255, b: 0 };
+const BLUE = { r: 0, g: 0, b: 255 };
+
+jest.setTimeout(60_000);
+
+describe('generator: the real worker consuming the real queue', () => {
+  let env: FileEnvironment;
+  let config: KilnConfig;
+  let api: TestApp;
+  let gen: TestingModule;
+
+  beforeAll(async () => {
+    env = await fileEnvironment('gen', {
+      // The reconciler is driven by hand here, so its scheduled passes stay out of the way.
+      generator: { concurrency: 8, maxAttempts: 3, backoffMs: 30, reconcileIntervalMs: 600_000, taskLeaseMs: 2000 },
+    });
+    config = env.config;
+    api = await bootApi(config);
+    gen = await bootGenerator(config);
+  });
+  afterAll(async () => {
+    await gen?.close();
+    await api?.close();
+    await env?.teardown();
+  });
+
+  it('builtin: exact pixel sizes for several ratios and resolutions, a preview, status succeeded', async () => {
+    const a = await api.account({ credits: 1000 });
+    const sizes: [string, '1K' | '2K' | '4K'][] = [
+      ['1:1', '1K'],
+      ['16:9', '1K'],
+      ['21:9', '1K'],
+      ['2:3', '2K'],
+      ['4:5', '4K'],
+    ];
+    const ids = await Promise.all(
+      sizes.map(([aspectRatio, resolution]) =>
+        createBatch(api, a, { model: 'alpha-image-2', prompts: [`A lighthouse at ${aspectRatio} ${resolution}`], aspectRatio, resolution }),
+      ),
+    );
+    await Promise.all(ids.map((id) => waitForBatchDone(api, id, 45_000)));
+
+    for (const [i, id] of ids.entries()) {
+      const { batch, tasks } = await getBatch(api, a, id);
+      expect(batch).toMatchObject({ status: 'succeeded', done: true, creditsRefunded: 0, counts: { succeeded: 1, pending: 0, running: 0, failed: 0 } });
+      expect(tasks[0]).toMatchObject({ status: 'succeeded', progress: 100, error: null });
+      expect(tasks[0].resultUrls).toHaveLength(1);
+      const file = await download(api, tasks[0].resultUrls[0]);
+      expect(file.status).toBe(200);
+      const meta = await sharp(file.body).metadata();
+      expect(meta.format).toBe('png');
+      expect({ width: meta.width, height: meta.height }).toEqual(pixelSize(sizes[i][0], sizes[i][1]));
+
+      expect(batch.previewUrl).toMatch(/^http:\/\/kiln\.test\/files\/previews\//);
+      const preview = await download(api, batch.previewUrl);
+      expect(preview.status).toBe(200);
+      const pm = await sharp(preview.body).metadata();
+      expect(pm.format).toBe('webp');
+      expect(Math.max(pm.width!, pm.height!)).toBe(256);
+    }
+    const row = await batchRow(api, ids[0]);
+    expect(row.succeeded_count).toBe(1);
+    expect(row.finished_at).not.toBeNull();
+  }, 90_000);
+
+  it('builtin: background is honoured only by models that support it', async () => {
+    const a = await api.account({ credits: 1000 });
+    const [transparent, coloured, unsupported] = await Promise.all([
+      createBatch(api, a, { model: 'alpha-image-2', prompts: ['Transparent sticker'], background: 'transparent' }),
+      createBatch(api, a, { model: 'alpha-image-2', prompts: ['Red poster'], background: '#FF0000' }),
+      createBatch(api, a, { model: 'eta-image', prompts: ['No background support'], background: 'transparent' }),
+    ]);
+    await Promise.all([transparent, coloured, unsupported].map((id) => waitForBatchDone(api, id)));
+    const image = async (id: string) => download(api, (await getBatch(api, a, id)).tasks[0].resultUrls[0]).then((f) => f.body);
+
+    const t = await image(transparent);
+    expect((await sharp(t).metadata()).hasAlpha).toBe(true);
+    expect((await pixelAt(t, 0, 0))[3]).toBe(0);
+    expect((await pixelAt(t, 1023, 1023))[3]).toBe(0);
+    expect(await pixelAt(await image(coloured), 0, 0)).toEqual([255, 0, 0, 255]);
+    expect((await pixelAt(await image(unsupported), 0, 0))[3]).toBe(255);
+  });
+
+  it('builtin: reference images really appear in the output (combined and each)', async () => {
+    const a = await api.account({ credits: 1000 });
+    const green = await upload(api, a, await solidPng(64, 64, GREEN), 'green.png');
+    const blue = await upload(api, a, await solidPng(64, 64, BLUE), 'blue.png');
+    const combined = await createBatch(api, a, { model: 'alpha-image-2', prompts: ['Both refs'], refMode: 'combined', refImages: [green, blue] });
+    const each = await createBatch(api, a, { model: 'alpha-image-2', prompts: ['One ref each'], refMode: 'each', refImages: [green, blue] });
+    await Promise.all([waitForBatchDone(api, combined), waitForBatchDone(api, each)]);
+
+    const both = await download(api, (await getBatch(api, a, combined)).tasks[0].resultUrls[0]);
+    expect(await countColour(both.body, GREEN)).toBeGreaterThan(1000);
+    expect(await countColour(both.body, BLUE)).toBeGreaterThan(1000);
+
+    const { tasks } = await getBatch(api, a, each);
+    expect(tasks).toHaveLength(2);
+    const first = (await download(api, tasks[0].resultUrls[0])).body;
+    const second = (await download(api, tasks[1].resultUrls[0])).body;
+    expect(await countColour(first, GREEN)).toBeGreaterThan(1000);
+    expect(await countColour(first, BLUE)).toBe(0);
+    expect(await countColour(second, BLUE)).toBeGreaterThan(1000);
+    expect(await countColour(second, GREEN)).toBe(0);
+  });
+
+  it('simulated, every task failing: status failed, each task refunded once, balance == ledger', async () => {
+    const a = await api.account({ credits: 200 });
+    const restore = await routeModel(api, 'beta-pro', { type: 'simulated', latencyMs: 10, failureRate: 1 });
+    let id: string;
+    try {
+      id = await createBatch(api, a, { model: 'beta-pro', prompts: ['a', 'b', 'c', 'd', 'e', 'f'] });
+    } finally {
+      await restore();
+    }
+    await waitForBatchDone(api, id);
+    const { batch, tasks } = await getBatch(api, a, id);
+    expect(batch).toMatchObject({ status: 'failed', done: true, creditsCharged: 30, creditsRefunded: 30, previewUrl: null });
+    expect(tasks.every((t) => t.status === 'failed' && t.error === 'Simulated upstream failure' && t.resultUrls.length === 0)).toBe(true);
+    const refunds = await refundRows(api, id);
+    expect(refunds).toHaveLength(6);
+    expect(new Set(refunds.map((r) => r.task_id))).toEqual(new Set(tasks.map((t) => t.id)));
+    expect(refunds.every((r) => Number(r.amount) === 5)).toBe(true);
+    expect(await api.balance(a.id)).toBe(200);
+    expect(await api.ledgerSum(a.id)).toBe(200);
+    expect(await api.app.get(BillingService).creditsUsedToday(a.keyId)).toBe(0);
+  });
+
+  it('simulated, failures and 429s mixed: partial, exact refund sum, retried tasks', async () => {
+    const a = await api.account({ plan: 'scale', credits: 1000 });
+    const restore = await routeModel(api, 'zeta-image-2-1', {
+      type: 'simulated',
+      latencyMs: { min: 5, max: 25 },
+      failureRate: 0.4,
+      rateLimitRate: 0.2,
+    });
+    let id: string;
+    try {
+      id = await createBatch(api, a, { model: 'zeta-image-2-1', prompts: Array.from({ length: 10 }, (_, i) => `p${i}`), countPerCombo: 4 });
+    } finally {
+      await restore();
+    }
+    await waitForBatchDone(api, id);
+    const { batch, tasks } = await getBatch(api, a, id);
+    const failed = tasks.filter((t) => t.status === 'failed');
+    const succeeded = tasks.filter((t) => t.status === 'succeeded');
+    expect(failed.length + succeeded.length).toBe(40);
+    expect(failed.length).toBeGreaterThan(0);
+    expect(succeeded.length).toBeGreaterThan(0);
+    expect(batch).toMatchObject({ status: 'partial', done: true, creditsCharged: 160, creditsRefunded: failed.length * 4 });
+    for (const t of failed) {
+      expect(t.error).toMatch(/^(Simulated upstream failure|Upstream rate limit.*|Simulated rate limit \(429\) \(gave up after 3 attempts\))$/);
+    }
+    const refunds = await refundRows(api, id);
+    expect(refunds).toHaveLength(failed.length);
+    expect(new Set(refunds.map((r) => r.task_id))).toEqual(new Set(failed.map((t) => t.id)));
+    expect(await api.balance(a.id)).toBe(1000 - 160 + failed.length * 4);
+    expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+    expect(await api.app.get(BillingService).creditsUsedToday(a.keyId)).toBe(160 - failed.length * 4);
+
+    const rows = await taskRows(api, id);
+    // Each task's first call is a 429 with probability 0.2: some of the 40 were retried
+    // (all 40 escaping that has probability 0.8^40, about 1e-4). The openai file checks a
+    // 429 followed by success deterministically.
+    expect(rows.some((r) => r.attempts > 1)).toBe(true);
+    expect(rows.every((r) => r.attempts <= 3)).toBe(true);
+    const row = await batchRow(api, id);
+    expect({ s: row.succeeded_count, f: row.failed_count }).toEqual({ s: succeeded.length, f: failed.length });
+  });
+
+  it("the model slot limiter: a dead worker's leases expire, releases free slots, waiters go by priority", async () => {
+    const redis = gen.get(RedisService);
+    const limiter = new ModelConcurrencyLimiter(redis, { ...config, generator: { ...config.generator, modelConcurrencyCap: 2 } });
+    const model = `limiter-test-${Date.now()}`;
+    const key = limiter.slotsKey(model);
+    // A replica killed while holding both slots: its leases run out 400 ms from now.
+    const [sec, micro] = await redis.client.time();
+    const now = Number(sec) * 1000 + Math.floor(Number(micro) / 1000);
+    await redis.client.zadd(key, now + 400, 'dead:1', now + 400, 'dead:2');
+    const started = Date.now();
+    const first = await limiter.acquire(model);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    const second = await limiter.acquire(model);
+    expect(await limiter.inUse(model)).toBe(2);
+
+    const order: number[] = [];
+    const waiters = [5, 1, 3].map((priority) => limiter.acquire(model, { priority }).then((lease) => (order.push(priority), lease)));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(order).toEqual([]);
+    first.release();
+    second.release();
+    const leases = [await waiters[1], await waiters[2]];
+    expect(order).toEqual([1, 3]);
+    leases[0].release();
+    (await waiters[0]).release();
+    leases[1].release();
+    expect(order).toEqual([1, 3, 5]);
+    await waitFor('the slots to be free', async () => (await limiter.inUse(model)) === 0);
+  });
+
+  describe('with the queue paused, deliveries by hand', () => {
+    let runner: TaskRunnerService;
+    beforeAll(async () => {
+      runner = gen.get(TaskRunnerService);
+      await queueOf(gen).pause(true);
+    });
+    afterAll(async () => {
+      await queueOf(gen).resume(true);
+    });
+
+    it('a job delivered twice (or three times at once) refunds once and never re-renders a finished task', async () => {
+      const a = await api.account({ credits: 500 });
+      const restore = await routeModel(api, 'beta-pro', { type: 'simulated', latencyMs: 30, failureRate: 1 });
+      let failing: string;
+      try {
+        failing = await createBatch(api, a, { model: 'beta-pro', prompts: ['x', 'y'] });
+      } finally {
+        await restore();
+      }
+      const fine = await createBatch(api, a, { model: 'eta-image', prompts: ['one', 'two'] });
+      const all = [...(await taskRows(api, failing)), ...(await taskRows(api, fine))];
+      expect(all.every((t) => t.status === 'queued')).toBe(true);
+
+      for (const task of all) {
+        const outcomes = await Promise.all([runner.run(task.id), runner.run(task.id), runner.run(task.id)]);
+        const terminal = outcomes.filter((o) => o === 'succeeded' || o === 'failed');
+        expect(terminal).toHaveLength(1);
+        expect(outcomes.filter((o) => o !== terminal[0]).every((o) => o === 'superseded' || o === 'skipped')).toBe(true);
+      }
+      const before = [...(await taskRows(api, failing)), ...(await taskRows(api, fine))];
+      // Delivered again after the fact: nothing happens, nothing is rendered or refunded again.
+      for (const task of all) expect(await runner.run(task.id)).toBe('skipped');
+      const after = [...(await taskRows(api, failing)), ...(await taskRows(api, fine))];
+      expect(after).toEqual(before);
+
+      expect((await getBatch(api, a, failing)).batch).toMatchObject({ status: 'failed', creditsRefunded: 10 });
+      expect((await getBatch(api, a, fine)).batch).toMatchObject({ status: 'succeeded', creditsRefunded: 0 });
+      expect(await refundRows(api, failing)).toHaveLength(2);
+      expect(await api.balance(a.id)).toBe(500 - 10 - 2 + 10);
+      expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+    });
+
+    it('a refund the ledger already holds is treated as done, not as an error', async () => {
+      const a = await api.account({ credits: 100 });
+      const restore = await routeModel(api, 'beta-pro', { type: 'simulated', failureRate: 1 });
+      let id: string;
+      try {
+        id = await createBatch(api, a, { model: 'beta-pro', prompts: ['only'] });
+      } finally {
+        await restore();
+      }
+      const [task] = await taskRows(api, id);
+      const billing = api.app.get(BillingService);
+      await api.db.transaction((m) =>
+        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, apiKeyId: a.keyId, chargeDay: new Date().toISOString().slice(0, 10), amount: 5 }),
+      );
+      expect(await runner.run(task.id)).toBe('failed');
+      expect(await refundRows(api, id)).toHaveLength(1);
+      expect(await api.balance(a.id)).toBe(100);
+      expect(await api.ledgerSum(a.id)).toBe(100);
+      expect((await taskRows(api, id))[0]).toMatchObject({ status: 'failed', error: 'Simulated upstream failure' });
+    });
+
+    it('the reconciler re-enqueues tasks whose jobs are gone, takes over abandoned running tasks, finishes settled batches', async () => {
+      const a = await api.account({ credits: 500 });
+      const lost = await createBatch(api, a, { model: 'eta-image', prompts: ['lost 1', 'lost 2', 'lost 3'] });
+      const abandoned = await createBatch(api, a, { model: 'eta-image', prompts: ['abandoned'] });
+      const neverQueued = await createBatch(api, a, { model: 'eta-image', prompts: ['never queued'] });
+      const unsettled = await createBatch(api, a, { model: 'eta-image', prompts: ['unsettled'] });
+      const queue = queueOf(gen);
+      // Redis loses every job (as after a flush); the database still says queued.
+      await queue.empty();
+      expect(await queue.getWaitingCount()).toBe(0);
+      // A worker took one task and died, and its job is gone too.
+      await api.db.query(
+        `UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE batch_id = $1`,
+        [abandoned],
+      );
+      // One never reached the queue.
+      await api.db.query(`UPDATE tasks SET status = 'pending', updated_at = now() - interval '1 hour' WHERE batch_id = $1`, [neverQueued]);
+      // One batch's task is terminal but the batch was never marked finished.
+      await api.db.query(
+        `UPDATE tasks SET status = 'succeeded', progress = 100, finished_at = now() WHERE batch_id = $1`,
+        [unsettled],
+      );
+
+      const reconciler = gen.get(TaskReconcilerService);
+      reconciler.queuedGraceMs = 0;
+      try {
+        const report = await reconciler.reconcileOnce();
+        expect(report.enqueuedPending).toBeGreaterThanOrEqual(1);
+        expect(report.reenqueued).toBeGreaterThanOrEqual(4);
+        expect(report.finishedBatches).toBeGreaterThanOrEqual(1);
+        // A second pass finds nothing more to do: the jobs it added are live.
+        const again = await reconciler.reconcileOnce();
+        expect(again.reenqueued).toBe(0);
+      } finally {
+        reconciler.queuedGraceMs = 5000;
+      }
+      expect((await batchRow(api, unsettled)).status).toBe('succeeded');
+
+      await queue.resume(true);
+      try {
+        await Promise.all([lost, abandoned, neverQueued].map((id) => waitForBatchDone(api, id)));
+      } finally {
+        await queue.pause(true);
+      }
+      for (const id of [lost, abandoned, neverQueued]) {
+        expect((await getBatch(api, a, id)).batch).toMatchObject({ status: 'succeeded', done: true });
+      }
+      const [taken] = await taskRows(api, abandoned);
+      expect(taken).toMatchObject({ status: 'succeeded', attempts: 2 });
+    });
+
+    it('the reconciler walks a backlog larger than one pass, page by page', async () => {
+      const a = await api.account({ credits: 500 });
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['b1', 'b2', 'b3', 'b4', 'b5'] });
+      const tasks = await taskRows(api, id);
+      // One dispatch gives every task of the batch the very same updated_at.
+      expect(new Set(tasks.map((t) => t.updated_at.toISOString())).size).toBe(1);
+      const queue = queueOf(gen);
+      for (const t of tasks) await (await queue.getJob(t.id))?.remove();
+      const reconciler = gen.get(TaskReconcilerService);
+      reconciler.queuedGraceMs = 0;
+      reconciler.passLimit = 2;
+      try {
+        const found: number[] = [];
+        for (let pass = 0; pass < 4; pass++) found.push((await reconciler.reconcileOnce()).reenqueued);
+        expect(found).toEqual([2, 2, 1, 0]);
+      } finally {
+        reconciler.queuedGraceMs = 5000;
+        reconciler.passLimit = 500;
+      }
+      for (const t of tasks) expect(await (await queue.getJob(t.id))?.getState()).toBe('waiting');
+      await queue.resume(true);
+      try {
+        await waitForBatchDone(api, id);
+      } finally {
+        await queue.pause(true);
+      }
+    });
+
+    it('a job re-added for a finished task is consumed without effect', async () => {
+      const a = await api.account({ credits: 100 });
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['finished once'] });
+      const [task] = await taskRows(api, id);
+      expect(await runner.run(task.id)).toBe('succeeded');
+      const before = await taskRows(api, id);
+      const queue = queueOf(gen);
+      await queue.resume(true);
+      try {
+        // The dispatch's own job is consumed first (a no-op); then a fresh one with the same id.
+        await waitFor('the original job to be consumed', async () => (await queue.getJob(task.id)) === null);
+        await queue.add('render', { taskId: task.id }, { jobId: task.id });
+        await waitFor('the re-added job to be consumed', async () => (await queue.getJob(task.id)) === null);
+      } finally {
+        await queue.pause(true);
+      }
+      expect(await taskRows(api, id)).toEqual(before);
+      expect(before[0]).toMatchObject({ status: 'succeeded', attempts: 1 });
+    });
+  });
+});
+
+describe('generator: fairness between accounts', () => {
+  let env: FileEnvironment;
+  let api: TestApp;
+  let gen: TestingModule;
+
+  beforeAll(async () => {
+    env = await fileEnvironment('gen_fair', { generator: { concurrency: 2, reconcileIntervalMs: 60_000 } });
+    api = await bootApi(env.config);
+    gen = await bootGenerator(env.config);
+  });
+  afterAll(async () => {
+    await gen?.close();
+    await api?.close();
+    await env?.teardown();
+  });
+
+  it("a 1-image batch created after another account's 100-image batch finishes long before it", async () => {
+    const big = await api.account({ plan: 'scale', credits: 1000 });
+    const small = await api.account({ credits: 100 });
+    const restore = await routeModel(api, 'gamma-5-flash', { type: 'simulated', latencyMs: 40 });
+    let bigId: string;
+    let smallId: string;
+    try {
+      bigId = await createBatch(api, big, {
+        model: 'gamma-5-flash',
+        prompts: Array.from({ length: 25 }, (_, i) => `big ${i}`),
+        countPerCombo: 4,
+      });
+      smallId = await createBatch(api, small, { model: 'gamma-5-flash', prompts: ['small'] });
+    } finally {
+      await restore();
+    }
+    await waitForBatchDone(api, smallId);
+    const bigAtThatMoment = await batchRow(api, bigId);
+    expect(bigAtThatMoment.finished_at).toBeNull();
+    expect(bigAtThatMoment.succeeded_count).toBeLessThan(10);
+    await waitForBatchDone(api, bigId);
+    const [s, b] = [await batchRow(api, smallId), await batchRow(api, bigId)];
+    expect(s.finished_at.getTime()).toBeLessThan(b.finished_at.getTime());
+    expect(b).toMatchObject({ total: 100, succeeded_count: 100, status: 'succeeded' });
+  });
+});
