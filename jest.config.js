@@ -27,7 +27,8 @@ module.exports = {
       testEnvironment: 'node',
       transform,
       moduleNameMapper,
-      testTimeout: 60000,
+      // testTimeout is not a per-project option; a setup file raises it for the e2e project.
+      setupFilesAfterEnv: ['<rootDir>/test/setup/e2e-timeout.js'],
     },
   ],
 };

@@ -58,6 +58,8 @@ export class BuiltinProvider implements ImageProvider {
     });
     const strip = req.references.length > 0 ? layoutStrip(req.references.length, width, height, margin, gap) : null;
     const thumbsPromise = strip ? renderThumbnails(req.references, strip.size) : Promise.resolve([]);
+    // Awaited below, after the label; until then a rejection must not count as unhandled.
+    thumbsPromise.catch(() => undefined);
 
     const label = await labelPromise;
     const labelPanel: Box = { left: margin, top: margin, width: label.width + 2 * pad, height: label.height + 2 * pad };
