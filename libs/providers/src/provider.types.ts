@@ -92,9 +92,7 @@ export function isProviderError(err: unknown): err is ProviderError {
 }
 
 /**
- * Structurally identical to `ProviderRoute` in libs/database/src/entities/model.entity.ts.
- * Re-declared so this lib stays free of TypeORM; provider.factory.spec.ts fails to compile if
- * the two drift apart.
+ * How the catalog routes a model; stored as JSON on each model and snapshotted on each batch.
  */
 export type ProviderRoute =
   | { type: 'builtin' }

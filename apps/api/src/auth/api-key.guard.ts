@@ -28,17 +28,12 @@ export class ApiKeyGuard extends AuthGuard('api-key') {
     const res = http.getResponse<Response>();
     const { key, plan } = req.user;
 
-    const rate = await this.rateLimits.consume(`key:${key.id}`, plan.requestsPerMinute);
-    res.setHeader('RateLimit-Limit', String(rate.limit));
-    res.setHeader('RateLimit-Remaining', String(rate.remaining));
-    res.setHeader('RateLimit-Reset', String(rate.resetSeconds));
-    if (!rate.allowed) {
-      res.setHeader('Retry-After', String(rate.resetSeconds));
-      throw new KilnError(ErrorCode.RateLimited, 'Too many requests; retry after the Retry-After delay', {
-        retryAfter: rate.resetSeconds,
-        limit: rate.limit,
-      });
-    }
+    await this.rateLimits.enforce(
+      res,
+      `key:${key.id}`,
+      plan.requestsPerMinute,
+      'Too many requests; retry after the Retry-After delay',
+    );
 
     const scope = this.reflector.get<Scope | undefined>(REQUIRED_SCOPE, context.getHandler());
     if (scope && !key.scopes.includes(scope)) {

@@ -1,4 +1,6 @@
 import { Injectable } from '@nestjs/common';
+import type { Response } from 'express';
+import { ErrorCode, KilnError } from '@app/errors';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { RedisService } from '@app/redis';
 
@@ -29,6 +31,22 @@ export class RateLimitService {
       if (rejection instanceof RateLimiterRes) return this.decision(false, perMinute, rejection);
       throw rejection;
     }
+  }
+
+  /**
+   * Consumes one request, sets the RateLimit-* headers and, once the budget is spent,
+   * Retry-After plus a 429 rate_limited error.
+   */
+  async enforce(res: Response, subject: string, perMinute: number, message: string): Promise<RateDecision> {
+    const rate = await this.consume(subject, perMinute);
+    res.setHeader('RateLimit-Limit', String(rate.limit));
+    res.setHeader('RateLimit-Remaining', String(rate.remaining));
+    res.setHeader('RateLimit-Reset', String(rate.resetSeconds));
+    if (!rate.allowed) {
+      res.setHeader('Retry-After', String(rate.resetSeconds));
+      throw new KilnError(ErrorCode.RateLimited, message, { retryAfter: rate.resetSeconds, limit: rate.limit });
+    }
+    return rate;
   }
 
   private decision(allowed: boolean, limit: number, res: RateLimiterRes): RateDecision {

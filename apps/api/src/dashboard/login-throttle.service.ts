@@ -1,7 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Response } from 'express';
 import { createHash } from 'node:crypto';
-import { ErrorCode, KilnError } from '@app/errors';
 import { RateDecision, RateLimitService } from '../auth/rate-limit.service';
 
 export const DASHBOARD_AUTH_LIMITS = 'kiln:dashboard-auth-limits';
@@ -38,18 +37,7 @@ export class LoginThrottle {
     await this.check(res, `dash-signup-ip:${ip}`, this.limits.signupPerIp);
   }
 
-  private async check(res: Response, subject: string, perMinute: number): Promise<RateDecision> {
-    const rate = await this.rateLimits.consume(subject, perMinute);
-    res.setHeader('RateLimit-Limit', String(rate.limit));
-    res.setHeader('RateLimit-Remaining', String(rate.remaining));
-    res.setHeader('RateLimit-Reset', String(rate.resetSeconds));
-    if (!rate.allowed) {
-      res.setHeader('Retry-After', String(rate.resetSeconds));
-      throw new KilnError(ErrorCode.RateLimited, 'Too many attempts; retry after the Retry-After delay', {
-        retryAfter: rate.resetSeconds,
-        limit: rate.limit,
-      });
-    }
-    return rate;
+  private check(res: Response, subject: string, perMinute: number): Promise<RateDecision> {
+    return this.rateLimits.enforce(res, subject, perMinute, 'Too many attempts; retry after the Retry-After delay');
   }
 }

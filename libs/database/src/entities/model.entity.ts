@@ -1,25 +1,10 @@
 import { Column, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import type { ProviderRoute } from '@app/providers';
 
 export type Resolution = '1K' | '2K' | '4K';
 
-export type ProviderRoute =
-  | { type: 'builtin' }
-  | {
-      type: 'openai';
-      baseUrl: string;
-      model: string;
-      /** Name of the environment variable holding the upstream key (default OPENAI_API_KEY). */
-      apiKeyEnv?: string;
-      /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
-      sizeMap?: Record<string, string>;
-      timeoutMs?: number;
-    }
-  | {
-      type: 'simulated';
-      latencyMs?: number | { min: number; max: number };
-      failureRate?: number;
-      rateLimitRate?: number;
-    };
+// The routing type belongs to the providers lib (type-only import: no runtime dependency).
+export type { ProviderRoute };
 
 @Entity({ name: 'models' })
 export class ModelEntity {
