@@ -62,7 +62,8 @@ trap 'kiln_log "stopping"; stop_all; exit 130' INT
 trap 'kiln_log "stopping"; stop_all; exit 143' TERM
 
 run_prefixed api node "$API_MAIN"
-run_prefixed generator node "$GENERATOR_MAIN"
+# Fewer glibc arenas: 4K renders otherwise hold a third more memory (bench/results/latest.md).
+MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} run_prefixed generator node "$GENERATOR_MAIN"
 
 all_running() {
   local pid

@@ -1,0 +1,344 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import Redis from 'ioredis';
+import { Client, Pool } from 'pg';
+import { NodeChild } from './children';
+import { log, sleep, waitFor } from './util';
+
+export interface StackOptions {
+  repoRoot: string;
+  /** Any database on the PostgreSQL server to use; the bench creates its own beside it. */
+  serverDatabaseUrl: string;
+  redisUrl: string;
+  /** Temporary directory of this run: logs, DATA_DIR, profiles. */
+  runDir: string;
+  logLevel: string;
+  /** Preload the profiler into Kiln's processes (see profiler-preload.ts). */
+  profile: boolean;
+  apiEnv?: Record<string, string>;
+  generatorEnv?: Record<string, string>;
+}
+
+export interface BenchAccount {
+  id: string;
+  email: string;
+  key: string;
+}
+
+export interface ApiResponse<T = unknown> {
+  status: number;
+  body: T;
+}
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * One Kiln of the bench's own: a fresh database on the server, a fresh Redis prefix, a
+ * temporary DATA_DIR, an ADMIN_TOKEN and a free port; the api and generator run from dist
+ * as child processes. `teardown()` stops them, drops the database and deletes the keys.
+ */
+export class KilnStack {
+  readonly id = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${process.pid}`;
+  readonly dbName = `kiln_bench_${this.id}`;
+  readonly redisPrefix = `kiln-bench-${this.id}`;
+  /** Prefix for the raw-bull baselines: same Redis, keys apart from Kiln's. */
+  readonly rawPrefix = `${this.redisPrefix}-raw`;
+  readonly adminToken = randomBytes(24).toString('base64url');
+  readonly databaseUrl: string;
+  readonly dataDir: string;
+  readonly logDir: string;
+  readonly profileDir: string;
+  port = 0;
+  api: NodeChild | null = null;
+  generator: NodeChild | null = null;
+  /** The bench's own connections to Kiln's database (setup, completion polling). */
+  db!: Pool;
+  private generatorRuns = 0;
+  private accountSeq = 0;
+  private created = false;
+
+  constructor(readonly opts: StackOptions) {
+    this.databaseUrl = withDatabase(opts.serverDatabaseUrl, this.dbName);
+    this.dataDir = path.join(opts.runDir, 'data');
+    this.logDir = path.join(opts.runDir, 'logs');
+    this.profileDir = path.join(opts.runDir, 'profiles');
+    for (const dir of [this.dataDir, this.logDir, this.profileDir]) fs.mkdirSync(dir, { recursive: true });
+  }
+
+  get baseUrl(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  distPath(...parts: string[]): string {
+    return path.join(this.opts.repoRoot, 'dist', ...parts);
+  }
+
+  async setup(): Promise<void> {
+    const admin = new Client({ connectionString: withDatabase(this.opts.serverDatabaseUrl, 'postgres') });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(this.dbName)}`);
+      this.created = true;
+    } finally {
+      await admin.end();
+    }
+    log(`database ${this.dbName}, Redis prefix ${this.redisPrefix}, run dir ${this.opts.runDir}`);
+    await execFileAsync(process.execPath, [this.distPath('apps/api/src/cli.js'), 'migrate'], {
+      env: this.env(),
+      cwd: this.opts.repoRoot,
+    });
+    this.db = new Pool({ connectionString: this.databaseUrl, max: 4 });
+    this.port = await freePort();
+    await this.startApi();
+  }
+
+  /** The environment of Kiln's processes: Kiln's defaults except what isolates this run. */
+  env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      NODE_ENV: 'production',
+      PORT: String(this.port),
+      PUBLIC_BASE_URL: `http://127.0.0.1:${this.port || 8080}`,
+      DATABASE_URL: this.databaseUrl,
+      REDIS_URL: this.opts.redisUrl,
+      REDIS_PREFIX: this.redisPrefix,
+      ADMIN_TOKEN: this.adminToken,
+      STORAGE_DRIVER: 'local',
+      DATA_DIR: this.dataDir,
+      LOG_LEVEL: this.opts.logLevel,
+      ...extra,
+    };
+  }
+
+  private execArgv(label: string): { execArgv: string[]; env: Record<string, string> } {
+    if (!this.opts.profile) return { execArgv: [], env: {} };
+    return {
+      execArgv: ['-r', this.distPath('bench/lib/profiler-preload.js')],
+      env: { KILN_BENCH_PROFILE_DIR: this.profileDir, KILN_BENCH_PROFILE_LABEL: label },
+    };
+  }
+
+  async startApi(): Promise<void> {
+    const prof = this.execArgv('api');
+    this.api = NodeChild.start({
+      name: 'api',
+      script: this.distPath('apps/api/src/main.js'),
+      env: this.env({ ...this.opts.apiEnv, ...prof.env }),
+      execArgv: prof.execArgv,
+      logFile: path.join(this.logDir, 'api.log'),
+    });
+    await waitFor(
+      'the api to answer /readyz',
+      async () => {
+        if (!this.api?.running) throw new Error(`the api exited; see ${this.api?.logFile}`);
+        const res = await fetch(`${this.baseUrl}/readyz`).catch(() => null);
+        return res?.ok ? true : undefined;
+      },
+      60_000,
+      200,
+    );
+  }
+
+  /**
+   * Starts a generator with `extra` environment (replacing a running one). It is ready when
+   * a first batch completes, which is the caller's warm-up; `stopGenerator` drains it.
+   */
+  async startGenerator(extra: Record<string, string> = {}): Promise<NodeChild> {
+    await this.stopGenerator();
+    this.generatorRuns += 1;
+    const label = `generator${this.generatorRuns}`;
+    const prof = this.execArgv(label);
+    const script = this.distPath('apps/generator/src/main.js');
+    if (!fs.existsSync(script)) throw new Error(`${script} is missing: the generator is not built`);
+    this.generator = NodeChild.start({
+      name: label,
+      script,
+      env: this.env({ ...extra, ...this.opts.generatorEnv, ...prof.env }),
+      execArgv: prof.execArgv,
+      logFile: path.join(this.logDir, `${label}.log`),
+    });
+    // A generator that dies on boot (bad config) should fail fast, not time out a scenario.
+    const generator = this.generator;
+    const died = generator.exited.then((code) => {
+      throw new Error(`${label} exited (${code}) on start; see ${generator.logFile}`);
+    });
+    await Promise.race([died, sleep(1500)]);
+    died.catch(() => undefined);
+    return generator;
+  }
+
+  async stopGenerator(): Promise<void> {
+    if (this.generator) await this.generator.stop(30_000);
+    this.generator = null;
+  }
+
+  async teardown(keepDatabase: boolean): Promise<void> {
+    await this.stopGenerator().catch(() => undefined);
+    await this.api?.stop().catch(() => undefined);
+    await this.db?.end().catch(() => undefined);
+    await this.deleteRedisKeys().catch((err) => log(`could not delete Redis keys: ${err.message}`));
+    if (this.created && !keepDatabase) {
+      const admin = new Client({ connectionString: withDatabase(this.opts.serverDatabaseUrl, 'postgres') });
+      await admin.connect();
+      try {
+        await admin.query(`DROP DATABASE IF EXISTS ${admin.escapeIdentifier(this.dbName)} WITH (FORCE)`);
+      } finally {
+        await admin.end();
+      }
+    }
+    if (!keepDatabase) fs.rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  private async deleteRedisKeys(): Promise<void> {
+    const redis = new Redis(this.opts.redisUrl, { maxRetriesPerRequest: 2 });
+    try {
+      // Both Kiln's prefix and the raw baselines' start with redisPrefix.
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${this.redisPrefix}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length > 0) await redis.unlink(...keys);
+      } while (cursor !== '0');
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  // --- HTTP -----------------------------------------------------------------------------
+
+  async request<T = unknown>(method: string, urlPath: string, token: string, body?: unknown): Promise<ApiResponse<T>> {
+    const res = await fetch(`${this.baseUrl}${urlPath}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
+  }
+
+  async admin<T = unknown>(method: string, urlPath: string, body?: unknown): Promise<T> {
+    const res = await this.request<T>(method, `/v1/admin${urlPath}`, this.adminToken, body);
+    if (res.status >= 300) throw new Error(`${method} /v1/admin${urlPath}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  }
+
+  /** Lifts the scale plan's limits out of the way: the benchmarks measure Kiln, not its limiter. */
+  async liftScalePlanLimits(): Promise<void> {
+    await this.admin('PATCH', '/plans/scale', { requestsPerMinute: 10_000_000, maxConcurrentBatches: 10_000 });
+  }
+
+  async routeModel(model: string, provider: Record<string, unknown>): Promise<void> {
+    await this.admin('PATCH', `/models/${model}`, { provider, enabled: true });
+  }
+
+  /** A scale-plan account with a billion credits and one API key. */
+  async createAccount(label: string): Promise<BenchAccount> {
+    this.accountSeq += 1;
+    const email = `${label}-${this.accountSeq}@bench.kiln.local`;
+    const { account } = await this.admin<{ account: { id: string } }>('POST', '/accounts', {
+      email,
+      plan: 'scale',
+      credits: 1_000_000_000,
+    });
+    const { secret } = await this.admin<{ secret: string }>('POST', `/accounts/${account.id}/keys`, { name: 'bench' });
+    return { id: account.id, email, key: secret };
+  }
+
+  /** POST /v1/batches; throws on anything but 201. */
+  async createBatch(account: BenchAccount, body: Record<string, unknown>): Promise<{ id: string; total: number }> {
+    const res = await this.request<{ id: string; total: number }>('POST', '/v1/batches', account.key, body);
+    if (res.status !== 201) throw new Error(`POST /v1/batches: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  }
+
+  /**
+   * Batches of these accounts the generator has not settled yet (finished_at is set in the
+   * transaction that records a batch's last task, so 0 means every batch reads done: true).
+   * Uses the partial index on unfinished batches: polling it costs PostgreSQL next to nothing.
+   */
+  async unfinishedBatches(accountIds: string[]): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM batches WHERE account_id = ANY($1::uuid[]) AND finished_at IS NULL`,
+      [accountIds],
+    );
+    return rows[0].n;
+  }
+
+  /** Tasks of these accounts not yet succeeded or failed (the API's `done` is this reaching 0 per batch). */
+  async unfinishedTasks(accountIds: string[]): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM tasks WHERE account_id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'running')`,
+      [accountIds],
+    );
+    return rows[0].n;
+  }
+
+  async taskOutcomes(accountIds: string[]): Promise<{ succeeded: number; failed: number; total: number }> {
+    const { rows } = await this.db.query<{ succeeded: number; failed: number; total: number }>(
+      `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
+              count(*) FILTER (WHERE status = 'failed')::int AS failed,
+              count(*)::int AS total
+         FROM tasks WHERE account_id = ANY($1::uuid[])`,
+      [accountIds],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Processes of the shared services this run loads: the PostgreSQL backends of its database
+   * plus the server's WAL writer, checkpointer and background writer, and the Redis server.
+   */
+  async servicePids(): Promise<{ postgres: number[]; redis: number[] }> {
+    const { rows } = await this.db.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() OR backend_type IN ('walwriter', 'checkpointer', 'background writer')`,
+    );
+    if (this.redisPid === undefined) {
+      const redis = new Redis(this.opts.redisUrl, { maxRetriesPerRequest: 2 });
+      try {
+        this.redisPid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1] ?? 0) || null;
+      } finally {
+        redis.disconnect();
+      }
+    }
+    return { postgres: rows.map((r) => r.pid), redis: this.redisPid ? [this.redisPid] : [] };
+  }
+
+  private redisPid: number | null | undefined;
+
+  /** Starts the CPU profiler preloaded into a Kiln process (see profiler-preload.ts). */
+  startProfiler(child: NodeChild): void {
+    if (this.opts.profile && child.running) child.send({ kilnBenchProfiler: 'start' });
+  }
+
+  /** Stops it; resolves to the written .cpuprofile, or null. */
+  async stopProfiler(child: NodeChild): Promise<string | null> {
+    if (!this.opts.profile || !child.running) return null;
+    const written = child.nextMessage<{ kilnBenchProfile?: string | null }>((m) => m && 'kilnBenchProfile' in m, 60_000);
+    child.send({ kilnBenchProfiler: 'stop' });
+    return (await written).kilnBenchProfile ?? null;
+  }
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${encodeURIComponent(name)}`;
+  return u.toString();
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import * as path from 'node:path';
+import Bull from 'bull';
+import { NodeChild, ProcessFigures } from '../lib/children';
+import { BenchAccount, KilnStack } from '../lib/kiln';
+import { cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, waitAllDone, WindowFigures } from '../lib/harness';
+import { BenchContext, Figure, ScenarioResult, throughput } from '../lib/types';
+import { chunks, log, round } from '../lib/util';
+
+export const PIPELINE_ACCOUNTS = 4;
+export const BATCH_SIZE = 100;
+/** Kiln's default GENERATOR_CONCURRENCY, set explicitly so the baseline uses the same. */
+export const PIPELINE_CONCURRENCY = 50;
+const TARGET = 0.3;
+const PROFILE_IMAGES = 3000;
+
+export interface KilnPipelineRun {
+  images: number;
+  wallSec: number;
+  tasksPerSec: number;
+  /** When the last POST returned, from the first POST. */
+  postsDoneSec: number;
+  succeeded: number;
+  failed: number;
+  window: WindowFigures;
+}
+
+/** Scenario 3: images through the real generator (simulated, 0 ms), against raw bull no-op jobs. */
+export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
+  const { stack, opts } = ctx;
+  const setup = await preparePipeline(stack);
+  const worker = await startRawWorker(ctx);
+  const figures: Figure[] = [];
+  const runs: Record<string, unknown>[] = [];
+  const notes: string[] = [];
+  let profiles: ScenarioResult['profiles'] = [];
+  try {
+    for (const n of opts.pipelineSizes) {
+      // Raw bull takes a second or two and swings with the machine's load: the median of
+      // three. Kiln's short runs get three too; a long run averages the noise out itself.
+      const kilnRepeats = n <= 2000 ? RAW_REPEATS : 1;
+      const rawRuns: RawPipelineRun[] = [];
+      const kilnRuns: KilnPipelineRun[] = [];
+      for (let r = 0; r < RAW_REPEATS; r++) {
+        rawRuns.push(await runRawPipeline(stack, worker, n));
+        if (r < kilnRepeats) kilnRuns.push(await runKilnPipeline(stack, setup.accounts, n));
+        log(`pipeline: ${n} images: Kiln ${kilnRuns.map((k) => k.tasksPerSec).join(', ')} tasks/s; raw bull ${rawRuns.map((k) => k.tasksPerSec).join(', ')}`);
+      }
+      const kiln = medianRun(kilnRuns);
+      const raw = medianRun(rawRuns);
+      notes.push(`CPU ms per task, ${n.toLocaleString('en-US')} images (median runs): ${cpuPerUnit('Kiln:', kiln.window, kiln.tasksPerSec)}; ${cpuPerUnit('raw bull:', raw.window, raw.tasksPerSec)} plus its producers in the bench process ${round((raw.window.benchCores / raw.tasksPerSec) * 1000, 2)}.`);
+      for (const k of kilnRuns) if (k.failed > 0 || k.succeeded !== n) notes.push(`${n} images: ${k.succeeded} succeeded, ${k.failed} failed.`);
+      figures.push({ ...throughput(`tasks/s, ${n.toLocaleString('en-US')} images`, 'tasks/s', kiln.tasksPerSec, raw.tasksPerSec, TARGET), baselineLabel: 'raw bull' });
+      runs.push({ images: n, kiln, raw, kilnRuns, rawRuns });
+    }
+    // The memory scenario reports the peaks of the largest run.
+    ctx.shared.pipelineMemory = {
+      runs: runs.map((r) => ({ images: r.images, processes: peakProcesses((r.kilnRuns as KilnPipelineRun[]).map((k) => k.window.processes)) })),
+    };
+
+    if (shouldProfile(ctx, figures.some((f) => f.met === false))) {
+      log(`pipeline: profiled pass of the api and the generator (${PROFILE_IMAGES} images, not counted)`);
+      profiles = (await profiled(ctx, [stack.api!, stack.generator!], () => runKilnPipeline(stack, setup.accounts, PROFILE_IMAGES))).profiles;
+    }
+  } finally {
+    await worker.stop();
+    await stack.stopGenerator();
+  }
+
+  return {
+    id: 'pipeline',
+    title: 'Pipeline throughput: images through the real generator, first POST to last done',
+    method: [
+      `Batches of ${BATCH_SIZE} images on a model routed to the simulated provider with 0 ms latency (it still returns a real cached 64 px PNG that Kiln stores), ${PIPELINE_ACCOUNTS} accounts POSTing their share of the batches one after another, in parallel; one generator with GENERATOR_CONCURRENCY=${PIPELINE_CONCURRENCY}, started before and warmed up with one batch.`,
+      'Wall time runs from the first POST to the moment the bench, polling every 50 ms, sees every batch of these accounts finished (batches.finished_at, set in the transaction that records a batch\'s last task; an index lookup, so the polling costs PostgreSQL next to nothing); it then checks that no task is left pending, queued or running, i.e. every batch reads done: true.',
+      `Baseline: raw bull on the same Redis under another prefix: a worker process with concurrency ${PIPELINE_CONCURRENCY} running a no-op handler, fed by ${PIPELINE_ACCOUNTS} parallel producers in the bench process doing addBulk of ${BATCH_SIZE} jobs (jobId set, removeOnComplete), first add to last completion.`,
+      `Repeats: raw bull ${RAW_REPEATS} times per size, Kiln ${RAW_REPEATS} times up to 2,000 images and once above, alternating; the median run of each is reported (details.runs[].kilnRuns/rawRuns hold them all).`,
+    ],
+    figures,
+    notes,
+    profiles,
+    details: { concurrency: PIPELINE_CONCURRENCY, runs },
+  };
+}
+
+export async function preparePipeline(stack: KilnStack): Promise<{ accounts: BenchAccount[] }> {
+  await stack.liftScalePlanLimits();
+  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
+  const accounts: BenchAccount[] = [];
+  for (let i = 0; i < PIPELINE_ACCOUNTS; i++) accounts.push(await stack.createAccount('pipeline'));
+  await stack.startGenerator({ GENERATOR_CONCURRENCY: String(PIPELINE_CONCURRENCY) });
+  log('pipeline: warm-up batch');
+  await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(BATCH_SIZE, 'warm-up') });
+  await waitAllDone(stack, accounts, 120_000);
+  return { accounts };
+}
+
+/** N images in batches of 100, spread over the accounts; returns wall time and process figures. */
+export async function runKilnPipeline(stack: KilnStack, accounts: BenchAccount[], images: number): Promise<KilnPipelineRun> {
+  const before = await stack.taskOutcomes(accounts.map((a) => a.id));
+  const sizes = chunks(images, BATCH_SIZE);
+  const queues: number[][] = accounts.map(() => []);
+  sizes.forEach((size, i) => queues[i % accounts.length].push(size));
+  const measured = await measureWindow(stack, { api: stack.api!.pid, generator: stack.generator!.pid });
+  const t0 = Date.now();
+  let postsDone = 0;
+  try {
+    await Promise.all(
+      accounts.map(async (account, i) => {
+        for (const size of queues[i]) await stack.createBatch(account, { model: FAST_MODEL, prompts: prompts(size, 'pipeline') });
+      }),
+    );
+    postsDone = Date.now();
+    const end = await waitAllDone(stack, accounts, 30 * 60_000);
+    const window = await measured();
+    const after = await stack.taskOutcomes(accounts.map((a) => a.id));
+    const wallSec = (end - t0) / 1000;
+    return {
+      images,
+      wallSec: round(wallSec, 2),
+      tasksPerSec: round(images / wallSec, 0),
+      postsDoneSec: round((postsDone - t0) / 1000, 2),
+      succeeded: after.succeeded - before.succeeded,
+      failed: after.failed - before.failed,
+      window,
+    };
+  } finally {
+    await measured();
+  }
+}
+
+async function startRawWorker(ctx: BenchContext): Promise<NodeChild> {
+  const child = NodeChild.start({
+    name: 'bull-worker',
+    script: path.join(ctx.repoRoot, 'dist/bench/baselines/bull-worker.js'),
+    env: {
+      ...process.env,
+      REDIS_URL: ctx.stack.opts.redisUrl,
+      RAW_BULL_PREFIX: `${ctx.stack.rawPrefix}:bull`,
+      RAW_QUEUE: 'bench-pipeline',
+      CONCURRENCY: String(PIPELINE_CONCURRENCY),
+    },
+    logFile: path.join(ctx.stack.logDir, 'bull-worker.log'),
+  });
+  await child.nextMessage<{ type: string }>((m) => m.type === 'ready', 20_000);
+  return child;
+}
+
+interface RawPipelineRun {
+  images: number;
+  wallSec: number;
+  tasksPerSec: number;
+  window: WindowFigures;
+}
+
+const RAW_REPEATS = 3;
+
+function medianRun<T extends { tasksPerSec: number }>(runs: T[]): T {
+  const sorted = [...runs].sort((a, b) => a.tasksPerSec - b.tasksPerSec);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
+
+/** Per process, the highest peak RSS over several runs (and the CPU of the run with it). */
+function peakProcesses(windows: Record<string, ProcessFigures>[]): Record<string, ProcessFigures> {
+  const out: Record<string, ProcessFigures> = {};
+  for (const w of windows) {
+    for (const [name, p] of Object.entries(w)) {
+      if (!out[name] || Math.max(p.peakRssMb, p.hwmMb) > Math.max(out[name].peakRssMb, out[name].hwmMb)) out[name] = p;
+    }
+  }
+  return out;
+}
+
+async function runRawPipeline(stack: KilnStack, worker: NodeChild, images: number): Promise<RawPipelineRun> {
+  const queue = new Bull('bench-pipeline', stack.opts.redisUrl, { prefix: `${stack.rawPrefix}:bull` });
+  await queue.isReady();
+  try {
+    const expecting = worker.nextMessage<{ type: string }>((m) => m.type === 'expecting', 10_000);
+    worker.send({ type: 'expect', n: images });
+    await expecting;
+    const done = worker.nextMessage<{ type: string; at: number }>((m) => m.type === 'done', 30 * 60_000);
+    const sizes = chunks(images, BATCH_SIZE);
+    const queues: number[][] = Array.from({ length: PIPELINE_ACCOUNTS }, () => []);
+    sizes.forEach((size, i) => queues[i % PIPELINE_ACCOUNTS].push(size));
+    const measured = await measureWindow(stack, { worker: worker.pid });
+    const t0 = Date.now();
+    await Promise.all(
+      queues.map(async (mine) => {
+        for (const size of mine) {
+          await queue.addBulk(
+            Array.from({ length: size }, () => {
+              const taskId = randomUUID();
+              return { name: 'render', data: { taskId }, opts: { jobId: taskId, removeOnComplete: true } };
+            }),
+          );
+        }
+      }),
+    );
+    const { at } = await done;
+    const wallSec = (at - t0) / 1000;
+    return { images, wallSec: round(wallSec, 2), tasksPerSec: round(images / wallSec, 0), window: await measured() };
+  } finally {
+    await queue.close();
+  }
+}
