@@ -70,6 +70,20 @@ describe('error envelope, request ids, health and OpenAPI', () => {
     expect(res.body.error.details).toEqual({ requestId: 'req-boom-1' });
   });
 
+  it('ids and cursors that only look like UUIDs -> 404 / 400, never a 500', async () => {
+    const a = await t.account();
+    const dashes = '-'.repeat(36);
+    const batch = await t.http.get(`/v1/batches/${dashes}`).set('Authorization', `Bearer ${a.key}`);
+    expect(batch.status).toBe(404);
+    isEnvelope(batch.body, 'not_found');
+    const account = await t.admin('get', `/v1/admin/accounts/${dashes}`);
+    expect(account.status).toBe(404);
+    const cursor = Buffer.from(JSON.stringify([new Date().toISOString(), dashes])).toString('base64url');
+    const list = await t.http.get(`/v1/batches?cursor=${cursor}`).set('Authorization', `Bearer ${a.key}`);
+    expect(list.status).toBe(400);
+    expect(list.body.error.details).toEqual({ field: 'cursor', reason: 'malformed' });
+  });
+
   it('X-Request-Id: echoed when sent, minted otherwise, on successes and errors', async () => {
     const echoed = await t.http.get('/healthz').set('X-Request-Id', 'abc-123');
     expect(echoed.headers['x-request-id']).toBe('abc-123');

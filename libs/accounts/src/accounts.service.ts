@@ -6,6 +6,7 @@ import {
   AccountStatus,
   Cursor,
   encodeCursor,
+  isUuid,
   PlanEntity,
   PlanKey,
 } from '@app/database';
@@ -18,8 +19,6 @@ export interface AccountView {
   plan: PlanEntity;
   activeBatches: number;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 @Injectable()
 export class AccountsService {
@@ -52,7 +51,7 @@ export class AccountsService {
   }
 
   async get(id: string): Promise<AccountEntity> {
-    const account = UUID.test(id) ? await this.accounts.findOne({ where: { id } }) : null;
+    const account = isUuid(id) ? await this.accounts.findOne({ where: { id } }) : null;
     if (!account) throw new KilnError(ErrorCode.NotFound, 'Account not found');
     return account;
   }

@@ -4,7 +4,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, nextUtcMidnight } from '@app/billing';
 import { CatalogService } from '@app/catalog';
-import { BatchEntity, Cursor, encodeCursor, ModelEntity, TaskEntity, TaskStatus } from '@app/database';
+import { BatchEntity, Cursor, encodeCursor, isUuid, ModelEntity, TaskEntity, TaskStatus } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
 import { pixelSize } from '@app/providers';
 import { UploadsService } from '@app/uploads';
@@ -17,7 +17,6 @@ import { TaskDispatchService } from './task-dispatch.service';
 /** Who creates a batch: an API key, or the account holder in the dashboard (no key). */
 export type BatchActor = { accountId: string; apiKeyId: string | null; via: 'api' | 'dashboard' };
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 @Injectable()
 export class BatchesService {
@@ -146,7 +145,7 @@ export class BatchesService {
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
   async detail(accountId: string, batchId: string): Promise<{ batch: BatchView; tasks: TaskEntity[] }> {
-    const batch = UUID.test(batchId)
+    const batch = isUuid(batchId)
       ? await this.db.getRepository(BatchEntity).findOne({ where: { id: batchId, accountId } })
       : null;
     if (!batch) throw notFound('Batch');

@@ -1,4 +1,5 @@
 import { invalidRequest } from '@app/errors';
+import { isUuid } from './query';
 
 /** Keyset position: (createdAt, id) of the last row of the previous page. */
 export interface Cursor {
@@ -17,7 +18,7 @@ export function decodeCursor(raw: string | undefined, field = 'cursor'): Cursor 
     const [at, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
     const createdAt = new Date(at);
     if (typeof at !== 'string' || typeof id !== 'string' || Number.isNaN(createdAt.getTime())) throw new Error();
-    if (!/^[0-9a-f-]{36}$|^\d+$/i.test(id)) throw new Error();
+    if (!isUuid(id) && !/^\d{1,19}$/.test(id)) throw new Error();
     return { createdAt, id };
   } catch {
     throw invalidRequest(field, 'malformed', 'The cursor is not one this service returned');

@@ -15,3 +15,10 @@ export async function queryRows<T = Record<string, unknown>>(
   }
   return result as T[];
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True for a canonical UUID: anything else would make PostgreSQL's uuid cast fail with a 500. */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}

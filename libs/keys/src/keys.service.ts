@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, IsNull, Repository } from 'typeorm';
-import { AccountEntity, ApiKeyEntity, PlanEntity } from '@app/database';
+import { AccountEntity, ApiKeyEntity, isUuid, PlanEntity } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { ALL_SCOPES, Scope } from './key-scopes';
 import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret';
@@ -126,7 +126,7 @@ export class KeysService {
   }
 
   private async findOwned(accountId: string, keyId: string): Promise<ApiKeyEntity | null> {
-    if (!/^[0-9a-f-]{36}$/i.test(keyId)) return null;
+    if (!isUuid(keyId)) return null;
     return this.keys.findOne({ where: { id: keyId, accountId } });
   }
 
