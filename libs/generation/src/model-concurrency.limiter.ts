@@ -2,23 +2,73 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
+import { PriorityLine } from './priority-semaphore';
 
 /**
- * Takes a slot when fewer than `cap` unexpired leases exist. Time comes from the Redis
- * server, so replicas with skewed clocks agree on when a lease has expired.
- * KEYS[1] slots zset; ARGV: cap, leaseMs, member. Returns 1 when the slot is held.
+ * Shared head of ACQUIRE and HAND_OVER. Time comes from the Redis server, so replicas with
+ * skewed clocks agree on when a lease has expired; expired leases are dropped first.
+ * `room` keeps replicas fair: the pump that holds slots re-takes a released one within a
+ * round trip while the others only poll, so without it one replica with a backlog would
+ * keep every slot. While other replicas are short of slots (KEYS[2]: owner -> until when),
+ * an owner may hold an even share of the cap; returns how many more it may take.
  */
-const ACQUIRE = `
+const PRELUDE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[3]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], lease * 2)
-  return 1
+local function room(owner, cap)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  local others = redis.call('ZCARD', KEYS[2])
+  if redis.call('ZSCORE', KEYS[2], owner) then others = others - 1 end
+  if others == 0 then return cap end
+  local held, prefix = 0, owner .. ':'
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    if string.sub(member, 1, #prefix) == prefix then held = held + 1 end
+  end
+  return math.ceil(cap / (others + 1)) - held
 end
-return 0`;
+`;
+
+/**
+ * Gives slots to as many of the members as are free (fewer than `cap` leases) and fair, in
+ * the order given, so the first members go to the head of the caller's line. An owner that
+ * got fewer than it asked for is short until its next call (or `shortMs`).
+ * KEYS[1] slots zset, KEYS[2] short owners zset; ARGV: cap, leaseMs, shortMs, owner, member...
+ * Returns how many of the first members now hold a slot.
+ */
+const ACQUIRE = `${PRELUDE}
+local cap, lease, shortMs, owner = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local wanted = #ARGV - 4
+local granted = math.max(0, math.min(wanted, cap - redis.call('ZCARD', KEYS[1]), room(owner, cap)))
+for i = 5, granted + 4 do
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+end
+if granted > 0 then redis.call('PEXPIRE', KEYS[1], lease * 2) end
+if granted < wanted then
+  redis.call('ZADD', KEYS[2], now + shortMs, owner)
+  redis.call('PEXPIRE', KEYS[2], shortMs * 2)
+else
+  redis.call('ZREM', KEYS[2], owner)
+end
+return granted`;
+
+/**
+ * Releases lease `from` and, when it was still live and the owner keeps within its fair
+ * share, gives its slot to `to` with a fresh lease: the number of leases never changes, so
+ * no replica can see the cap exceeded. An expired lease may already have been counted as
+ * free and taken elsewhere, so it is only dropped. KEYS as ACQUIRE's; ARGV: cap, leaseMs,
+ * owner, from, to. Returns 1 when `to` holds the slot, 0 when `from` had expired, -1 when
+ * the slot was freed for replicas short of their share.
+ */
+const HAND_OVER = `${PRELUDE}
+local cap, lease, owner, from, to = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+if not redis.call('ZSCORE', KEYS[1], from) then return 0 end
+local fair = room(owner, cap) >= 0
+redis.call('ZREM', KEYS[1], from)
+if not fair then return -1 end
+redis.call('ZADD', KEYS[1], now + lease, to)
+redis.call('PEXPIRE', KEYS[1], lease * 2)
+return 1`;
 
 /** Extends a lease still held; returns 0 when it already expired (the slot may be someone else's). */
 const RENEW = `
@@ -34,31 +84,32 @@ export interface ModelLease {
   release(): void;
 }
 
-interface Waiter {
-  member: string;
-  priority: number;
-  resolve: (lease: ModelLease) => void;
-  reject: (reason: unknown) => void;
-  signal?: AbortSignal;
-  onAbort?: () => void;
-}
-
 interface ModelLine {
-  waiters: Waiter[];
+  waiters: PriorityLine<ModelLease>;
   pumping: boolean;
+  /** Released slots on their way to this line (HAND_OVER calls in flight), one waiter each. */
+  handingOver: number;
+  /** The last call got fewer slots than asked for: Redis counts this replica as short. */
+  short: boolean;
   wake?: () => void;
 }
 
 const MIN_POLL_MS = 20;
 const MAX_POLL_MS = 500;
+/** Outlasts the longest pause between two polls (1.5 MAX_POLL_MS), so a short replica stays counted. */
+const SHORT_MS = 2000;
 
 /**
  * A per-model cap on concurrent upstream calls, shared by every generator replica: a
  * Redis sorted set of leases (member -> expiry), taken and renewed by Lua scripts. A
  * replica killed mid-call stops renewing, so its leases expire after `leaseMs` and the
  * slots come back without anyone cleaning up. Inside one process, waiters for a model form
- * a local line ordered like the queue (priority, then arrival) and only its head polls
- * Redis, so a waiting process costs Redis one small script call per poll, not one per task.
+ * a local line ordered like the queue (priority, then arrival). One pump per line asks for
+ * as many slots as the line has waiters (up to the cap) in one script call, and polls with
+ * one call while the cap is reached, so Redis sees one call per poll, not one per task. A
+ * released lease goes straight to the line's next waiter in a single call. While several
+ * replicas are short of slots, each keeps to an even share of the cap (see PRELUDE);
+ * priorities order waiters within a replica, not across replicas.
  */
 @Injectable()
 export class ModelConcurrencyLimiter {
@@ -82,32 +133,20 @@ export class ModelConcurrencyLimiter {
     return this.redis.key('model-slots', model);
   }
 
+  private shortKey(model: string): string {
+    return this.redis.key('model-slots-short', model);
+  }
+
   /** Waits for a slot on `model`; rejects with the signal's reason when aborted first. */
   acquire(model: string, opts: { priority?: number; signal?: AbortSignal } = {}): Promise<ModelLease> {
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const line = this.line(model);
-    return new Promise<ModelLease>((resolve, reject) => {
-      const waiter: Waiter = {
-        member: `${this.owner}:${++this.seq}`,
-        priority: opts.priority ?? Number.MAX_SAFE_INTEGER,
-        resolve,
-        reject,
-        signal,
-      };
-      if (signal) {
-        waiter.onAbort = () => {
-          const i = line.waiters.indexOf(waiter);
-          if (i !== -1) line.waiters.splice(i, 1);
-          reject(signal.reason);
-        };
-        signal.addEventListener('abort', waiter.onAbort, { once: true });
-      }
-      let i = line.waiters.length;
-      while (i > 0 && line.waiters[i - 1].priority > waiter.priority) i--;
-      line.waiters.splice(i, 0, waiter);
-      void this.pump(model, line);
-    });
+    const lease = line.waiters.join(opts.priority, signal);
+    // A pump already running picks the newcomer up after its call, or at its next poll
+    // when the cap is reached (a newcomer frees no slot, so it is no reason to ask early).
+    void this.pump(model, line);
+    return lease;
   }
 
   /** Leases currently held on a model, across all replicas (for tests and operators). */
@@ -121,97 +160,139 @@ export class ModelConcurrencyLimiter {
   private line(model: string): ModelLine {
     let line = this.lines.get(model);
     if (!line) {
-      line = { waiters: [], pumping: false };
+      line = { waiters: new PriorityLine<ModelLease>(), pumping: false, handingOver: 0, short: false };
       this.lines.set(model, line);
     }
     return line;
   }
 
+  /** Forgets an idle line, so the map holds only models someone is waiting for. */
+  private retire(model: string, line: ModelLine): void {
+    if (line.pumping || line.handingOver > 0 || line.waiters.length > 0) return;
+    if (this.lines.get(model) === line) this.lines.delete(model);
+    // Other replicas would otherwise keep to their share until SHORT_MS runs out.
+    if (line.short) void this.redis.client.zrem(this.shortKey(model), this.owner).catch(() => undefined);
+  }
+
   private async pump(model: string, line: ModelLine): Promise<void> {
-    if (line.pumping) {
-      line.wake?.();
-      return;
-    }
+    if (line.pumping) return;
     line.pumping = true;
     let pause = MIN_POLL_MS;
     try {
-      while (line.waiters.length > 0) {
-        const head = line.waiters[0];
-        let held: boolean;
+      // Acquirers of the same tick join the line first, so the first call serves them all.
+      await Promise.resolve();
+      while (line.waiters.length > line.handingOver) {
+        const wanted = Math.min(Math.max(1, this.cap), line.waiters.length - line.handingOver);
+        const members = Array.from({ length: wanted }, () => this.newMember());
+        let granted: number;
         try {
-          held = await this.tryAcquire(model, head.member);
+          granted = await this.tryAcquire(model, members);
         } catch (err) {
           // Redis is unreachable: every waiter fails now and its task is retried later.
-          for (const w of line.waiters.splice(0)) this.settle(w, () => w.reject(err));
+          line.waiters.rejectAll(err);
           break;
         }
-        const index = line.waiters.indexOf(head);
-        if (index === -1) {
-          // Aborted while we asked Redis: give back what we took for it.
-          if (held) await this.releaseMember(model, head.member);
-          continue;
-        }
-        if (held) {
-          line.waiters.splice(index, 1);
-          this.settle(head, () => head.resolve(this.lease(model, head.member)));
-          pause = MIN_POLL_MS;
-          continue;
-        }
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, pause / 2 + Math.random() * pause);
-          function done(): void {
-            clearTimeout(timer);
-            resolve();
-          }
-          line.wake = done;
-        });
-        line.wake = undefined;
+        line.short = granted < wanted;
+        this.distribute(model, line, members.slice(0, granted));
+        if (granted > 0) pause = MIN_POLL_MS;
+        if (!line.short) continue;
+        // The cap (or this replica's share) is reached. Local releases hand their slots over
+        // directly; slots freed by other replicas (or expired) are found by polling, with backoff.
+        await this.sleep(line, pause);
         pause = Math.min(MAX_POLL_MS, pause * 2);
       }
     } finally {
       line.pumping = false;
-      if (line.waiters.length === 0) this.lines.delete(model);
-      else void this.pump(model, line);
+      if (line.waiters.length > line.handingOver) void this.pump(model, line);
+      else this.retire(model, line);
     }
   }
 
-  private settle(w: Waiter, action: () => void): void {
-    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
-    action();
+  private sleep(line: ModelLine, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms / 2 + Math.random() * ms);
+      function done(): void {
+        clearTimeout(timer);
+        line.wake = undefined;
+        resolve();
+      }
+      line.wake = done;
+    });
   }
 
-  private async tryAcquire(model: string, member: string): Promise<boolean> {
-    const res = await this.redis.client.eval(ACQUIRE, 1, this.slotsKey(model), this.cap, this.leaseMs, member);
-    return Number(res) === 1;
+  /**
+   * Gives held slots to the head of the line, in order. Waiters may have aborted while Redis
+   * answered: what nobody takes is given back at once.
+   */
+  private distribute(model: string, line: ModelLine, members: string[]): void {
+    const unused = members.filter((member) => !line.waiters.serve(() => this.lease(model, member)));
+    if (unused.length > 0) void this.releaseMembers(model, unused);
+  }
+
+  private async tryAcquire(model: string, members: string[]): Promise<number> {
+    const keys = [this.slotsKey(model), this.shortKey(model)];
+    const res = await this.redis.client.eval(ACQUIRE, 2, ...keys, this.cap, this.leaseMs, SHORT_MS, this.owner, ...members);
+    return Number(res);
+  }
+
+  private newMember(): string {
+    return `${this.owner}:${++this.seq}`;
   }
 
   private lease(model: string, member: string): ModelLease {
     const key = this.slotsKey(model);
+    let released = false;
     const renewal = setInterval(() => {
       this.redis.client.eval(RENEW, 1, key, this.leaseMs, member).then(
         (ok) => {
-          if (Number(ok) !== 1) this.logger.warn(`A ${model} slot lease expired while in use; the cap may be exceeded briefly`);
+          if (!released && Number(ok) !== 1) {
+            this.logger.warn(`A ${model} slot lease expired while in use; the cap may be exceeded briefly`);
+          }
         },
         () => undefined,
       );
     }, Math.max(1000, Math.floor(this.leaseMs / 3)));
     renewal.unref();
-    let released = false;
     return {
       release: () => {
         if (released) return;
         released = true;
         clearInterval(renewal);
-        void this.releaseMember(model, member).finally(() => {
-          const line = this.lines.get(model);
-          if (line) line.wake?.();
-        });
+        const line = this.lines.get(model);
+        if (line && line.waiters.length > line.handingOver) void this.handOver(model, line, member);
+        else void this.releaseMembers(model, [member]);
       },
     };
   }
 
-  private async releaseMember(model: string, member: string): Promise<void> {
+  /** One call instead of a release and the next acquire, when the slot may stay here. */
+  private async handOver(model: string, line: ModelLine, from: string): Promise<void> {
+    const to = this.newMember();
+    const keys = [this.slotsKey(model), this.shortKey(model)];
+    line.handingOver++;
+    let outcome: number;
+    try {
+      outcome = Number(await this.redis.client.eval(HAND_OVER, 2, ...keys, this.cap, this.leaseMs, this.owner, from, to));
+    } catch {
+      // The call may have run without its answer arriving: neither lease may linger.
+      await this.releaseMembers(model, [from, to]);
+      outcome = 0;
+    } finally {
+      line.handingOver--;
+    }
+    if (outcome === 1) {
+      this.distribute(model, line, [to]);
+    } else {
+      // The waiter it was meant for asks again: at once when the lease had expired (a slot
+      // may be free), at the next poll when the slot went to replicas short of their share.
+      if (outcome === 0) line.wake?.();
+      void this.pump(model, line);
+    }
+    this.retire(model, line);
+  }
+
+  private async releaseMembers(model: string, members: string[]): Promise<void> {
     // A lost release only keeps the slot until its lease expires.
-    await this.redis.client.zrem(this.slotsKey(model), member).catch(() => undefined);
+    await this.redis.client.zrem(this.slotsKey(model), ...members).catch(() => undefined);
   }
 }

@@ -1,4 +1,4 @@
-import { PrioritySemaphore } from './priority-semaphore';
+import { PriorityLine, PrioritySemaphore } from './priority-semaphore';
 
 describe('PrioritySemaphore', () => {
   it('admits up to its permits, then serves waiters by priority, then arrival', async () => {
@@ -40,5 +40,57 @@ describe('PrioritySemaphore', () => {
     expect(s.waiting).toBe(0);
     held();
     expect(s.inUse).toBe(0);
+  });
+});
+
+describe('PriorityLine', () => {
+  it('serves by priority, then arrival, and makes nothing when nobody waits', async () => {
+    const line = new PriorityLine<string>();
+    const make = jest.fn(() => 'x');
+    expect(line.serve(make)).toBe(false);
+    expect(make).not.toHaveBeenCalled();
+
+    const served: string[] = [];
+    const waits = [
+      line.join(3).then((v) => served.push(`p3:${v}`)),
+      line.join().then((v) => served.push(`none:${v}`)),
+      line.join(1).then((v) => served.push(`p1-a:${v}`)),
+      line.join(1).then((v) => served.push(`p1-b:${v}`)),
+    ];
+    expect(line.length).toBe(4);
+    let n = 0;
+    while (line.serve(() => String(++n)));
+    await Promise.all(waits);
+    expect(served).toEqual(['p1-a:1', 'p1-b:2', 'p3:3', 'none:4']);
+    expect(line.length).toBe(0);
+  });
+
+  it('an aborted waiter leaves the line, so the next serve goes to a live one', async () => {
+    const line = new PriorityLine<number>();
+    const controller = new AbortController();
+    const first = line.join(1, controller.signal);
+    const second = line.join(2);
+    controller.abort(new Error('stop'));
+    await expect(first).rejects.toThrow('stop');
+    expect(line.length).toBe(1);
+    expect(line.serve(() => 7)).toBe(true);
+    await expect(second).resolves.toBe(7);
+    await expect(line.join(1, controller.signal)).rejects.toThrow('stop');
+    expect(line.length).toBe(0);
+  });
+
+  it('a served or rejected waiter stops listening to its signal', async () => {
+    const line = new PriorityLine<number>();
+    const controller = new AbortController();
+    const remove = jest.spyOn(controller.signal, 'removeEventListener');
+    const served = line.join(1, controller.signal);
+    line.serve(() => 1);
+    await expect(served).resolves.toBe(1);
+    const rejected = line.join(1, controller.signal);
+    line.rejectAll(new Error('redis down'));
+    await expect(rejected).rejects.toThrow('redis down');
+    expect(remove).toHaveBeenCalledTimes(2);
+    controller.abort();
+    expect(line.length).toBe(0);
   });
 });

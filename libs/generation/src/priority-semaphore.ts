@@ -1,43 +1,30 @@
-interface Waiter {
+interface Waiter<T> {
   priority: number;
   order: number;
-  resolve: (release: () => void) => void;
+  resolve: (value: T) => void;
   reject: (reason: unknown) => void;
   signal?: AbortSignal;
   onAbort?: () => void;
 }
 
 /**
- * A counting semaphore whose waiters are served by priority (lower first, as Bull's), then
- * in arrival order. Used for CPU-bound work: a small batch's task that arrives while a big
- * batch's tasks wait for a core goes ahead of them, as it would in the queue.
+ * Waiters served by priority (lower first, as Bull's), then in arrival order. A waiter
+ * whose signal aborts leaves the line at once, so whatever is served next goes to a live one.
+ * The line behind both PrioritySemaphore and ModelConcurrencyLimiter.
  */
-export class PrioritySemaphore {
-  private available: number;
-  private readonly waiters: Waiter[] = [];
+export class PriorityLine<T> {
+  private readonly waiters: Waiter<T>[] = [];
   private arrivals = 0;
 
-  constructor(readonly permits: number) {
-    this.available = Math.max(1, Math.floor(permits));
-  }
-
-  get waiting(): number {
+  get length(): number {
     return this.waiters.length;
   }
 
-  get inUse(): number {
-    return Math.max(1, Math.floor(this.permits)) - this.available;
-  }
-
-  /** Resolves with a release function (idempotent); rejects with the signal's reason on abort. */
-  acquire(priority = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<() => void> {
+  /** Settles with what `serve` hands this waiter; rejects with the signal's reason on abort. */
+  join(priority = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<T> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.available > 0 && this.waiters.length === 0) {
-      this.available--;
-      return Promise.resolve(this.releaser());
-    }
-    return new Promise((resolve, reject) => {
-      const waiter: Waiter = { priority, order: this.arrivals++, resolve, reject, signal };
+    return new Promise<T>((resolve, reject) => {
+      const waiter: Waiter<T> = { priority, order: this.arrivals++, resolve, reject, signal };
       if (signal) {
         waiter.onAbort = () => {
           const i = this.waiters.indexOf(waiter);
@@ -50,6 +37,62 @@ export class PrioritySemaphore {
       while (i > 0 && compare(this.waiters[i - 1], waiter) > 0) i--;
       this.waiters.splice(i, 0, waiter);
     });
+  }
+
+  /** Hands `make()` to the first waiter; false, without calling `make`, when nobody waits. */
+  serve(make: () => T): boolean {
+    const next = this.waiters.shift();
+    if (!next) return false;
+    this.detach(next);
+    next.resolve(make());
+    return true;
+  }
+
+  rejectAll(reason: unknown): void {
+    for (const w of this.waiters.splice(0)) {
+      this.detach(w);
+      w.reject(reason);
+    }
+  }
+
+  private detach(w: Waiter<T>): void {
+    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+  }
+}
+
+function compare(a: { priority: number; order: number }, b: { priority: number; order: number }): number {
+  return a.priority - b.priority || a.order - b.order;
+}
+
+/**
+ * A counting semaphore whose waiters are served by priority (lower first, as Bull's), then
+ * in arrival order. Used for CPU-bound work: a small batch's task that arrives while a big
+ * batch's tasks wait for a core goes ahead of them, as it would in the queue.
+ */
+export class PrioritySemaphore {
+  private available: number;
+  private readonly line = new PriorityLine<() => void>();
+
+  constructor(readonly permits: number) {
+    this.available = Math.max(1, Math.floor(permits));
+  }
+
+  get waiting(): number {
+    return this.line.length;
+  }
+
+  get inUse(): number {
+    return Math.max(1, Math.floor(this.permits)) - this.available;
+  }
+
+  /** Resolves with a release function (idempotent); rejects with the signal's reason on abort. */
+  acquire(priority = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.available > 0 && this.line.length === 0) {
+      this.available--;
+      return Promise.resolve(this.releaser());
+    }
+    return this.line.join(priority, signal);
   }
 
   async use<T>(priority: number | undefined, signal: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
@@ -66,17 +109,7 @@ export class PrioritySemaphore {
     return () => {
       if (released) return;
       released = true;
-      const next = this.waiters.shift();
-      if (!next) {
-        this.available++;
-        return;
-      }
-      if (next.signal && next.onAbort) next.signal.removeEventListener('abort', next.onAbort);
-      next.resolve(this.releaser());
+      if (!this.line.serve(() => this.releaser())) this.available++;
     };
   }
-}
-
-function compare(a: Waiter, b: Waiter): number {
-  return a.priority - b.priority || a.order - b.order;
 }

@@ -1,0 +1,276 @@
+import { randomBytes } from 'node:crypto';
+import { buildConfig, KilnConfig } from '@app/config';
+import { ModelConcurrencyLimiter, ModelLease } from '@app/generation';
+import { RedisService } from '@app/redis';
+
+/**
+ * The model slot limiter against real Redis, without the apps: two RedisService clients on
+ * one prefix stand in for two generator replicas. (generator.e2e-spec.ts covers expiry of a
+ * dead worker's leases inside a booted generator.)
+ */
+describe('the model slot limiter shared through Redis', () => {
+  let config: KilnConfig;
+  let redis: RedisService;
+  let otherRedis: RedisService;
+  let models = 0;
+
+  beforeAll(() => {
+    const base = buildConfig(process.env);
+    config = { ...base, redisPrefix: `${base.redisPrefix}:limiter-${randomBytes(3).toString('hex')}` };
+    redis = new RedisService(config);
+    otherRedis = new RedisService(config);
+  });
+  afterAll(async () => {
+    await redis.onApplicationShutdown();
+    await otherRedis.onApplicationShutdown();
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  function limiter(cap: number, client = redis): ModelConcurrencyLimiter {
+    return new ModelConcurrencyLimiter(client, { ...config, generator: { ...config.generator, modelConcurrencyCap: cap } });
+  }
+  const newModel = () => `model-${++models}`;
+
+  /** Script calls by kind, told apart by the statement only each script has. */
+  function countScripts(client: RedisService) {
+    const spy = jest.spyOn(client.client, 'eval');
+    const of = (marker: string) => spy.mock.calls.filter((call) => String(call[0]).includes(marker)).length;
+    return { acquires: () => of('local wanted'), handOvers: () => of('local fair') };
+  }
+
+  it('grants 50 waiters on an empty cap of 50 in one script call', async () => {
+    const l = limiter(50);
+    const model = newModel();
+    const calls = countScripts(redis);
+    const leases = await Promise.all(Array.from({ length: 50 }, (_, i) => l.acquire(model, { priority: i % 3 })));
+    expect(calls.acquires()).toBe(1);
+    expect(await l.inUse(model)).toBe(50);
+    for (const lease of leases) lease.release();
+    await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
+  });
+
+  it('serves waiters that arrive while a call is out with the next call, all of them at once', async () => {
+    const l = limiter(100);
+    const model = newModel();
+    const calls = countScripts(redis);
+    const first = l.acquire(model);
+    // Arrivals spread over the first call's round trip.
+    const later: Promise<ModelLease>[] = [];
+    for (let i = 0; i < 40; i++) {
+      later.push(l.acquire(model));
+      await Promise.resolve();
+    }
+    const leases = [await first, ...(await Promise.all(later))];
+    expect(calls.acquires()).toBeLessThanOrEqual(2);
+    expect(await l.inUse(model)).toBe(41);
+    for (const lease of leases) lease.release();
+    await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
+  });
+
+  it('a released slot goes to the next waiter by priority in one call, the cap staying full', async () => {
+    const l = limiter(2);
+    const model = newModel();
+    const holding = [await l.acquire(model), await l.acquire(model)];
+    const order: number[] = [];
+    let onServed: () => void = () => undefined;
+    const priorities = [7, 3, 9, 3, 1, 7];
+    const waiting = priorities.map((priority, i) =>
+      l.acquire(model, { priority }).then((lease) => {
+        order.push(i);
+        onServed();
+        return lease;
+      }),
+    );
+    await sleep(50);
+    expect(order).toEqual([]);
+
+    const calls = countScripts(redis);
+    const zrem = jest.spyOn(redis.client, 'zrem');
+    // One slot at a time: each release serves the best waiter left.
+    for (let served = 1; served <= priorities.length; served++) {
+      const next = new Promise<void>((resolve) => (onServed = resolve));
+      (holding.shift() as ModelLease).release();
+      await next;
+      expect(order).toHaveLength(served);
+      holding.push(await waiting[order[served - 1]]);
+      expect(calls.handOvers()).toBe(served);
+      expect(await l.inUse(model)).toBe(2);
+    }
+    // No slot went back to the pool in between (a ZREM of the slots key).
+    expect(zrem.mock.calls.filter(([key]) => key === l.slotsKey(model))).toEqual([]);
+    // Priority first, arrival among equals.
+    expect(order).toEqual([4, 1, 3, 0, 5, 2]);
+    for (const lease of holding) lease.release();
+    await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
+  });
+
+  it('when slots free up together, the best waiters get them, in priority order', async () => {
+    const l = limiter(3);
+    const model = newModel();
+    const held = await Promise.all([l.acquire(model), l.acquire(model), l.acquire(model)]);
+    const order: number[] = [];
+    const priorities = [5, 2, 8, 2, 0, 5, 1];
+    const waiting = priorities.map((priority, i) => l.acquire(model, { priority }).then((lease) => (order.push(i), lease)));
+    await sleep(30);
+    for (const lease of held) lease.release();
+    const firstThree = await Promise.all([waiting[4], waiting[6], waiting[1]]);
+    expect(order).toEqual([4, 6, 1]);
+    expect(await l.inUse(model)).toBe(3);
+    for (const lease of firstThree) lease.release();
+    const rest = await Promise.all([waiting[3], waiting[0], waiting[5]]);
+    expect(order).toEqual([4, 6, 1, 3, 0, 5]);
+    for (const lease of rest) lease.release();
+    (await waiting[2]).release();
+    expect(order).toEqual([4, 6, 1, 3, 0, 5, 2]);
+    await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
+  });
+
+  it('two replicas on one prefix never hold more than the cap, with aborts mixed in, and leak no slot', async () => {
+    const cap = 5;
+    const replicas = [limiter(cap, redis), limiter(cap, otherRedis)];
+    const model = newModel();
+    let holding = 0;
+    let mostHeld = 0;
+    let mostInRedis = 0;
+    let granted = 0;
+    let aborted = 0;
+    const perReplica = [0, 0];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        mostInRedis = Math.max(mostInRedis, await replicas[0].inUse(model));
+        await sleep(1);
+      }
+    })();
+
+    const worker = async (replica: number, n: number) => {
+      for (let round = 0; round < 4; round++) {
+        const signal = (n + round) % 4 === 0 ? AbortSignal.timeout(Math.floor(Math.random() * 10)) : undefined;
+        let lease: ModelLease;
+        try {
+          lease = await replicas[replica].acquire(model, { priority: Math.floor(Math.random() * 4), signal });
+        } catch (err) {
+          expect((err as Error).name).toBe('TimeoutError');
+          aborted++;
+          continue;
+        }
+        granted++;
+        perReplica[replica]++;
+        holding++;
+        mostHeld = Math.max(mostHeld, holding);
+        await sleep(Math.random() * 4);
+        holding--;
+        lease.release();
+      }
+    };
+    await Promise.all(Array.from({ length: 60 }, (_, n) => worker(n % 2, n)));
+    sampling = false;
+    await sampler;
+
+    expect(granted + aborted).toBe(240);
+    expect(granted).toBeGreaterThan(150);
+    expect(mostHeld).toBe(cap);
+    expect(mostInRedis).toBeLessThanOrEqual(cap);
+    expect(Math.min(...perReplica)).toBeGreaterThan(granted / 4);
+    // A slot granted to a waiter that had just aborted is given back, not kept until expiry.
+    await waitFor('the slots to be free', async () => (await replicas[0].inUse(model)) === 0, 5000);
+  });
+
+  it('replicas short of slots share the cap evenly, instead of one keeping every slot it releases', async () => {
+    const cap = 4;
+    const replicas = [limiter(cap, redis), limiter(cap, otherRedis)];
+    const model = newModel();
+    const grants = [0, 0];
+    let running = true;
+    const worker = async (replica: number) => {
+      while (running) {
+        const lease = await replicas[replica].acquire(model);
+        grants[replica]++;
+        await sleep(5);
+        lease.release();
+      }
+    };
+    // The first replica starts alone and takes every slot; the second arrives with as big a backlog.
+    const workers = Array.from({ length: 8 }, () => worker(0));
+    await sleep(200);
+    expect(grants[1]).toBe(0);
+    const [firstBefore] = grants;
+    workers.push(...Array.from({ length: 8 }, () => worker(1)));
+    await sleep(1000);
+    const shared = [grants[0] - firstBefore, grants[1]];
+    running = false;
+    await Promise.all(workers);
+
+    expect(shared[1]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
+    expect(shared[0]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
+    await waitFor('the slots to be free', async () => (await replicas[0].inUse(model)) === 0);
+  });
+
+  it('a lease that expired before its release is not handed over: the slot may be counted elsewhere', async () => {
+    const l = limiter(1);
+    const model = newModel();
+    const key = l.slotsKey(model);
+    const lease = await l.acquire(model);
+    const [member] = await redis.client.zrange(key, 0, -1);
+    const waiting = l.acquire(model);
+    let served = false;
+    void waiting.then(() => (served = true));
+    // In one step: this replica's lease runs out, and another replica takes the freed slot.
+    const now = await serverMs();
+    await redis.client.zadd(key, now - 1, member, now + 60_000, 'other-replica:1');
+
+    lease.release();
+    await sleep(150);
+    expect(served).toBe(false);
+    expect(await l.inUse(model)).toBe(1);
+    expect(await redis.client.zrange(key, 0, -1)).toEqual(['other-replica:1']);
+
+    await redis.client.zrem(key, 'other-replica:1');
+    (await waiting).release();
+    await waitFor('the slot to be free', async () => (await l.inUse(model)) === 0);
+  });
+
+  it('an aborted waiter leaves the line; slots granted to waiters aborted mid-call are given back', async () => {
+    const l = limiter(1);
+    const model = newModel();
+    const held = await l.acquire(model);
+    const controller = new AbortController();
+    const first = l.acquire(model, { priority: 1, signal: controller.signal });
+    const second = l.acquire(model, { priority: 2 });
+    controller.abort(new Error('stop'));
+    await expect(first).rejects.toThrow('stop');
+    held.release();
+    (await second).release();
+    await waitFor('the slot to be free', async () => (await l.inUse(model)) === 0);
+
+    const wide = limiter(10);
+    const other = newModel();
+    const aborting = new AbortController();
+    const realEval = redis.client.eval.bind(redis.client) as (...args: unknown[]) => Promise<unknown>;
+    // Every waiter aborts while its slots are being granted.
+    jest.spyOn(redis.client, 'eval').mockImplementationOnce(((...args: unknown[]) => {
+      aborting.abort(new Error('gone'));
+      return realEval(...args);
+    }) as never);
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => wide.acquire(other, { signal: aborting.signal })));
+    expect(results.every((r) => r.status === 'rejected')).toBe(true);
+    await waitFor('the slots to be given back', async () => (await wide.inUse(other)) === 0, 2000, 20);
+  });
+
+  async function serverMs(): Promise<number> {
+    const [seconds, micros] = await redis.client.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+});
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 5000, everyMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
