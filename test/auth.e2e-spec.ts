@@ -40,6 +40,19 @@ describe('API-key authentication (interface 5, decisions 8)', () => {
     expectError(await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`), 401, 'invalid_api_key');
   });
 
+  it('a key expiring later is accepted, and its first use is recorded once', async () => {
+    const a = await t.account();
+    await t.db.query(`UPDATE api_keys SET expires_at = now() + interval '1 hour' WHERE id = $1`, [a.keyId]);
+    await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`).expect(200);
+    const lastUsed = async (): Promise<Date | null> =>
+      (await t.db.query(`SELECT last_used_at FROM api_keys WHERE id = $1`, [a.keyId]))[0].last_used_at;
+    for (let i = 0; i < 50 && !(await lastUsed()); i++) await new Promise((r) => setTimeout(r, 20));
+    const first = await lastUsed();
+    expect(first).toBeInstanceOf(Date);
+    await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`).expect(200);
+    expect(await lastUsed()).toEqual(first);
+  });
+
   it('a revoked key is refused on the very next request -> 401 key_revoked', async () => {
     const a = await t.account();
     await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`).expect(200);

@@ -4,14 +4,21 @@ import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner
 import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
 import { TestApp } from '@app/testing';
 import { bootBatchesApp, getJson, postBatch, taskRows } from './batches-support';
+import { FileEnvironment, fileEnvironment } from './helpers/generator-harness';
 
-/** Handing tasks to the generator: Bull jobs, fairness, Redis outages and the reconciler. */
+/**
+ * Handing tasks to the generator: a new batch's window of Bull jobs, the fair feed of the
+ * rest, Redis outages. On a database of its own: `feed` takes the whole database's pending
+ * tasks, which on the shared one belong to other files too.
+ */
 describe('Batches: dispatch to the task queue', () => {
+  let env: FileEnvironment;
   let t: TestApp;
   let queue: Queue;
   let dispatch: TaskDispatchService;
   beforeAll(async () => {
-    t = await bootBatchesApp();
+    env = await fileEnvironment('batches_queue');
+    t = await bootBatchesApp(env.config);
     queue = t.app.get(getQueueToken(TASK_QUEUE));
     dispatch = t.app.get(TaskDispatchService);
   });
@@ -19,45 +26,83 @@ describe('Batches: dispatch to the task queue', () => {
     jest.restoreAllMocks();
     dispatch.enqueueTimeoutMs = 2000;
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t?.close();
+    await env?.teardown();
+  });
 
-  /** Makes a batch's pending tasks look long forgotten, so only they match a far-back reconcile. */
-  const TWENTY_YEARS_MS = 20 * 365 * 24 * 3600 * 1000;
-  async function ageTasks(batchId: string): Promise<void> {
-    await t.db.query(`UPDATE tasks SET updated_at = '2000-01-01T00:00:00Z' WHERE batch_id = $1`, [batchId]);
+  /** Feeds until nothing is pending; returns how many tasks were fed. */
+  async function feedAll(): Promise<number> {
+    let total = 0;
+    for (let n = await dispatch.feed(1000); n > 0; n = await dispatch.feed(1000)) total += n;
+    return total;
   }
 
-  it('moves tasks to queued with one render job per task: jobId = task id, attempts 1, priority = position + 1', async () => {
+  it("a new batch: its first DISPATCH_WINDOW tasks are queued with a plain render job each (jobId = task id, attempts 1, no priority), the rest wait pending", async () => {
+    expect(dispatch.dispatchWindow).toBe(10);
     const a = await t.account();
-    const res = await postBatch(t, a, { prompts: ['a', 'b'], model: 'eta-image', countPerCombo: 2 }).expect(201);
+    const res = await postBatch(t, a, { prompts: ['a', 'b', 'c'], model: 'eta-image', countPerCombo: 4 }).expect(201);
     const tasks = await taskRows(t, res.body.id);
-    expect(tasks.map((x) => x.status)).toEqual(['queued', 'queued', 'queued', 'queued']);
+    expect(tasks.map((x) => x.status)).toEqual([...Array(10).fill('queued'), 'pending', 'pending']);
     for (const task of tasks) {
       const job = await queue.getJob(task.id);
-      expect(job).not.toBeNull();
+      if (task.seq >= 10) {
+        expect(job).toBeNull();
+        continue;
+      }
       expect(job!.name).toBe('render');
       expect(job!.data).toEqual({ taskId: task.id });
-      expect(job!.opts).toMatchObject({ jobId: task.id, attempts: 1, priority: task.seq + 1 });
+      expect(job!.opts).toMatchObject({ jobId: task.id, attempts: 1 });
+      expect(job!.opts.priority).toBeUndefined();
       expect(await job!.getState()).toBe('waiting');
     }
+    // The pending counts as pending in the API, as queued does (decisions.md).
+    const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
+    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0 });
+    expect(await feedAll()).toBe(2);
+    expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
   });
 
-  it('fairness: a 1-image batch created behind a 100-image batch is served second, not 101st', async () => {
+  it('fairness: a 1-image batch behind two 100-image batches is served 11th, and the feed interleaves the big ones', async () => {
     const big = await t.account({ plan: 'scale' });
+    const other = await t.account({ plan: 'scale' });
     const small = await t.account();
-    const bigBatch = await postBatch(t, big, { prompts: Array.from({ length: 100 }, (_, i) => `big ${i}`), model: 'eta-image' }).expect(201);
+    const prompts = (p: string) => Array.from({ length: 100 }, (_, i) => `${p} ${i}`);
+    const bigBatch = await postBatch(t, big, { prompts: prompts('big'), model: 'eta-image' }).expect(201);
     const smallBatch = await postBatch(t, small, { prompts: ['small'], model: 'eta-image' }).expect(201);
+    const otherBatch = await postBatch(t, other, { prompts: prompts('other'), model: 'eta-image' }).expect(201);
     const ids = new Map<string, string>();
-    for (const x of await taskRows(t, bigBatch.body.id)) ids.set(x.id, `big:${x.seq}`);
-    for (const x of await taskRows(t, smallBatch.body.id)) ids.set(x.id, `small:${x.seq}`);
+    for (const [name, id] of [['big', bigBatch.body.id], ['small', smallBatch.body.id], ['other', otherBatch.body.id]]) {
+      for (const x of await taskRows(t, id)) ids.set(x.id, `${name}:${x.seq}`);
+    }
+    expect(await feedAll()).toBe(180);
     // getWaiting lists jobs in the order workers will take them.
-    const waiting = await queue.getWaiting(0, -1);
-    const served = waiting.map((j) => ids.get(String(j.id))).filter((x): x is string => x !== undefined);
-    expect(served).toHaveLength(101);
-    expect(served.slice(0, 3)).toEqual(['big:0', 'small:0', 'big:1']);
+    const served = (await queue.getWaiting(0, -1))
+      .map((j) => ids.get(String(j.id)))
+      .filter((x): x is string => x !== undefined);
+    expect(served).toHaveLength(201);
+    expect(served.slice(0, 10)).toEqual(Array.from({ length: 10 }, (_, i) => `big:${i}`));
+    expect(served[10]).toBe('small:0');
+    expect(served.slice(11, 21)).toEqual(Array.from({ length: 10 }, (_, i) => `other:${i}`));
+    // The backlog, fed: each batch's n-th task before any batch's (n+1)-th, older first.
+    expect(served.slice(21, 25)).toEqual(['big:10', 'other:10', 'big:11', 'other:11']);
+    expect(served.slice(-2)).toEqual(['big:99', 'other:99']);
   });
 
-  it('Redis refusing: the POST still answers 201 with money and tasks committed; the reconciler enqueues them once', async () => {
+  it('two feeders at once never take the same task, and each takes at most what it was asked', async () => {
+    const a = await t.account({ plan: 'scale' });
+    const res = await postBatch(t, a, { prompts: Array.from({ length: 50 }, (_, i) => `p ${i}`), model: 'eta-image' }).expect(201);
+    const addBulk = jest.spyOn(queue, 'addBulk');
+    const fed = await Promise.all([dispatch.feed(25), dispatch.feed(25), dispatch.feed(25)]);
+    expect(fed.every((n) => n <= 25)).toBe(true);
+    expect(fed.reduce((x, y) => x + y, 0)).toBe(40);
+    const added = addBulk.mock.calls.flatMap((c) => c[0].map((j) => String(j.opts?.jobId)));
+    expect(new Set(added).size).toBe(40);
+    expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
+    expect(await dispatch.feed(25)).toBe(0);
+  });
+
+  it('Redis refusing: the POST still answers 201 with money and tasks committed; the feeder enqueues them once', async () => {
     const a = await t.account({ credits: 100 });
     jest.spyOn(queue, 'addBulk').mockRejectedValueOnce(new Error('connect ECONNREFUSED 127.0.0.1:6379'));
     const res = await postBatch(t, a, { prompts: ['a', 'b', 'c'], model: 'beta-2' });
@@ -70,19 +115,12 @@ describe('Batches: dispatch to the task queue', () => {
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
     expect(detail.body.batch).toMatchObject({ counts: { pending: 3, running: 0, succeeded: 0, failed: 0 }, done: false });
 
-    await ageTasks(res.body.id);
-    const addBulk = jest.spyOn(queue, 'addBulk');
-    addBulk.mockClear();
-    expect(await dispatch.reconcilePending(TWENTY_YEARS_MS)).toBe(3);
+    expect(await feedAll()).toBe(3);
     expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['queued', 'queued', 'queued']);
-    for (const task of tasks) {
-      const job = await queue.getJob(task.id);
-      expect(job?.opts).toMatchObject({ jobId: task.id, priority: task.seq + 1 });
-    }
-    // A second pass finds nothing pending, and re-adding a live job is a no-op in Bull.
-    expect(await dispatch.reconcilePending(TWENTY_YEARS_MS)).toBe(0);
-    expect(await dispatch.dispatch(tasks)).toBe(0);
-    expect(addBulk).toHaveBeenCalledTimes(2);
+    for (const task of tasks) expect((await queue.getJob(task.id))?.opts).toMatchObject({ jobId: task.id });
+    // Nothing is pending any more, and re-adding a live job is a no-op in Bull.
+    expect(await dispatch.feed(100)).toBe(0);
+    expect(await dispatch.enqueueQueued(tasks.map((x) => x.id))).toBe(3);
     const mine = (await queue.getWaiting(0, -1)).filter((j) => tasks.some((x) => x.id === String(j.id)));
     expect(mine).toHaveLength(3);
   });
@@ -97,23 +135,25 @@ describe('Batches: dispatch to the task queue', () => {
     expect(res.status).toBe(201);
     expect(elapsed).toBeLessThan(1500);
     expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['pending']);
+    await feedAll();
   });
 
-  it('a queue whose Redis is unreachable: dispatch gives up after the timeout and changes nothing', async () => {
+  it('a queue whose Redis is unreachable: enqueueing gives up after the timeout and puts the tasks back to pending', async () => {
     const a = await t.account();
-    jest.spyOn(queue, 'addBulk').mockRejectedValueOnce(new Error('down'));
     const res = await postBatch(t, a, { prompts: ['a'], model: 'eta-image' }).expect(201);
     const tasks = await taskRows(t, res.body.id);
+    await queue.removeJobs(tasks[0].id);
+    expect(tasks[0].status).toBe('queued');
 
     const deadQueue = new Bull(TASK_QUEUE, 'redis://127.0.0.1:1', {
       redis: { maxRetriesPerRequest: null, enableReadyCheck: false, retryStrategy: () => 200 },
     });
     deadQueue.on('error', () => undefined);
     try {
-      const offline = new TaskDispatchService(deadQueue, t.db);
+      const offline = new TaskDispatchService(deadQueue, t.db, env.config);
       offline.enqueueTimeoutMs = 300;
       const started = Date.now();
-      expect(await offline.dispatch(tasks)).toBe(0);
+      expect(await offline.enqueueQueued(tasks.map((x) => x.id))).toBe(0);
       expect(Date.now() - started).toBeLessThan(1500);
       expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['pending']);
     } finally {
@@ -122,22 +162,9 @@ describe('Batches: dispatch to the task queue', () => {
       const clients = deadQueue as unknown as Record<'client' | 'eclient' | 'bclient', { disconnect(): void } | undefined>;
       for (const c of [clients.client, clients.eclient, clients.bclient]) c?.disconnect();
     }
-    // The healthy queue picks it up afterwards.
-    await ageTasks(res.body.id);
-    expect(await dispatch.reconcilePending(TWENTY_YEARS_MS)).toBe(1);
+    // The healthy queue's feeder picks it up afterwards.
+    expect(await feedAll()).toBe(1);
     expect(await queue.getJob(tasks[0].id)).not.toBeNull();
-  });
-
-  it('the reconciler leaves recent pending tasks alone (their request may still be dispatching them)', async () => {
-    const a = await t.account();
-    jest.spyOn(queue, 'addBulk').mockRejectedValueOnce(new Error('down'));
-    const res = await postBatch(t, a, { prompts: ['a'], model: 'eta-image' }).expect(201);
-    const addBulk = jest.spyOn(queue, 'addBulk');
-    addBulk.mockClear();
-    await dispatch.reconcilePending(TWENTY_YEARS_MS);
-    expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['pending']);
-    const forgotten = addBulk.mock.calls.flatMap((c) => c[0].map((j) => j.opts?.jobId));
-    expect(forgotten).not.toContain((await taskRows(t, res.body.id))[0].id);
   });
 
   it('a 100-image batch is written with a constant number of queries and answers 201 at once; polling takes two', async () => {
@@ -164,7 +191,8 @@ describe('Batches: dispatch to the task queue', () => {
     expect(hundred.filter((q) => /^INSERT INTO batches/i.test(q))).toHaveLength(1);
     const tasks = await taskRows(t, res.body.id);
     expect(tasks).toHaveLength(100);
-    expect(tasks.every((x) => x.status === 'queued')).toBe(true);
+    expect(tasks.filter((x) => x.status === 'queued').map((x) => x.seq)).toEqual(Array.from({ length: 10 }, (_, i) => i));
+    expect(tasks.filter((x) => x.status === 'pending')).toHaveLength(90);
     expect(tasks.map((x) => x.prompt).slice(0, 5)).toEqual(['prompt 0', 'prompt 0', 'prompt 0', 'prompt 0', 'prompt 1']);
 
     // Polling and listing: two queries each (batch + tasks; page + one aggregate of counts).

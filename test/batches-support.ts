@@ -4,7 +4,7 @@ import { getRepositoryToken } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
 import { Repository } from 'typeorm';
 import { CatalogService } from '@app/catalog';
-import { buildConfig, KILN_CONFIG } from '@app/config';
+import { buildConfig, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity } from '@app/database';
 import { TestAccount, TestApp } from '@app/testing';
 import { ApiModule } from '../apps/api/src/api.module';
@@ -36,8 +36,8 @@ class TestCatalogService extends CatalogService {
  * The real ApiModule and configureApp, with the text-only test model and a Redis prefix of
  * this file's own, so its assertions on the task queue never see another file's jobs.
  */
-export async function bootBatchesApp(): Promise<TestApp> {
-  const config = { ...buildConfig(process.env) };
+export async function bootBatchesApp(base: KilnConfig = buildConfig(process.env)): Promise<TestApp> {
+  const config = { ...base };
   config.redisPrefix = `${config.redisPrefix}:batches-${randomBytes(4).toString('hex')}`;
   const moduleRef = await Test.createTestingModule({ imports: [ApiModule] })
     .overrideProvider(KILN_CONFIG)

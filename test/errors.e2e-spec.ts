@@ -33,6 +33,13 @@ describe('error envelope, request ids, health and OpenAPI', () => {
     expect(res.body.error.details).toEqual({ field: 'body', reason: 'malformed_json' });
   });
 
+  it('a GET carrying a body is parsed like any other: malformed JSON -> 400 invalid_request', async () => {
+    const res = await t.admin('get', '/v1/admin/plans').set('Content-Type', 'application/json').send('{"email": ');
+    expect(res.status).toBe(400);
+    expect(res.body.error.details).toEqual({ field: 'body', reason: 'malformed_json' });
+    await t.admin('get', '/v1/admin/plans').expect(200);
+  });
+
   it('a JSON body over 1 MB -> 400 invalid_request', async () => {
     const big = JSON.stringify({ email: 'a@b.co', plan: 'studio', pad: 'x'.repeat(1024 * 1024) });
     const res = await t.admin('post', '/v1/admin/accounts').set('Content-Type', 'application/json').send(big);

@@ -3,7 +3,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import type { Job, Queue } from 'bull';
 import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { TaskRunnerService } from '@app/generation';
+import { QueueFeeder, TaskRunnerService } from '@app/generation';
 
 /**
  * Job name -> library service. Registered by hand rather than with @Process because the
@@ -16,6 +16,7 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
   constructor(
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     private readonly runner: TaskRunnerService,
+    private readonly feeder: QueueFeeder,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
@@ -23,13 +24,18 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
     const { concurrency } = this.config.generator;
     // Resolves only when the queue closes; errors are Bull's own (Redis), already emitted.
     this.queue
-      .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => this.runner.run(job.data.taskId, job))
+      .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => {
+        this.feeder.tookJob();
+        return this.runner.run(job.data.taskId);
+      })
       .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
+    this.feeder.start();
     this.logger.log(`Consuming ${TASK_QUEUE} with ${concurrency} job(s) in flight`);
   }
 
-  /** Stop taking jobs, then let the ones in flight finish within the grace period. */
+  /** Stop feeding and taking jobs, then let the ones in flight finish within the grace period. */
   async beforeApplicationShutdown(): Promise<void> {
+    await this.feeder.stop();
     await this.queue.pause(true, true).catch(() => undefined);
     const { finished, interrupted } = await this.runner.drain(this.config.generator.shutdownGraceMs);
     this.logger.log(`Drained: ${finished} task(s) finished, ${interrupted} given back to the queue`);

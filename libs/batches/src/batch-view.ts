@@ -1,4 +1,4 @@
-import { BatchEntity, BatchStatus, TaskStatus } from '@app/database';
+import { BatchEntity, BatchStatus, TaskEntity, TaskStatus } from '@app/database';
 
 /** Interface 2.5. `pending` counts pending and queued tasks (decisions.md 2). */
 export interface TaskCounts {
@@ -8,8 +8,34 @@ export interface TaskCounts {
   failed: number;
 }
 
+/** The batch columns clients see (interface 2.4): all the polling endpoint reads of the row. */
+export type BatchFields = Pick<
+  BatchEntity,
+  | 'id'
+  | 'createdAt'
+  | 'prompts'
+  | 'model'
+  | 'aspectRatio'
+  | 'resolution'
+  | 'quality'
+  | 'background'
+  | 'countPerCombo'
+  | 'refMode'
+  | 'refImages'
+  | 'total'
+  | 'note'
+  | 'previewUrl'
+  | 'createdViaApi'
+  | 'status'
+  | 'creditsCharged'
+  | 'creditsRefunded'
+>;
+
 /** A batch as clients see it: the row plus its live task counts and whether it is done. */
-export type BatchView = BatchEntity & { counts: TaskCounts; done: boolean };
+export type BatchView = BatchFields & { counts: TaskCounts; done: boolean };
+
+/** The task columns clients see (interface 2.6), plus seq, its place in the fan-out. */
+export type TaskView = Pick<TaskEntity, 'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error'>;
 
 export function emptyCounts(): TaskCounts {
   return { pending: 0, running: 0, succeeded: 0, failed: 0 };
@@ -49,7 +75,7 @@ export function deriveStatus(stored: BatchStatus, counts: TaskCounts): BatchStat
   return counts.pending === total ? 'pending' : 'running';
 }
 
-export function toBatchView(batch: BatchEntity, counts: TaskCounts): BatchView {
+export function toBatchView<B extends BatchFields>(batch: B, counts: TaskCounts): B & BatchView {
   const done = counts.pending + counts.running === 0;
   return Object.assign(batch, { counts, done, status: deriveStatus(batch.status, counts) });
 }

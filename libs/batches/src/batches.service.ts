@@ -4,12 +4,12 @@ import { createHash, randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, nextUtcMidnight } from '@app/billing';
 import { CatalogService } from '@app/catalog';
-import { BatchEntity, Cursor, encodeCursor, isUuid, ModelEntity, TaskEntity, TaskStatus } from '@app/database';
+import { BatchEntity, Cursor, encodeCursor, isUuid, ModelEntity, TaskStatus } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
 import { pixelSize } from '@app/providers';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
-import { addToCounts, BatchView, emptyCounts, TaskCounts, toBatchView } from './batch-view';
+import { addToCounts, BatchFields, BatchView, emptyCounts, TaskCounts, TaskView, toBatchView } from './batch-view';
 import { ContentPolicy } from './content-policy';
 import { fanOut, FannedTask, imageCount } from './fan-out';
 import { TaskDispatchService } from './task-dispatch.service';
@@ -51,6 +51,7 @@ export class BatchesService {
     }));
     const { width, height } = pixelSize(req.aspectRatio, req.resolution);
 
+    const dispatchWindow = this.dispatcher.dispatchWindow;
     const batch = await this.db.transaction(async (m) => {
       const account = await lockAccount(m, actor.accountId);
       if (total > account.maxImagesPerBatch) {
@@ -111,11 +112,11 @@ export class BatchesService {
         finishedAt: null,
       });
       row.createdAt = await insertBatch(m, row);
-      await insertTasks(m, row, req.prompts, tasks);
+      await insertTasks(m, row, req.prompts, tasks, dispatchWindow);
       return row;
     });
 
-    await this.dispatcher.dispatch(tasks);
+    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchWindow).map((t) => t.id));
     return batch;
   }
 
@@ -144,18 +145,10 @@ export class BatchesService {
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
-  async detail(accountId: string, batchId: string): Promise<{ batch: BatchView; tasks: TaskEntity[] }> {
-    const batch = isUuid(batchId)
-      ? await this.db.getRepository(BatchEntity).findOne({ where: { id: batchId, accountId } })
-      : null;
+  async detail(accountId: string, batchId: string): Promise<{ batch: BatchView; tasks: TaskView[] }> {
+    const batch = isUuid(batchId) ? await selectBatchFields(this.db, accountId, batchId) : null;
     if (!batch) throw notFound('Batch');
-    // Only the columns the Task object shows: this is the polling hot path, and parsing the
-    // unused timestamps of 100 rows was about a third of its CPU (bench/results/latest.md).
-    const tasks = await this.db.getRepository(TaskEntity).find({
-      where: { batchId },
-      order: { seq: 'ASC' },
-      select: { id: true, batchId: true, prompt: true, status: true, progress: true, resultUrl: true, error: true, seq: true },
-    });
+    const tasks = await selectTaskViews(this.db, batchId);
     const counts = tasks.reduce((c, t) => addToCounts(c, t.status), emptyCounts());
     return { batch: toBatchView(batch, counts), tasks };
   }
@@ -316,10 +309,14 @@ async function insertTasks(
   batch: BatchEntity,
   prompts: string[],
   tasks: (FannedTask & { id: string; seed: number })[],
+  dispatchWindow: number,
 ): Promise<void> {
+  // The first dispatchWindow tasks are written queued: the caller enqueues them right after
+  // the commit, the rest wait as pending for the generators' feeder (TaskDispatchService).
   await m.query(
-    `INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed)
-     SELECT t.id, $1, $2, t.seq, ($3::text[])[t.prompt_index], t.refs::uuid[], t.seed
+    `INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status)
+     SELECT t.id, $1, $2, t.seq, ($3::text[])[t.prompt_index], t.refs::uuid[], t.seed,
+            CASE WHEN t.seq < $9 THEN 'queued' ELSE 'pending' END
        FROM unnest($4::uuid[], $5::int[], $6::int[], $7::text[], $8::int[]) AS t(id, seq, prompt_index, refs, seed)`,
     [
       batch.id,
@@ -330,6 +327,33 @@ async function insertTasks(
       tasks.map((t) => t.promptIndex + 1),
       tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
       tasks.map((t) => t.seed),
+      dispatchWindow,
     ],
+  );
+}
+
+/*
+ * The polling endpoint's reads (GET /v1/batches/{id}, its hot path): constant statements for
+ * only the columns the response shows, aliased to the field names so no entity is hydrated.
+ * Parsing unused columns (four timestamps per task) and TypeORM's hydration of 100 tasks were
+ * most of its CPU (bench/findings.md, Polling).
+ */
+async function selectBatchFields(db: DataSource, accountId: string, batchId: string): Promise<BatchFields | null> {
+  const rows: BatchFields[] = await db.query(
+    `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
+            background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
+            note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
+            credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded"
+       FROM batches WHERE id = $1 AND account_id = $2`,
+    [batchId, accountId],
+  );
+  return rows[0] ?? null;
+}
+
+async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
+  return db.query(
+    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error
+       FROM tasks WHERE batch_id = $1 ORDER BY seq`,
+    [batchId],
   );
 }

@@ -1,104 +1,116 @@
 import { InjectQueue } from '@nestjs/bull';
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type { JobOptions, Queue } from 'bull';
 import { DataSource } from 'typeorm';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { RenderJobData, TASK_QUEUE, TaskJob } from './queue.contract';
 
-/** What dispatching needs to know of a task. */
-export interface DispatchableTask {
-  id: string;
-  /** Position in its batch, 0-based; drives the job's priority. */
-  seq: number;
-}
-
-/** Bull accepts priorities 1 (highest) .. 2^21; past this every task waits alike. */
-export const MAX_TASK_PRIORITY = 1000;
-
 /**
- * Fairness between batches: the n-th task of every batch gets priority n (1 = first served).
- * Bull serves lower numbers first and keeps FIFO order within a priority, so the queue
- * interleaves batches round-robin: a 1-image batch created behind another account's
- * 100-image batch waits for at most one task of it, not all 100. The cost is that a large
- * batch's tail yields to every newer batch's head, which is the trade we want.
+ * A task's first job. No Bull priority: Bull places a prioritized job by walking the wait
+ * list (LINSERT), so every add got slower as the queue grew and blocked the Redis that the
+ * workers and the rate limiter share. Fairness comes from what is let into the queue instead
+ * (see TaskDispatchService).
  */
-export function taskPriority(seq: number): number {
-  return Math.min(seq + 1, MAX_TASK_PRIORITY);
-}
-
-export function renderJob(task: DispatchableTask): { name: string; data: RenderJobData; opts: JobOptions } {
+export function renderJob(taskId: string): { name: string; data: RenderJobData; opts: JobOptions } {
   return {
     name: TaskJob.Render,
-    data: { taskId: task.id },
+    data: { taskId },
     // jobId = task id makes enqueueing idempotent: Bull ignores a second add of a live job.
     // attempts: 1 because the generator retries upstream failures itself (decisions.md 11).
-    opts: { jobId: task.id, attempts: 1, priority: taskPriority(task.seq) },
+    opts: { jobId: taskId, attempts: 1 },
   };
 }
 
 /**
- * Hands committed tasks to the generator through Bull. The database is the source of
- * truth: a task that never reached Redis stays `pending` and `reconcilePending` enqueues it
- * later, so a Redis outage delays tasks but never loses them or fails the request.
+ * Moves up to $1 pending tasks to `queued`, fairest first: every batch's n-th task before
+ * any batch's (n+1)-th, older batches first among equals. The queue thus interleaves batches
+ * round-robin: a 1-image batch created behind another account's 10,000-image batch waits
+ * for the short queue, not for the big batch; the price is that a big batch's tail yields to
+ * every newer batch's head. SKIP LOCKED lets several feeders run at once; the partial index
+ * tasks_pending_fair_idx serves the order.
+ */
+const TAKE_PENDING_SQL = `
+WITH next AS (
+  SELECT id FROM tasks WHERE status = 'pending'
+   ORDER BY seq, created_at, id
+   LIMIT $1
+   FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks t SET status = 'queued', updated_at = now()
+  FROM next WHERE t.id = next.id
+RETURNING t.id, t.seq, t.created_at`;
+
+/**
+ * Hands tasks to the generator through Bull. The database is the source of truth and holds
+ * the backlog: a batch's first `dispatchWindow` tasks are written `queued` and enqueued by
+ * the request that created it (so work starts at once), the rest stay `pending` until a
+ * generator's feeder tops the queue up to `queueDepth` jobs in fair order. Redis thus only
+ * ever holds a short queue. A task that could not reach Redis goes back to `pending`, where
+ * the feeder picks it up again: a Redis outage delays tasks but never loses them or fails
+ * the request.
  */
 @Injectable()
 export class TaskDispatchService {
   private readonly logger = new Logger(TaskDispatchService.name);
-  /** How long a request waits for Redis before leaving its tasks to the reconciler. */
+  /** How long a caller waits for Redis before leaving its tasks to the feeder. */
   enqueueTimeoutMs = 2000;
 
   constructor(
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @InjectDataSource() private readonly db: DataSource,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
-  /** Enqueues the tasks and marks them `queued`; returns how many moved. Never throws: the request that created them has already succeeded. */
-  async dispatch(tasks: readonly DispatchableTask[]): Promise<number> {
-    if (tasks.length === 0) return 0;
+  /** How many of a new batch's tasks (the first by seq) are written `queued` and enqueued at once. */
+  get dispatchWindow(): number {
+    return this.config.queue.dispatchWindow;
+  }
+
+  /**
+   * Adds the jobs of tasks already written `queued` (a new batch's window). Never throws: the
+   * request that created them has already succeeded. Returns how many reached the queue.
+   */
+  async enqueueQueued(taskIds: readonly string[]): Promise<number> {
+    if (taskIds.length === 0) return 0;
     try {
-      await withTimeout(this.queue.addBulk(tasks.map(renderJob)), this.enqueueTimeoutMs);
+      await withTimeout(this.queue.addBulk(taskIds.map(renderJob)), this.enqueueTimeoutMs);
+      return taskIds.length;
     } catch (err) {
-      this.logger.warn(
-        `Could not enqueue ${tasks.length} task(s) (${errorMessage(err)}); ` +
-          'they stay pending until the reconciler enqueues them',
-      );
-      return 0;
-    }
-    try {
-      // Only pending -> queued: a worker may already have taken a task to `running`.
-      const moved = await queryRows<{ id: string }>(
-        this.db,
-        `UPDATE tasks SET status = 'queued', updated_at = now()
-          WHERE id = ANY($1::uuid[]) AND status = 'pending' RETURNING id`,
-        [tasks.map((t) => t.id)],
-      );
-      return moved.length;
-    } catch (err) {
-      // The jobs are in Redis; the rows catch up when the reconciler re-adds them (a no-op in Bull).
-      this.logger.warn(`Enqueued ${tasks.length} task(s) but could not mark them queued: ${errorMessage(err)}`);
+      this.logger.warn(`Could not enqueue ${taskIds.length} task(s) (${errorMessage(err)}); they go back to pending for the feeder`);
+      await this.backToPending(taskIds);
       return 0;
     }
   }
 
   /**
-   * Enqueues `pending` tasks last touched more than `olderThanMs` ago (so requests still
-   * dispatching their own tasks are left alone). Safe to run on every replica at once:
-   * the job id dedupes in Bull and the status update is conditional. Returns how many
-   * tasks moved to `queued`.
+   * Takes up to `max` pending tasks in fair order and enqueues them. Safe on every generator
+   * replica at once. Returns how many reached the queue.
    */
-  async reconcilePending(olderThanMs = 5000, limit = 1000): Promise<number> {
-    const rows = await this.db.query(
-      `SELECT id, seq FROM tasks
-        WHERE status = 'pending' AND updated_at <= now() - ($1::double precision * interval '1 millisecond')
-        ORDER BY updated_at, seq
-        LIMIT $2`,
-      [Math.max(0, Math.floor(olderThanMs)), limit],
-    );
-    const tasks = (rows as { id: string; seq: number }[]).map((r) => ({ id: r.id, seq: r.seq }));
-    const moved = await this.dispatch(tasks);
-    if (moved > 0) this.logger.log(`Reconciler enqueued ${moved} pending task(s)`);
-    return moved;
+  async feed(max: number): Promise<number> {
+    if (max <= 0) return 0;
+    const rows = await queryRows<{ id: string; seq: number; created_at: Date }>(this.db, TAKE_PENDING_SQL, [Math.floor(max)]);
+    if (rows.length === 0) return 0;
+    // UPDATE ... RETURNING has no order of its own; the queue must get the fair one.
+    rows.sort((a, b) => a.seq - b.seq || a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
+    return this.enqueueQueued(rows.map((r) => r.id));
+  }
+
+  /**
+   * `queued -> pending` for tasks whose jobs may not exist. A job that did reach Redis after
+   * all still runs (a worker claims pending tasks too) and the feeder's second add of the
+   * same job id is a no-op. If even this write fails, the reconciler finds the tasks queued
+   * without a job and adds them.
+   */
+  private async backToPending(taskIds: readonly string[]): Promise<void> {
+    try {
+      await this.db.query(`UPDATE tasks SET status = 'pending', updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'queued'`, [
+        taskIds,
+      ]);
+    } catch (err) {
+      this.logger.warn(`Could not put ${taskIds.length} task(s) back to pending: ${errorMessage(err)}`);
+    }
   }
 }
 

@@ -92,6 +92,18 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   RECONCILE_INTERVAL_MS?: number;
 
+  /** A new batch's first tasks, enqueued by the api at once; the rest wait in PostgreSQL for the feeder. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(10000)
+  DISPATCH_WINDOW?: number;
+
+  /** Jobs each generator keeps waiting in the queue, fed from the pending tasks in fair order. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
+  QUEUE_DEPTH?: number;
+
+  /** How often each generator tops the queue up (it also does when its workers run it low). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(10) @Max(60000)
+  QUEUE_FEED_INTERVAL_MS?: number;
+
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   SHUTDOWN_GRACE_MS?: number;
 

@@ -40,6 +40,14 @@ export interface KilnConfig {
     /** A running task untouched this long whose job is not live is re-enqueued by the reconciler. */
     taskLeaseMs: number;
   };
+  /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
+  queue: {
+    /** A new batch's first tasks, enqueued by the request that created it. */
+    dispatchWindow: number;
+    /** Jobs each generator keeps waiting; the rest of the backlog stays `pending` in PostgreSQL. */
+    depth: number;
+    feedIntervalMs: number;
+  };
   openaiApiKey: string | null;
   /**
    * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
@@ -102,6 +110,12 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 30000,
       stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
       taskLeaseMs: env.TASK_LEASE_MS ?? 60000,
+    },
+    queue: {
+      dispatchWindow: env.DISPATCH_WINDOW ?? 10,
+      // Enough that the workers never run dry between two top-ups.
+      depth: env.QUEUE_DEPTH ?? Math.max(20, 2 * (env.GENERATOR_CONCURRENCY ?? 50)),
+      feedIntervalMs: env.QUEUE_FEED_INTERVAL_MS ?? 100,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),

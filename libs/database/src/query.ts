@@ -1,8 +1,10 @@
 import type { EntityManager } from 'typeorm';
 
 /**
- * Rows of a raw query. TypeORM's postgres driver returns `[rows, affected]` for UPDATE and
- * DELETE (even with RETURNING) but plain rows for SELECT and INSERT; this hides the difference.
+ * Rows of a raw query. TypeORM's postgres driver returns `[rows, affected]` when the
+ * statement's command is UPDATE or DELETE (even with RETURNING, and even after a WITH) but
+ * plain rows for SELECT and INSERT; this hides the difference. Rows are objects, never
+ * arrays, so the pair cannot be mistaken for two rows.
  */
 export async function queryRows<T = Record<string, unknown>>(
   m: Pick<EntityManager, 'query'>,
@@ -10,7 +12,7 @@ export async function queryRows<T = Record<string, unknown>>(
   params: unknown[] = [],
 ): Promise<T[]> {
   const result = await m.query(sql, params);
-  if (/^\s*(update|delete)\b/i.test(sql) && Array.isArray(result) && result.length === 2 && Array.isArray(result[0])) {
+  if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {
     return result[0] as T[];
   }
   return result as T[];

@@ -5,6 +5,7 @@ import { BatchesModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
+import { QueueFeeder } from './queue-feeder.service';
 import { TaskReconcilerService } from './task-reconciler.service';
 import { TaskRunnerService } from './task-runner.service';
 import { TaskStateStore } from './task-state.store';
@@ -21,14 +22,14 @@ export function configureSharp(renderConcurrency: number, cores: number): number
 }
 
 /**
- * The generator's logic: task lifecycle, limits and reconciliation. Needs what each app
+ * The generator's logic: task lifecycle, limits, feeding the queue and reconciliation. Needs what each app
  * provides globally: KilnConfigModule, DatabaseModule, RedisModule, StorageModule and
  * KilnQueueModule.forRoot().
  */
 @Module({
   imports: [BillingModule, BatchesModule],
-  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter],
-  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter],
+  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder],
+  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

@@ -9,3 +9,4 @@ export * from './render-jobs';
 export * from './retry-policy';
 export * from './task-failure';
 export * from './preview';
+export * from './queue-feeder.service';

@@ -9,13 +9,13 @@ describe('render job ids', () => {
     expect(renderJobId(id, 3)).toBe(`${id}-attempt4`);
   });
 
-  it('keeps the dispatch priority and adds the delay', () => {
-    const job = nextRenderJob({ id, seq: 4, attempts: 2 }, 1500);
+  it('adds the delay, and no Bull priority (a prioritized add walks the whole wait list)', () => {
+    const job = nextRenderJob({ id, attempts: 2 }, 1500);
     expect(job).toEqual({
       name: 'render',
       data: { taskId: id },
-      opts: expect.objectContaining({ jobId: `${id}-attempt3`, priority: 5, delay: 1500, attempts: 1 }),
+      opts: { jobId: `${id}-attempt3`, delay: 1500, attempts: 1 },
     });
-    expect(nextRenderJob({ id, seq: 0, attempts: 1 }).opts).not.toHaveProperty('delay');
+    expect(nextRenderJob({ id, attempts: 1 }).opts).not.toHaveProperty('delay');
   });
 });

@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
+import { TASK_QUEUE } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
 import { nextRenderJob, renderJobId } from './render-jobs';
@@ -12,8 +12,6 @@ import { describeError } from './task-failure';
 import { TaskStateStore } from './task-state.store';
 
 export interface ReconcileReport {
-  /** `pending` tasks that never reached the queue, now enqueued (by the batches lib). */
-  enqueuedPending: number;
   /** `queued` or stale `running` tasks without a live job, given a job again. */
   reenqueued: number;
   /** Batches whose tasks were all terminal but which were never marked finished. */
@@ -37,8 +35,8 @@ interface OrphanCandidate {
 
 /**
  * The safety net under the queue. The database is the source of truth and Redis may lose
- * jobs (flushed, a failed add, a job Bull gave up on after repeated stalls), so every pass:
- * enqueues `pending` tasks that never reached the queue; gives a job again to `queued` tasks
+ * jobs (flushed, a failed add, a job Bull gave up on after repeated stalls), so every pass
+ * (`pending` tasks are the feeder's, QueueFeeder): gives a job again to `queued` tasks
  * whose job is gone and to `running` tasks whose worker is gone (untouched for a lease and
  * no live job); and settles batches whose tasks are all terminal but which were never
  * marked finished. Every action is idempotent (deterministic job ids, fenced updates), so a
@@ -48,7 +46,7 @@ interface OrphanCandidate {
 @Injectable()
 export class TaskReconcilerService {
   private readonly logger = new Logger(TaskReconcilerService.name);
-  /** How long a `pending` or `queued` task must sit before it counts as forgotten. */
+  /** How long a `queued` task must sit before it counts as forgotten. */
   queuedGraceMs = 5000;
   /** Tasks (and batches) looked at per pass and kind; a backlog is walked over several passes. */
   passLimit = PASS_LIMIT;
@@ -56,7 +54,6 @@ export class TaskReconcilerService {
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
-    private readonly dispatcher: TaskDispatchService,
     private readonly store: TaskStateStore,
     private readonly redis: RedisService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
@@ -78,10 +75,9 @@ export class TaskReconcilerService {
   }
 
   async reconcileOnce(): Promise<ReconcileReport> {
-    const enqueuedPending = await this.dispatcher.reconcilePending(this.queuedGraceMs, this.passLimit);
     const reenqueued = await this.reenqueueOrphans();
     const finishedBatches = await this.finishSettledBatches();
-    const report = { enqueuedPending, reenqueued, finishedBatches };
+    const report = { reenqueued, finishedBatches };
     if (reenqueued + finishedBatches > 0) this.logger.log(`Reconciler: ${JSON.stringify(report)}`);
     return report;
   }

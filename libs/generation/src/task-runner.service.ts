@@ -28,7 +28,7 @@ import {
   ShutdownInterruption,
   TaskFailure,
 } from './task-failure';
-import { ClaimedTask, Fence, RenderContext, TaskStateStore } from './task-state.store';
+import { ClaimedTask, Fence, ReferenceRow, RenderBatch, TaskStateStore } from './task-state.store';
 
 /** What one delivery of a task's job did. */
 export type RunOutcome =
@@ -45,12 +45,6 @@ export type RunOutcome =
   /** Another worker took the task over mid-run; this run's work was discarded. */
   | 'superseded';
 
-/** The parts of a Bull job the runner uses; tests may pass none. */
-export interface RunJob {
-  id?: string | number;
-  opts?: { priority?: number };
-}
-
 const EXTENSION: Record<RenderResult['contentType'], string> = {
   'image/png': 'png',
   'image/jpeg': 'jpg',
@@ -61,6 +55,8 @@ const EXTENSION: Record<RenderResult['contentType'], string> = {
 const PROGRESS_STORED = 90;
 /** How long in-flight runs get to record their give-back once the grace period is over. */
 const REQUEUE_GRACE_MS = 5000;
+/** Batch ids remembered for previews; forgetting them only costs a spare thumbnail. */
+const MAX_PREVIEW_MEMORY = 10_000;
 
 /**
  * One task's whole lifecycle for one job delivery: claim (fenced), render through the
@@ -75,6 +71,12 @@ export class TaskRunnerService {
   /** CPU-bound local work (builtin renders, thumbnails), one slot per core by default. */
   readonly renderSlots: PrioritySemaphore;
   private readonly inFlight = new Set<Promise<RunOutcome>>();
+  /**
+   * Batches this process is making (or has made) a preview for. Without it, every task of a
+   * batch's first wave renders, stores and throws away a preview of its own, because none of
+   * them has succeeded when the others look. Bounded: cleared when it grows past MAX_PREVIEW_MEMORY.
+   */
+  private readonly previewing = new Set<string>();
   /**
    * Aborted when a shutdown's grace period runs out: renders in progress and runs still
    * waiting for a slot are interrupted and give their tasks back to the queue.
@@ -95,8 +97,8 @@ export class TaskRunnerService {
     return this.inFlight.size;
   }
 
-  run(taskId: string, job?: RunJob): Promise<RunOutcome> {
-    const run = this.claimAndAttempt(taskId, job?.opts?.priority);
+  run(taskId: string): Promise<RunOutcome> {
+    const run = this.claimAndAttempt(taskId);
     this.inFlight.add(run);
     const forget = (): void => void this.inFlight.delete(run);
     run.then(forget, forget);
@@ -120,13 +122,16 @@ export class TaskRunnerService {
     return { finished: runs.length - interrupted, interrupted };
   }
 
-  private async claimAndAttempt(taskId: string, priority: number | undefined): Promise<RunOutcome> {
+  private async claimAndAttempt(taskId: string): Promise<RunOutcome> {
     const claim = await this.store.claim(taskId);
-    return claim ? this.attempt(claim, priority) : 'skipped';
+    return claim ? this.attempt(claim) : 'skipped';
   }
 
-  private async attempt(claim: ClaimedTask, priority: number | undefined): Promise<RunOutcome> {
+  private async attempt(claim: ClaimedTask): Promise<RunOutcome> {
     const fence: Fence = { taskId: claim.id, attempt: claim.attempts };
+    // Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th,
+    // the order the feeder fills the queue in.
+    const priority = claim.seq;
     const maxAttempts = this.config.generator.maxAttempts;
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
@@ -136,29 +141,30 @@ export class TaskRunnerService {
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     const stored: string[] = [];
     try {
-      const ctx = await this.store.loadContext(claim);
-      const references = await this.loadReferences(ctx);
-      const provider = this.providerFor(ctx.batch.provider);
+      const batch = claim.batch;
+      if (!batch.model) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
+      const references = await this.loadReferences(await this.store.references(claim));
+      const provider = this.providerFor(batch.provider);
       const request: RenderRequest = {
         prompt: claim.prompt,
         seed: claim.seed,
-        width: ctx.batch.width,
-        height: ctx.batch.height,
-        resolution: ctx.batch.resolution as RenderResolution,
-        aspectRatio: ctx.batch.aspectRatio,
-        quality: ctx.supportsQuality ? (ctx.batch.quality as RenderQuality) : null,
-        background: ctx.supportsBackground ? ctx.batch.background : null,
+        width: batch.width,
+        height: batch.height,
+        resolution: batch.resolution as RenderResolution,
+        aspectRatio: batch.aspectRatio,
+        quality: batch.supportsQuality ? (batch.quality as RenderQuality) : null,
+        background: batch.supportsBackground ? batch.background : null,
         references,
         signal: this.interrupting.signal,
         onProgress: (pct) => progress.report(pct),
       };
-      const result = await this.render(ctx, provider, request, priority);
+      const result = await this.render(batch, provider, request, priority);
 
       const resultKey = newObjectKey('results', `image-${claim.seq + 1}.${EXTENSION[result.contentType] ?? 'png'}`);
       await this.storage.put(resultKey, result.data, result.contentType);
       stored.push(resultKey);
       progress.report(PROGRESS_STORED);
-      const preview = await this.previewFor(ctx, result.data, priority);
+      const preview = await this.previewFor(batch, result.data, priority);
       if (preview) stored.push(preview.key);
       progress.stop();
 
@@ -168,6 +174,7 @@ export class TaskRunnerService {
         previewUrl: preview?.url ?? null,
       });
       if (!tally) {
+        if (preview) this.previewing.delete(batch.id);
         await this.removeQuietly(stored);
         return 'superseded';
       }
@@ -214,7 +221,7 @@ export class TaskRunnerService {
    */
   private async retry(claim: ClaimedTask, fence: Fence, delayMs: number): Promise<boolean> {
     if (!(await this.store.requeue(fence))) return false;
-    const job = nextRenderJob({ id: claim.id, seq: claim.seq, attempts: fence.attempt }, delayMs);
+    const job = nextRenderJob({ id: claim.id, attempts: fence.attempt }, delayMs);
     try {
       await this.queue.add(job.name, job.data, job.opts);
     } catch (err) {
@@ -241,16 +248,11 @@ export class TaskRunnerService {
    * CPU-bound builtin renders take a local slot (one per core); upstream calls take one of
    * the model's slots shared by every replica. Both lines are ordered by the job's priority.
    */
-  private async render(
-    ctx: RenderContext,
-    provider: ImageProvider,
-    request: RenderRequest,
-    priority: number | undefined,
-  ): Promise<RenderResult> {
-    if (ctx.batch.provider.type === 'builtin') {
+  private async render(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
+    if (batch.provider.type === 'builtin') {
       return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
     }
-    const lease = await this.limiter.acquire(ctx.batch.model, { priority, signal: this.interrupting.signal });
+    const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal });
     try {
       return await provider.render(request);
     } finally {
@@ -258,9 +260,9 @@ export class TaskRunnerService {
     }
   }
 
-  private async loadReferences(ctx: RenderContext): Promise<ReferenceImage[]> {
+  private async loadReferences(rows: ReferenceRow[]): Promise<ReferenceImage[]> {
     return Promise.all(
-      ctx.references.map(async (ref, i) => {
+      rows.map(async (ref, i) => {
         if (!ref) throw new TaskFailure(`Reference image ${i + 1} is no longer available`);
         try {
           return { data: await this.storage.get(ref.storageKey), contentType: ref.contentType };
@@ -276,23 +278,23 @@ export class TaskRunnerService {
 
   /**
    * The first image to succeed becomes the batch's preview. Made before the success is
-   * recorded, so a batch is never done without one; a run that loses the race (the batch
-   * got a preview meanwhile) deletes its own. A thumbnail that fails never fails the task.
+   * recorded, so a batch is never done without one; one attempt per batch at a time in this
+   * process, and a run that loses the race to another replica (the batch got a preview
+   * meanwhile) deletes its own. A thumbnail that fails never fails the task, and lets the
+   * batch's next image try.
    */
-  private async previewFor(
-    ctx: RenderContext,
-    image: Buffer,
-    priority: number | undefined,
-  ): Promise<{ key: string; url: string } | null> {
-    if (ctx.batch.previewUrl) return null;
+  private async previewFor(batch: RenderBatch, image: Buffer, priority: number): Promise<{ key: string; url: string } | null> {
+    if (batch.previewUrl || this.previewing.has(batch.id)) return null;
+    if (this.previewing.size >= MAX_PREVIEW_MEMORY) this.previewing.clear();
+    this.previewing.add(batch.id);
     try {
-      if (await this.store.batchHasPreview(ctx.batch.id)) return null;
       const webp = await this.renderSlots.use(priority, undefined, () => makePreview(image));
       const key = newObjectKey('previews', 'preview.webp');
       await this.storage.put(key, webp, 'image/webp');
       return { key, url: this.storage.publicUrl(key) };
     } catch (err) {
-      this.logger.warn(`No preview for batch ${ctx.batch.id} from this image: ${describeError(err)}`);
+      this.previewing.delete(batch.id);
+      this.logger.warn(`No preview for batch ${batch.id} from this image: ${describeError(err)}`);
       return null;
     }
   }

@@ -10,6 +10,23 @@ export interface Fence {
   attempt: number;
 }
 
+/** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
+export interface RenderBatch {
+  id: string;
+  model: string;
+  aspectRatio: string;
+  resolution: string;
+  quality: string;
+  background: string | null;
+  provider: ProviderRoute;
+  width: number;
+  height: number;
+  previewUrl: string | null;
+  /** Catalog flags of the batch's model (false when the model row is gone). */
+  supportsQuality: boolean;
+  supportsBackground: boolean;
+}
+
 export interface ClaimedTask {
   id: string;
   batchId: string;
@@ -22,27 +39,11 @@ export interface ClaimedTask {
   attempts: number;
   /** This claim moved the batch from pending to running. */
   startedBatch: boolean;
+  batch: RenderBatch;
 }
 
-export interface RenderContext {
-  batch: {
-    id: string;
-    model: string;
-    aspectRatio: string;
-    resolution: string;
-    quality: string;
-    background: string | null;
-    provider: ProviderRoute;
-    width: number;
-    height: number;
-    previewUrl: string | null;
-  };
-  /** Catalog flags of the batch's model (false when the model row is gone). */
-  supportsQuality: boolean;
-  supportsBackground: boolean;
-  /** In the task's reference order; null where the upload row no longer exists. */
-  references: ({ id: string; storageKey: string; contentType: string } | null)[];
-}
+/** A reference image row, in the task's order; null where the upload no longer exists. */
+export type ReferenceRow = { id: string; storageKey: string; contentType: string } | null;
 
 export interface TallyResult {
   status: BatchStatus;
@@ -52,10 +53,11 @@ export interface TallyResult {
 
 /**
  * Counts one terminal task into its batch and, when it was the last, settles the batch's
- * status and finished_at. Runs in the same transaction as the task's fenced update, so each
- * task is counted exactly once. $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null.
+ * status and finished_at. Runs in the same statement or transaction as the task's fenced
+ * update, so each task is counted exactly once. `batchId` is SQL for the batch's id; $2
+ * succeeded, $3 failed, $4 refunded, $5 preview URL or null.
  */
-const TALLY_SQL = `
+const tallySql = (batchId: string): string => `
 UPDATE batches SET
   succeeded_count = succeeded_count + $2,
   failed_count = failed_count + $3,
@@ -69,8 +71,50 @@ UPDATE batches SET
   finished_at = CASE
     WHEN finished_at IS NULL AND succeeded_count + $2 + failed_count + $3 >= total THEN now()
     ELSE finished_at END
-WHERE id = $1
+WHERE id = ${batchId}
 RETURNING status, finished_at, preview_url`;
+
+const TALLY_SQL = tallySql('$1');
+
+/**
+ * Terminal success in one statement, so one round trip and no transaction: the fenced task
+ * update, then its batch's tally, which sees no row (and changes nothing) when the fence no
+ * longer holds. $1 task, $2..$5 as in the tally (1, 0, 0, preview URL), $6 attempt, $7 result
+ * URL, $8 result key.
+ */
+const SUCCEED_SQL = `
+WITH done AS (
+  UPDATE tasks SET status = 'succeeded', progress = 100, result_url = $7, result_key = $8, error = NULL,
+         finished_at = now(), updated_at = now()
+   WHERE id = $1 AND status = 'running' AND attempts = $6
+   RETURNING batch_id
+)
+${tallySql('(SELECT batch_id FROM done)')}`;
+
+/**
+ * Takes a task for one attempt and reads what its render needs, in one statement: the
+ * fenced claim, the batch's move out of `pending`, and the batch and model rows. The batch
+ * columns come from the statement's snapshot, which is all a render needs of them.
+ */
+const CLAIM_SQL = `
+WITH claimed AS (
+  UPDATE tasks SET status = 'running', attempts = attempts + 1, progress = 1,
+         started_at = COALESCE(started_at, now()), updated_at = now()
+   WHERE id = $1 AND status IN ('pending', 'queued', 'running')
+   RETURNING id, batch_id, account_id, seq, prompt, seed, ref_upload_ids, attempts
+), started AS (
+  UPDATE batches SET status = 'running'
+   WHERE id = (SELECT batch_id FROM claimed) AND status = 'pending'
+   RETURNING id
+)
+SELECT c.*, EXISTS (SELECT 1 FROM started) AS started_batch,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
+       b.width, b.height, b.preview_url,
+       COALESCE(m.supports_quality, false) AS supports_quality,
+       COALESCE(m.supports_background, false) AS supports_background
+  FROM claimed c
+  LEFT JOIN batches b ON b.id = c.batch_id
+  LEFT JOIN models m ON m.key = b.model`;
 
 /** The only code that writes task state. Every write after the claim is fenced. */
 @Injectable()
@@ -86,23 +130,11 @@ export class TaskStateStore {
    * Takes the task for one attempt, or returns null when it is terminal (or gone): a
    * redelivered job for a finished task does nothing. A task found `running` belongs to a
    * worker that died or lost its job (Bull stalled recovery); bumping `attempts` takes it
-   * over and fences the previous holder out. The batch leaves `pending` in the same statement.
+   * over and fences the previous holder out. The batch leaves `pending` in the same
+   * statement, which also reads the batch for the render.
    */
   async claim(taskId: string): Promise<ClaimedTask | null> {
-    const rows = await this.db.query(
-      `WITH claimed AS (
-         UPDATE tasks SET status = 'running', attempts = attempts + 1, progress = 1,
-                started_at = COALESCE(started_at, now()), updated_at = now()
-          WHERE id = $1 AND status IN ('pending', 'queued', 'running')
-          RETURNING id, batch_id, account_id, seq, prompt, seed, ref_upload_ids, attempts
-       ), started AS (
-         UPDATE batches SET status = 'running'
-          WHERE id = (SELECT batch_id FROM claimed) AND status = 'pending'
-          RETURNING id
-       )
-       SELECT claimed.*, EXISTS (SELECT 1 FROM started) AS started_batch FROM claimed`,
-      [taskId],
-    );
+    const rows = await this.db.query(CLAIM_SQL, [taskId]);
     const row = rows[0];
     if (!row) return null;
     return {
@@ -115,51 +147,35 @@ export class TaskStateStore {
       refUploadIds: parseUuidArray(row.ref_upload_ids),
       attempts: row.attempts,
       startedBatch: row.started_batch === true,
-    };
-  }
-
-  async loadContext(task: ClaimedTask): Promise<RenderContext> {
-    const [b] = await this.db.query(
-      `SELECT b.id, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider, b.width, b.height,
-              b.preview_url, COALESCE(m.supports_quality, false) AS supports_quality,
-              COALESCE(m.supports_background, false) AS supports_background
-         FROM batches b LEFT JOIN models m ON m.key = b.model
-        WHERE b.id = $1`,
-      [task.batchId],
-    );
-    if (!b) throw new Error(`Batch ${task.batchId} of task ${task.id} not found`);
-    const uploads: { id: string; storage_key: string; content_type: string }[] =
-      task.refUploadIds.length === 0
-        ? []
-        : await this.db.query(`SELECT id, storage_key, content_type FROM uploads WHERE id = ANY($1::uuid[])`, [
-            task.refUploadIds,
-          ]);
-    const byId = new Map(uploads.map((u) => [u.id, u]));
-    return {
       batch: {
-        id: b.id,
-        model: b.model,
-        aspectRatio: b.aspect_ratio,
-        resolution: b.resolution,
-        quality: b.quality,
-        background: b.background,
-        provider: b.provider,
-        width: b.width,
-        height: b.height,
-        previewUrl: b.preview_url,
+        id: row.batch_id,
+        model: row.model,
+        aspectRatio: row.aspect_ratio,
+        resolution: row.resolution,
+        quality: row.quality,
+        background: row.background,
+        provider: row.provider,
+        width: row.width,
+        height: row.height,
+        previewUrl: row.preview_url,
+        supportsQuality: row.supports_quality,
+        supportsBackground: row.supports_background,
       },
-      supportsQuality: b.supports_quality,
-      supportsBackground: b.supports_background,
-      references: task.refUploadIds.map((id) => {
-        const u = byId.get(id);
-        return u ? { id: u.id, storageKey: u.storage_key, contentType: u.content_type } : null;
-      }),
     };
   }
 
-  async batchHasPreview(batchId: string): Promise<boolean> {
-    const [row] = await this.db.query(`SELECT preview_url IS NOT NULL AS has FROM batches WHERE id = $1`, [batchId]);
-    return row?.has === true;
+  /** The task's reference images' rows, in its order; null where an upload row is gone. */
+  async references(task: ClaimedTask): Promise<ReferenceRow[]> {
+    if (task.refUploadIds.length === 0) return [];
+    const uploads: { id: string; storage_key: string; content_type: string }[] = await this.db.query(
+      `SELECT id, storage_key, content_type FROM uploads WHERE id = ANY($1::uuid[])`,
+      [task.refUploadIds],
+    );
+    const byId = new Map(uploads.map((u) => [u.id, u]));
+    return task.refUploadIds.map((id) => {
+      const u = byId.get(id);
+      return u ? { id: u.id, storageKey: u.storage_key, contentType: u.content_type } : null;
+    });
   }
 
   /** Fire-and-forget friendly: never throws, and never moves progress backwards. */
@@ -176,25 +192,19 @@ export class TaskStateStore {
   }
 
   /**
-   * Terminal success: the task and its batch's tally in one transaction. Returns null when
+   * Terminal success: the task and its batch's tally in one statement. Returns null when
    * the fence no longer holds (another worker took the task over), in which case nothing changed.
    */
   async succeed(
     fence: Fence,
     result: { resultUrl: string; resultKey: string; previewUrl: string | null },
   ): Promise<TallyResult | null> {
-    return this.db.transaction(async (m) => {
-      const rows = await queryRows<{ batch_id: string }>(
-        m,
-        `UPDATE tasks SET status = 'succeeded', progress = 100, result_url = $3, result_key = $4, error = NULL,
-                finished_at = now(), updated_at = now()
-          WHERE id = $1 AND status = 'running' AND attempts = $2
-          RETURNING batch_id`,
-        [fence.taskId, fence.attempt, result.resultUrl, result.resultKey],
-      );
-      if (rows.length === 0) return null;
-      return this.tally(m, rows[0].batch_id, { succeeded: 1, failed: 0, refunded: 0, previewUrl: result.previewUrl });
-    });
+    const [row] = await queryRows<{ status: BatchStatus; finished_at: Date | null; preview_url: string | null }>(
+      this.db,
+      SUCCEED_SQL,
+      [fence.taskId, 1, 0, 0, result.previewUrl, fence.attempt, result.resultUrl, result.resultKey],
+    );
+    return row ? { status: row.status, finished: row.finished_at !== null, previewUrl: row.preview_url } : null;
   }
 
   /**

@@ -1,16 +1,44 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, IsNull, Repository } from 'typeorm';
-import { AccountEntity, ApiKeyEntity, isUuid, PlanEntity } from '@app/database';
+import { AccountEntity, AccountStatus, ApiKeyEntity, isUuid, PlanEntity, PlanKey } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { ALL_SCOPES, Scope } from './key-scopes';
 import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret';
 
+/**
+ * What a request authenticated by an API key knows about its key, account and plan: only
+ * the columns the auth checks and the routes read, so the per-request lookup stays small.
+ * A route that needs more of the account or plan loads it (see AccountsService.view).
+ */
 export interface AuthenticatedKey {
-  key: ApiKeyEntity;
-  account: AccountEntity;
-  plan: PlanEntity;
+  key: Pick<ApiKeyEntity, 'id' | 'accountId' | 'scopes' | 'creditCapPerDay' | 'lastUsedAt' | 'revokedAt' | 'expiresAt'>;
+  account: Pick<AccountEntity, 'id' | 'status' | 'planKey'>;
+  plan: Pick<PlanEntity, 'key' | 'apiAccess' | 'requestsPerMinute'>;
 }
+
+/** One row of AUTHENTICATE_SQL, as node-postgres parses it (timestamptz -> Date, text[] -> string[]). */
+interface AuthRow {
+  id: string;
+  account_id: string;
+  scopes: string[];
+  credit_cap_per_day: number | null;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  account_status: AccountStatus;
+  plan_key: PlanKey;
+  api_access: boolean;
+  requests_per_minute: number;
+}
+
+/** Runs on every API request: a constant statement, not one TypeORM builds each time. */
+const AUTHENTICATE_SQL = `SELECT k.id, k.account_id, k.scopes, k.credit_cap_per_day, k.last_used_at, k.revoked_at, k.expires_at,
+       a.status AS account_status, p.key AS plan_key, p.api_access, p.requests_per_minute
+  FROM api_keys k
+  JOIN accounts a ON a.id = k.account_id
+  JOIN plans p ON p.key = a.plan_key
+ WHERE k.key_hash = $1`;
 
 export interface CreateKeyInput {
   name?: string;
@@ -74,25 +102,32 @@ export class KeysService {
    */
   async authenticate(token: string): Promise<AuthenticatedKey> {
     if (!KEY_PATTERN.test(token)) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
-    const key = await this.keys
-      .createQueryBuilder('k')
-      .innerJoinAndMapOne('k.account', AccountEntity, 'a', 'a.id = k.account_id')
-      .innerJoinAndMapOne('a.plan', PlanEntity, 'p', 'p.key = a.plan_key')
-      .where('k.key_hash = :hash', { hash: sha256Hex(token) })
-      .getOne();
-    if (!key) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
-    if (key.revokedAt) throw new KilnError(ErrorCode.KeyRevoked, 'This API key has been revoked');
-    if (key.expiresAt && key.expiresAt.getTime() <= Date.now()) {
+    const rows: AuthRow[] = await this.db.query(AUTHENTICATE_SQL, [sha256Hex(token)]);
+    const row = rows[0];
+    if (!row) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
+    if (row.revoked_at) throw new KilnError(ErrorCode.KeyRevoked, 'This API key has been revoked');
+    if (row.expires_at && row.expires_at.getTime() <= Date.now()) {
       throw new KilnError(ErrorCode.InvalidApiKey, 'This API key has expired');
     }
-    const account = key.account!;
-    const plan = account.plan!;
-    if (account.status !== 'active') throw new KilnError(ErrorCode.AccountDisabled, 'This account is disabled');
-    if (!plan.apiAccess) {
-      throw new KilnError(ErrorCode.ApiNotAvailableOnPlan, `The ${plan.key} plan does not include API access`);
+    if (row.account_status !== 'active') throw new KilnError(ErrorCode.AccountDisabled, 'This account is disabled');
+    if (!row.api_access) {
+      throw new KilnError(ErrorCode.ApiNotAvailableOnPlan, `The ${row.plan_key} plan does not include API access`);
     }
+    const key: AuthenticatedKey['key'] = {
+      id: row.id,
+      accountId: row.account_id,
+      scopes: row.scopes,
+      creditCapPerDay: row.credit_cap_per_day,
+      lastUsedAt: row.last_used_at,
+      revokedAt: row.revoked_at,
+      expiresAt: row.expires_at,
+    };
     this.touch(key);
-    return { key, account, plan };
+    return {
+      key,
+      account: { id: row.account_id, status: row.account_status, planKey: row.plan_key },
+      plan: { key: row.plan_key, apiAccess: row.api_access, requestsPerMinute: row.requests_per_minute },
+    };
   }
 
   async list(accountId: string): Promise<ApiKeyEntity[]> {
@@ -131,7 +166,7 @@ export class KeysService {
   }
 
   /** Fire-and-forget, at most once a minute per key: a lost write only blurs lastUsedAt. */
-  private touch(key: ApiKeyEntity): void {
+  private touch(key: Pick<ApiKeyEntity, 'id' | 'lastUsedAt'>): void {
     const last = key.lastUsedAt?.getTime() ?? 0;
     if (Date.now() - last < LAST_USED_RESOLUTION_MS) return;
     key.lastUsedAt = new Date();

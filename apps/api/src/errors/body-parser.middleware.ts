@@ -9,7 +9,9 @@ export const MAX_JSON_BYTES = 1024 * 1024;
  */
 export function jsonBodyParser() {
   const parse = express.json({ limit: MAX_JSON_BYTES, strict: true });
-  return (req: Request, res: Response, next: NextFunction) =>
+  return (req: Request, res: Response, next: NextFunction) => {
+    // Polling GETs carry no body: spare them body-parser's per-request work.
+    if (!hasBody(req)) return next();
     parse(req, res, (err?: { type?: string; status?: number; message?: string }) => {
       if (!err) {
         if (req.body !== undefined && req.is('application/json') && (typeof req.body !== 'object' || Array.isArray(req.body))) {
@@ -31,6 +33,12 @@ export function jsonBodyParser() {
             : 'The request body could not be read';
       return sendInvalid(res, message, { field: 'body', reason });
     });
+  };
+}
+
+/** type-is's hasBody, the test body-parser makes before reading: a length or a chunked body. */
+export function hasBody(req: Pick<Request, 'headers'>): boolean {
+  return req.headers['transfer-encoding'] !== undefined || !Number.isNaN(Number(req.headers['content-length']));
 }
 
 function sendInvalid(res: Response, message: string, details: Record<string, unknown>): void {

@@ -5,6 +5,7 @@ export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'faile
 
 @Entity({ name: 'tasks' })
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })
+@Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending'` })
 @Index('tasks_unfinished_idx', ['status', 'updatedAt'], { where: `status IN ('pending', 'queued', 'running')` })
 export class TaskEntity {
   @PrimaryGeneratedColumn('uuid')

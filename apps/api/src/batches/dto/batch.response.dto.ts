@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchView } from '@app/batches';
-import type { BatchEntity, TaskEntity } from '@app/database';
+import type { BatchView, TaskView } from '@app/batches';
+import type { BatchEntity } from '@app/database';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
@@ -75,7 +75,7 @@ export class TaskDto {
   @ApiProperty({ type: [String], description: 'One public URL once succeeded, else empty' }) resultUrls: string[];
   @ApiProperty({ type: 'string', nullable: true, description: 'Short reason when failed' }) error: string | null;
 
-  static from(t: TaskEntity): TaskDto {
+  static from(t: TaskView): TaskDto {
     return {
       id: t.id,
       batchId: t.batchId,
@@ -115,7 +115,7 @@ export class BatchDetailResponseDto {
   @ApiProperty({ type: [TaskDto], description: 'In fan-out order: prompt, then reference image, then copy' })
   tasks: TaskDto[];
 
-  static from(d: { batch: BatchView; tasks: TaskEntity[] }): BatchDetailResponseDto {
+  static from(d: { batch: BatchView; tasks: TaskView[] }): BatchDetailResponseDto {
     return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
   }
 }
