@@ -1,5 +1,6 @@
 import { TestingModule } from '@nestjs/testing';
 import sharp from 'sharp';
+import { DataSource } from 'typeorm';
 import { BillingService } from '@app/billing';
 import { KilnConfig } from '@app/config';
 import { ModelConcurrencyLimiter, TaskReconcilerService, TaskRunnerService } from '@app/generation';
@@ -92,6 +93,13 @@ describe('generator: the real worker consuming the real queue', () => {
     expect(row.succeeded_count).toBe(1);
     expect(row.finished_at).not.toBeNull();
   }, 90_000);
+
+  it('the generator commits asynchronously (its writes are fenced and redone on loss); the api never does', async () => {
+    const [gen_] = await gen.get(DataSource).query('SHOW synchronous_commit');
+    const [api_] = await api.db.query('SHOW synchronous_commit');
+    expect(gen_.synchronous_commit).toBe('off');
+    expect(api_.synchronous_commit).toBe('on');
+  });
 
   it("one preview per batch: a first wave of images finishing together makes one thumbnail, not one each", async () => {
     const a = await api.account({ credits: 1000 });
@@ -448,6 +456,14 @@ describe('generator: fairness between accounts', () => {
     const bigAtThatMoment = await batchRow(api, bigId);
     expect(bigAtThatMoment.finished_at).toBeNull();
     expect(bigAtThatMoment.succeeded_count).toBeLessThan(10);
+    // Redis holds a short queue (depth 2, plus windows of new batches), PostgreSQL the backlog.
+    const queue = queueOf(gen);
+    for (let i = 0; i < 5; i++) {
+      expect(await queue.getWaitingCount()).toBeLessThanOrEqual(4);
+      await new Promise((r) => setTimeout(r, 60));
+    }
+    const [{ pending }] = await api.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE batch_id = $1 AND status = 'pending'`, [bigId]);
+    expect(pending).toBeGreaterThan(50);
     await waitForBatchDone(api, bigId);
     const [s, b] = [await batchRow(api, smallId), await batchRow(api, bigId)];
     expect(s.finished_at.getTime()).toBeLessThan(b.finished_at.getTime());

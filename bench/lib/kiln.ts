@@ -157,7 +157,9 @@ export class KilnStack {
     this.generator = NodeChild.start({
       name: label,
       script,
-      env: this.env({ ...extra, ...this.opts.generatorEnv, ...prof.env }),
+      // As deployed: docker/Dockerfile and scripts/start.sh give the generator two malloc
+      // arenas. An empty value (the memory scenario's diagnostic) leaves glibc's default.
+      env: withoutEmpty(this.env({ MALLOC_ARENA_MAX: '2', ...extra, ...this.opts.generatorEnv, ...prof.env }), 'MALLOC_ARENA_MAX'),
       execArgv: prof.execArgv,
       logFile: path.join(this.logDir, `${label}.log`),
     });
@@ -341,4 +343,11 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/** The environment without `name` when it is set to the empty string. */
+function withoutEmpty(env: NodeJS.ProcessEnv, name: string): NodeJS.ProcessEnv {
+  if (env[name] !== '') return env;
+  const { [name]: _unset, ...rest } = env;
+  return rest;
 }

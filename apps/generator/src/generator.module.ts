@@ -16,7 +16,8 @@ import { TasksProcessor } from './tasks.processor';
       inject: [KILN_CONFIG],
       useFactory: (config: KilnConfig) => ({ pinoHttp: { level: config.logLevel } }),
     }),
-    DatabaseModule.forRoot(),
+    // Its writes are all fenced and re-done by the reconciler if a crash undoes them.
+    DatabaseModule.forRoot({ asyncCommit: true }),
     RedisModule,
     StorageModule,
     KilnQueueModule.forRoot(),

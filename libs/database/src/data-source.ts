@@ -2,6 +2,9 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { ALL_ENTITIES } from './entities';
 import { ALL_MIGRATIONS } from './migrations';
 
+/** node-postgres pool settings of each app process. */
+export const POOL = { max: 20 };
+
 /** The one description of Kiln's database, used by both apps, the CLI and the tests. */
 export function dataSourceOptions(databaseUrl: string, extra: Partial<DataSourceOptions> = {}): DataSourceOptions {
   return {
@@ -15,7 +18,7 @@ export function dataSourceOptions(databaseUrl: string, extra: Partial<DataSource
     // Schema changes only ever come from migrations.
     synchronize: false,
     migrationsRun: false,
-    extra: { max: 20 },
+    extra: POOL,
     ...extra,
   } as DataSourceOptions;
 }

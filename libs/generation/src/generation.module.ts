@@ -18,6 +18,9 @@ import { TaskStateStore } from './task-state.store';
 export function configureSharp(renderConcurrency: number, cores: number): number {
   const threads = Math.max(1, Math.floor(cores / Math.max(1, renderConcurrency)));
   sharp.concurrency(threads);
+  // libvips' operation cache only pays off when the same operation on the same input repeats;
+  // a generator never repeats one, so the cache would only hold finished 4K images' memory.
+  sharp.cache(false);
   return threads;
 }
 
