@@ -3,6 +3,7 @@ import { AccountEntity } from './account.entity';
 
 @Entity({ name: 'uploads' })
 @Index('uploads_account_url_idx', ['accountId', 'url'])
+@Index('uploads_created_at_idx', ['createdAt'])
 export class UploadEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;

@@ -1,10 +1,12 @@
 import { InitialSchema1763888400000 } from './1763888400000-initial-schema';
 import { SeedPlansAndModels1763888400001 } from './1763888400001-seed-plans-and-models';
 import { TasksPendingFairIndex1763888400002 } from './1763888400002-tasks-pending-fair-index';
+import { UploadsCreatedAtIndex1763888400003 } from './1763888400003-uploads-created-at-index';
 
 /** Every migration, in order. A new migration is added here as well as written. */
 export const ALL_MIGRATIONS: Function[] = [
   InitialSchema1763888400000,
   SeedPlansAndModels1763888400001,
   TasksPendingFairIndex1763888400002,
+  UploadsCreatedAtIndex1763888400003,
 ];
