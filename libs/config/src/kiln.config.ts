@@ -63,6 +63,7 @@ export const KILN_CONFIG = Symbol('KILN_CONFIG');
 export function buildConfig(raw: Record<string, unknown> = process.env): KilnConfig {
   const env: EnvSchema = validateEnv(raw);
   const port = env.PORT ?? 8080;
+  const concurrency = env.GENERATOR_CONCURRENCY ?? 50;
   const minioEndpoint = env.MINIO_ENDPOINT ?? '127.0.0.1';
   const minioPort = env.MINIO_PORT ?? 9000;
   const minioSsl = env.MINIO_USE_SSL ?? false;
@@ -98,7 +99,7 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       },
     },
     generator: {
-      concurrency: env.GENERATOR_CONCURRENCY ?? 50,
+      concurrency,
       // Builtin renders are CPU-bound: one at a time per core by default.
       renderConcurrency: env.RENDER_CONCURRENCY ?? Math.max(1, Math.min(64, os.availableParallelism())),
       maxAttempts: env.TASK_MAX_ATTEMPTS ?? 4,
@@ -114,7 +115,7 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,
       // Enough that the workers never run dry between two top-ups.
-      depth: env.QUEUE_DEPTH ?? Math.max(20, 2 * (env.GENERATOR_CONCURRENCY ?? 50)),
+      depth: env.QUEUE_DEPTH ?? Math.max(20, 2 * concurrency),
       feedIntervalMs: env.QUEUE_FEED_INTERVAL_MS ?? 100,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,

@@ -3,6 +3,7 @@ export * from './task-runner.service';
 export * from './task-reconciler.service';
 export * from './task-state.store';
 export * from './model-concurrency.limiter';
+export * from './priority-line';
 export * from './priority-semaphore';
 export * from './progress-reporter';
 export * from './render-jobs';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
-import { PriorityLine } from './priority-semaphore';
+import { PriorityLine } from './priority-line';
 
 /**
  * Shared head of ACQUIRE and HAND_OVER. Time comes from the Redis server, so replicas with

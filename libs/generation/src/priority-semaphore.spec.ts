@@ -1,4 +1,5 @@
-import { PriorityLine, PrioritySemaphore } from './priority-semaphore';
+import { PriorityLine } from './priority-line';
+import { PrioritySemaphore } from './priority-semaphore';
 
 describe('PrioritySemaphore', () => {
   it('admits up to its permits, then serves waiters by priority, then arrival', async () => {

@@ -142,7 +142,7 @@ export class TaskRunnerService {
     const stored: string[] = [];
     try {
       const batch = claim.batch;
-      if (!batch.model) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
+      if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
       const references = await this.loadReferences(await this.store.references(claim));
       const provider = this.providerFor(batch.provider);
       const request: RenderRequest = {

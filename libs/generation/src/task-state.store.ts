@@ -39,7 +39,8 @@ export interface ClaimedTask {
   attempts: number;
   /** This claim moved the batch from pending to running. */
   startedBatch: boolean;
-  batch: RenderBatch;
+  /** Null only if the batch row is gone (a manual repair): the run then fails as internal. */
+  batch: RenderBatch | null;
 }
 
 /** A reference image row, in the task's order; null where the upload no longer exists. */
@@ -147,20 +148,7 @@ export class TaskStateStore {
       refUploadIds: parseUuidArray(row.ref_upload_ids),
       attempts: row.attempts,
       startedBatch: row.started_batch === true,
-      batch: {
-        id: row.batch_id,
-        model: row.model,
-        aspectRatio: row.aspect_ratio,
-        resolution: row.resolution,
-        quality: row.quality,
-        background: row.background,
-        provider: row.provider,
-        width: row.width,
-        height: row.height,
-        previewUrl: row.preview_url,
-        supportsQuality: row.supports_quality,
-        supportsBackground: row.supports_background,
-      },
+      batch: row.batch_found ? renderBatchOf(row) : null,
     };
   }
 
@@ -331,4 +319,22 @@ function parseUuidArray(value: unknown): string[] {
     return inner.length === 0 ? [] : inner.split(',').map((s) => s.trim());
   }
   return [];
+}
+
+/** The batch columns of a CLAIM_SQL row. */
+function renderBatchOf(row: Record<string, any>): RenderBatch {
+  return {
+    id: row.batch_id,
+    model: row.model,
+    aspectRatio: row.aspect_ratio,
+    resolution: row.resolution,
+    quality: row.quality,
+    background: row.background,
+    provider: row.provider,
+    width: row.width,
+    height: row.height,
+    previewUrl: row.preview_url,
+    supportsQuality: row.supports_quality,
+    supportsBackground: row.supports_background,
+  };
 }
