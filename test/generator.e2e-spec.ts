@@ -3,7 +3,14 @@ import sharp from 'sharp';
 import { DataSource } from 'typeorm';
 import { BillingService } from '@app/billing';
 import { KilnConfig } from '@app/config';
-import { ModelConcurrencyLimiter, TaskReconcilerService, TaskRunnerService } from '@app/generation';
+import {
+  ClaimedTask,
+  ModelConcurrencyLimiter,
+  TallyResult,
+  TaskReconcilerService,
+  TaskRunnerService,
+  TaskStateStore,
+} from '@app/generation';
 import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
@@ -293,6 +300,95 @@ describe('generator: the real worker consuming the real queue', () => {
       expect(await refundRows(api, failing)).toHaveLength(2);
       expect(await api.balance(a.id)).toBe(500 - 10 - 2 + 10);
       expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+    });
+
+    it('claims and successes arriving together share statements; tallies stay exact and stale attempts change nothing', async () => {
+      const store = gen.get(TaskStateStore);
+      const a = await api.account({ credits: 1000 });
+      const b = await api.account({ credits: 1000 });
+      const ids = [
+        await createBatch(api, a, { model: 'eta-image', prompts: ['g'], countPerCombo: 12 }),
+        await createBatch(api, b, { model: 'eta-image', prompts: ['h'], countPerCombo: 12 }),
+        await createBatch(api, b, { model: 'eta-image', prompts: ['i'], countPerCombo: 6 }),
+      ];
+      const tasks = (await Promise.all(ids.map((id) => taskRows(api, id)))).flat();
+      const statements = jest.spyOn(gen.get(DataSource), 'query');
+      let claims: (ClaimedTask | null)[];
+      try {
+        // Every task at once, and the first one twice: a duplicate delivery in the same group.
+        claims = await Promise.all([...tasks.map((t) => store.claim(t.id)), store.claim(tasks[0].id)]);
+      } finally {
+        statements.mockRestore();
+      }
+      const claimStatements = statements.mock.calls.filter(([sql]) => String(sql).includes('WITH claimed AS'));
+      expect(claimStatements.length).toBeLessThanOrEqual(3);
+      expect(claims.slice(0, tasks.length).every((c) => c !== null && c.attempts === 1 && c.batch?.model === 'eta-image')).toBe(true);
+      expect(claims[tasks.length]).toBeNull();
+      for (const id of ids) expect((await batchRow(api, id)).status).toBe('running');
+
+      // Taken over once more: its first attempt's success is stale and must change nothing.
+      const takenOver = (await store.claim(tasks[1].id))!;
+      expect(takenOver.attempts).toBe(2);
+      const success = (c: ClaimedTask, attempt = c.attempts) => ({
+        fence: { taskId: c.id, attempt },
+        batchId: c.batchId,
+        resultUrl: `http://kiln.test/files/results/${c.id}/${attempt}.png`,
+        resultKey: `results/${c.id}/${attempt}.png`,
+        previewUrl: c.seq === 0 ? `http://kiln.test/files/previews/${c.batchId}.webp` : null,
+      });
+      const current = claims.slice(0, tasks.length).map((c) => (c!.id === takenOver.id ? takenOver : c!));
+      const spied = jest.spyOn(gen.get(DataSource), 'query');
+      let tallies: (TallyResult | null)[];
+      try {
+        tallies = await Promise.all([store.succeed(success(takenOver, 1)), ...current.map((c) => store.succeed(success(c)))]);
+      } finally {
+        spied.mockRestore();
+      }
+      expect(spied.mock.calls.filter(([sql]) => String(sql).includes('WITH input AS')).length).toBeLessThanOrEqual(3);
+      expect(tallies[0]).toBeNull();
+      expect(tallies.slice(1).every((t) => t !== null)).toBe(true);
+      // The batch that finished is reported finished once, whichever of its tasks ended it.
+      const finished = tallies.slice(1).map((t, i) => ({ batchId: current[i].batchId, finished: t!.finished }));
+      for (const id of ids) expect(finished.filter((f) => f.batchId === id && f.finished)).toHaveLength(1);
+
+      for (const [n, id] of ids.entries()) {
+        const row = await batchRow(api, id);
+        expect(row).toMatchObject({ status: 'succeeded', succeeded_count: [12, 12, 6][n], failed_count: 0 });
+        expect(row.finished_at).not.toBeNull();
+        expect(row.preview_url).toBe(`http://kiln.test/files/previews/${id}.webp`);
+      }
+      const again = await taskRows(api, ids[0]);
+      expect(again[1]).toMatchObject({ status: 'succeeded', attempts: 2, result_key: `results/${again[1].id}/2.png` });
+      expect(again.every((t) => t.status === 'succeeded' && t.progress === 100)).toBe(true);
+    });
+
+    it('two generators recording successes of the same batches at once neither deadlock nor miscount', async () => {
+      const here = gen.get(TaskStateStore);
+      // A second replica: its own store on its own connection pool.
+      const there = new TaskStateStore(api.db, api.app.get(BillingService));
+      const a = await api.account({ credits: 5000 });
+      const ids = await Promise.all(
+        ['p', 'q', 'r', 's'].map((prompt) => createBatch(api, a, { model: 'eta-image', prompts: [prompt], countPerCombo: 20 })),
+      );
+      const tasks = (await Promise.all(ids.map((id) => taskRows(api, id)))).flat();
+      const claims = await Promise.all(tasks.map((t, i) => (i % 2 ? there : here).claim(t.id)));
+      // Interleaved so each replica's groups hold tasks of every batch, in different orders.
+      const shuffled = claims.map((c, i) => ({ c: c!, key: (i * 37) % claims.length })).sort((x, y) => x.key - y.key);
+      const tallies = await Promise.all(
+        shuffled.map(({ c }, i) =>
+          (i % 2 ? there : here).succeed({
+            fence: { taskId: c.id, attempt: c.attempts },
+            batchId: c.batchId,
+            resultUrl: `http://kiln.test/files/results/${c.id}/r.png`,
+            resultKey: `results/${c.id}/r.png`,
+            previewUrl: null,
+          }),
+        ),
+      );
+      expect(tallies.every((t) => t !== null)).toBe(true);
+      for (const id of ids) {
+        expect(await batchRow(api, id)).toMatchObject({ status: 'succeeded', succeeded_count: 20, failed_count: 0 });
+      }
     });
 
     it('a refund the ledger already holds is treated as done, not as an error', async () => {

@@ -34,6 +34,25 @@ describe('ProgressReporter', () => {
     expect(writes).toEqual([30, 99]);
   });
 
+  it('writes nothing for a report the terminal state follows within the settle time', () => {
+    const writes: number[] = [];
+    const p = new ProgressReporter((v) => void writes.push(v), 500, 250);
+    jest.advanceTimersByTime(1000);
+    p.report(70);
+    jest.advanceTimersByTime(200);
+    p.stop();
+    jest.advanceTimersByTime(1000);
+    expect(writes).toEqual([]);
+
+    const later = new ProgressReporter((v) => void writes.push(v), 500, 250);
+    jest.advanceTimersByTime(1000);
+    later.report(70);
+    jest.advanceTimersByTime(249);
+    expect(writes).toEqual([]);
+    jest.advanceTimersByTime(1);
+    expect(writes).toEqual([70]);
+  });
+
   it('swallows a failing write', () => {
     const p = new ProgressReporter(() => Promise.reject(new Error('db down')), 500);
     p.report(50);

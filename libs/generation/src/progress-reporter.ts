@@ -1,7 +1,10 @@
 /**
  * Turns a provider's progress callbacks into at most one database write per interval per
  * task. The clock starts at the claim, so a task that finishes within the first interval
- * writes no progress at all (its terminal write says 100). Writes are fire-and-forget:
+ * writes no progress at all (its terminal write says 100), and every report waits at least
+ * `settleMs`, so a render that ends right after its last report (most do: providers report
+ * 70 on their way out) writes only its terminal state, not a progress row a moment before
+ * it. Writes are fire-and-forget:
  * progress is decoration, and a lost write is corrected by the next one or the terminal one.
  */
 export class ProgressReporter {
@@ -14,6 +17,7 @@ export class ProgressReporter {
   constructor(
     private readonly write: (pct: number) => Promise<unknown> | void,
     private readonly minIntervalMs = 500,
+    private readonly settleMs = 250,
     private readonly now: () => number = Date.now,
   ) {
     this.lastWriteAt = now();
@@ -26,7 +30,7 @@ export class ProgressReporter {
     if (value <= this.latest) return;
     this.latest = value;
     if (this.timer) return;
-    const wait = Math.max(0, this.lastWriteAt + this.minIntervalMs - this.now());
+    const wait = Math.max(this.settleMs, this.lastWriteAt + this.minIntervalMs - this.now());
     this.timer = setTimeout(() => this.flush(), wait);
     this.timer.unref?.();
   }

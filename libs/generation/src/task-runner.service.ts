@@ -168,7 +168,9 @@ export class TaskRunnerService {
       if (preview) stored.push(preview.key);
       progress.stop();
 
-      const tally = await this.store.succeed(fence, {
+      const tally = await this.store.succeed({
+        fence,
+        batchId: batch.id,
         resultUrl: this.storage.publicUrl(resultKey),
         resultKey,
         previewUrl: preview?.url ?? null,

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, utcDay } from '@app/billing';
 import { BatchStatus, ProviderRoute, queryRows } from '@app/database';
+import { groupWrites } from './group-writes';
 
 /** A claimed attempt: every later write is conditioned on (status = 'running', attempts = attempt). */
 export interface Fence {
@@ -37,8 +38,6 @@ export interface ClaimedTask {
   refUploadIds: string[];
   /** Attempts including this one. */
   attempts: number;
-  /** This claim moved the batch from pending to running. */
-  startedBatch: boolean;
   /** Null only if the batch row is gone (a manual repair): the run then fails as internal. */
   batch: RenderBatch | null;
 }
@@ -48,67 +47,102 @@ export type ReferenceRow = { id: string; storageKey: string; contentType: string
 
 export interface TallyResult {
   status: BatchStatus;
+  /** This outcome finished the batch (of a group finishing it together, only one says so). */
   finished: boolean;
   previewUrl: string | null;
 }
 
+/** A rendered and stored image, to be recorded as its task's success. */
+export interface Success {
+  fence: Fence;
+  batchId: string;
+  resultUrl: string;
+  resultKey: string;
+  previewUrl: string | null;
+}
+
+/** A progress report to write. */
+interface Progress {
+  fence: Fence;
+  pct: number;
+}
+
 /**
- * Counts one terminal task into its batch and, when it was the last, settles the batch's
- * status and finished_at. Runs in the same statement or transaction as the task's fenced
- * update, so each task is counted exactly once. `batchId` is SQL for the batch's id; $2
- * succeeded, $3 failed, $4 refunded, $5 preview URL or null.
+ * The SET list that counts terminal tasks into a batch and, when they were its last, settles
+ * its status and finished_at. Each argument is SQL: how many succeeded, failed, credits
+ * refunded, and a preview URL (or NULL). Runs in the same statement or transaction as the
+ * tasks' fenced updates, so each task is counted exactly once.
  */
-const tallySql = (batchId: string): string => `
-UPDATE batches SET
-  succeeded_count = succeeded_count + $2,
-  failed_count = failed_count + $3,
-  credits_refunded = credits_refunded + $4,
-  preview_url = COALESCE(preview_url, $5::text),
+const tallyAssignments = (succeeded: string, failed: string, refunded: string, preview: string): string => `
+  succeeded_count = succeeded_count + ${succeeded},
+  failed_count = failed_count + ${failed},
+  credits_refunded = credits_refunded + ${refunded},
+  preview_url = COALESCE(preview_url, ${preview}),
   status = CASE
     WHEN status = 'cancelled' THEN status
-    WHEN succeeded_count + $2 + failed_count + $3 >= total THEN
-      CASE WHEN failed_count + $3 = 0 THEN 'succeeded' WHEN succeeded_count + $2 = 0 THEN 'failed' ELSE 'partial' END
+    WHEN succeeded_count + ${succeeded} + failed_count + ${failed} >= total THEN
+      CASE WHEN failed_count + ${failed} = 0 THEN 'succeeded' WHEN succeeded_count + ${succeeded} = 0 THEN 'failed' ELSE 'partial' END
     ELSE 'running' END,
   finished_at = CASE
-    WHEN finished_at IS NULL AND succeeded_count + $2 + failed_count + $3 >= total THEN now()
-    ELSE finished_at END
-WHERE id = ${batchId}
+    WHEN finished_at IS NULL AND succeeded_count + ${succeeded} + failed_count + ${failed} >= total THEN now()
+    ELSE finished_at END`;
+
+/** One task's tally: $1 batch, $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null. */
+const TALLY_SQL = `
+UPDATE batches SET ${tallyAssignments('$2', '$3', '$4', '$5::text')}
+WHERE id = $1
 RETURNING status, finished_at, preview_url`;
 
-const TALLY_SQL = tallySql('$1');
-
 /**
- * Terminal success in one statement, so one round trip and no transaction: the fenced task
- * update, then its batch's tally, which sees no row (and changes nothing) when the fence no
- * longer holds. $1 task, $2..$5 as in the tally (1, 0, 0, preview URL), $6 attempt, $7 result
- * URL, $8 result key.
+ * Records a group of successes in one statement: each task's fenced update, then one tally
+ * per batch. The batches are locked first and in id order, so two generators recording
+ * successes of the same batches at once cannot deadlock. A task whose fence no longer holds
+ * changes nothing and has no result row. $1 task ids, $2 attempts, $3 result URLs, $4 result
+ * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids.
  */
-const SUCCEED_SQL = `
-WITH done AS (
-  UPDATE tasks SET status = 'succeeded', progress = 100, result_url = $7, result_key = $8, error = NULL,
-         finished_at = now(), updated_at = now()
-   WHERE id = $1 AND status = 'running' AND attempts = $6
-   RETURNING batch_id
+const SUCCEED_GROUP_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[])
+    AS i(id, attempt, result_url, result_key, preview_url)
+), locked AS (
+  SELECT id FROM batches WHERE id = ANY($6::uuid[]) ORDER BY id FOR UPDATE
+), done AS (
+  UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
+         error = NULL, finished_at = now(), updated_at = now()
+    FROM input i
+   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.attempts, t.batch_id, i.preview_url
+), counted AS (
+  SELECT batch_id, count(*)::int AS n, min(preview_url) AS new_preview FROM done GROUP BY batch_id
+), tallied AS (
+  UPDATE batches SET ${tallyAssignments('counted.n', '0', '0', 'counted.new_preview')}
+    FROM counted
+   WHERE batches.id = counted.batch_id
+  RETURNING batches.id, batches.status, batches.finished_at, batches.preview_url
 )
-${tallySql('(SELECT batch_id FROM done)')}`;
+SELECT done.id, done.attempts, tallied.status, tallied.finished_at, tallied.preview_url
+  FROM done JOIN tallied ON tallied.id = done.batch_id`;
 
 /**
- * Takes a task for one attempt and reads what its render needs, in one statement: the
- * fenced claim, the batch's move out of `pending`, and the batch and model rows. The batch
- * columns come from the statement's snapshot, which is all a render needs of them.
+ * Takes a group of tasks for one attempt each and reads what their renders need, in one
+ * statement: the fenced claims, their batches' move out of `pending` (locked in id order, so
+ * two generators claiming tasks of the same new batches cannot deadlock), and the batch and
+ * model rows, read from the statement's snapshot, which is all a render needs of them.
+ * $1 distinct task ids.
  */
-const CLAIM_SQL = `
+const CLAIM_GROUP_SQL = `
 WITH claimed AS (
   UPDATE tasks SET status = 'running', attempts = attempts + 1, progress = 1,
          started_at = COALESCE(started_at, now()), updated_at = now()
-   WHERE id = $1 AND status IN ('pending', 'queued', 'running')
+   WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'running')
    RETURNING id, batch_id, account_id, seq, prompt, seed, ref_upload_ids, attempts
+), starting AS (
+  SELECT id FROM batches WHERE id IN (SELECT batch_id FROM claimed) AND status = 'pending' ORDER BY id FOR UPDATE
 ), started AS (
-  UPDATE batches SET status = 'running'
-   WHERE id = (SELECT batch_id FROM claimed) AND status = 'pending'
-   RETURNING id
+  UPDATE batches SET status = 'running' WHERE id IN (SELECT id FROM starting) AND status = 'pending'
 )
-SELECT c.*, EXISTS (SELECT 1 FROM started) AS started_batch,
+SELECT c.*,
        b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
@@ -117,10 +151,28 @@ SELECT c.*, EXISTS (SELECT 1 FROM started) AS started_batch,
   LEFT JOIN batches b ON b.id = c.batch_id
   LEFT JOIN models m ON m.key = b.model`;
 
-/** The only code that writes task state. Every write after the claim is fenced. */
+/** A group of progress writes, fenced, never backwards. $1 task ids, $2 attempts, $3 percentages. */
+const PROGRESS_GROUP_SQL = `
+UPDATE tasks t SET progress = i.pct, updated_at = now()
+  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempt, pct)
+ WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.progress < i.pct`;
+
+/** Most items one grouped statement carries; a larger group is split. */
+const MAX_GROUP = 250;
+/** Attempts at a statement that PostgreSQL picks as a deadlock's victim. */
+const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * The only code that writes task state. Every write after the claim is fenced. Claims,
+ * progress and successes are group-committed (groupWrites): the many runs of a generator
+ * share statements, which is most of what a task costs PostgreSQL and this process.
+ */
 @Injectable()
 export class TaskStateStore {
   private readonly logger = new Logger(TaskStateStore.name);
+  private readonly claimOne = groupWrites((ids: readonly string[]) => this.claimGroup(ids), MAX_GROUP);
+  private readonly progressOne = groupWrites((group: readonly Progress[]) => this.progressGroup(group), MAX_GROUP);
+  private readonly succeedOne = groupWrites((group: readonly Success[]) => this.succeedGroup(group), MAX_GROUP);
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -134,22 +186,8 @@ export class TaskStateStore {
    * over and fences the previous holder out. The batch leaves `pending` in the same
    * statement, which also reads the batch for the render.
    */
-  async claim(taskId: string): Promise<ClaimedTask | null> {
-    const rows = await this.db.query(CLAIM_SQL, [taskId]);
-    const row = rows[0];
-    if (!row) return null;
-    return {
-      id: row.id,
-      batchId: row.batch_id,
-      accountId: row.account_id,
-      seq: row.seq,
-      prompt: row.prompt,
-      seed: row.seed,
-      refUploadIds: parseUuidArray(row.ref_upload_ids),
-      attempts: row.attempts,
-      startedBatch: row.started_batch === true,
-      batch: row.batch_found ? renderBatchOf(row) : null,
-    };
+  claim(taskId: string): Promise<ClaimedTask | null> {
+    return this.claimOne(taskId);
   }
 
   /** The task's reference images' rows, in its order; null where an upload row is gone. */
@@ -169,30 +207,76 @@ export class TaskStateStore {
   /** Fire-and-forget friendly: never throws, and never moves progress backwards. */
   async reportProgress(fence: Fence, pct: number): Promise<void> {
     try {
-      await this.db.query(
-        `UPDATE tasks SET progress = $3, updated_at = now()
-          WHERE id = $1 AND status = 'running' AND attempts = $2 AND progress < $3`,
-        [fence.taskId, fence.attempt, pct],
-      );
+      await this.progressOne({ fence, pct });
     } catch (err) {
       this.logger.debug(`progress write for ${fence.taskId} failed: ${(err as Error).message}`);
     }
   }
 
   /**
-   * Terminal success: the task and its batch's tally in one statement. Returns null when
-   * the fence no longer holds (another worker took the task over), in which case nothing changed.
+   * Terminal success: the task and its batch's tally. Returns null when the fence no longer
+   * holds (another worker took the task over), in which case nothing changed.
    */
-  async succeed(
-    fence: Fence,
-    result: { resultUrl: string; resultKey: string; previewUrl: string | null },
-  ): Promise<TallyResult | null> {
-    const [row] = await queryRows<{ status: BatchStatus; finished_at: Date | null; preview_url: string | null }>(
-      this.db,
-      SUCCEED_SQL,
-      [fence.taskId, 1, 0, 0, result.previewUrl, fence.attempt, result.resultUrl, result.resultKey],
+  succeed(success: Success): Promise<TallyResult | null> {
+    return this.succeedOne(success);
+  }
+
+  private async claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
+    const rows = await this.retryingDeadlocks(() => this.db.query(CLAIM_GROUP_SQL, [[...new Set(ids)]]));
+    const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
+    // A job delivered twice at once is run once: the first delivery gets the claim, the
+    // others nothing to do, as if they had come after it.
+    return ids.map((id) => {
+      const claim = byId.get(id) ?? null;
+      byId.delete(id);
+      return claim;
+    });
+  }
+
+  private async progressGroup(group: readonly Progress[]): Promise<void[]> {
+    await this.retryingDeadlocks(() =>
+      this.db.query(PROGRESS_GROUP_SQL, [group.map((p) => p.fence.taskId), group.map((p) => p.fence.attempt), group.map((p) => p.pct)]),
     );
-    return row ? { status: row.status, finished: row.finished_at !== null, previewUrl: row.preview_url } : null;
+    return group.map(() => undefined);
+  }
+
+  private async succeedGroup(group: readonly Success[]): Promise<(TallyResult | null)[]> {
+    type Row = { id: string; attempts: number; status: BatchStatus; finished_at: Date | null; preview_url: string | null };
+    const rows = await this.retryingDeadlocks(() =>
+      queryRows<Row>(this.db, SUCCEED_GROUP_SQL, [
+        group.map((s) => s.fence.taskId),
+        group.map((s) => s.fence.attempt),
+        group.map((s) => s.resultUrl),
+        group.map((s) => s.resultKey),
+        group.map((s) => s.previewUrl),
+        [...new Set(group.map((s) => s.batchId))],
+      ]),
+    );
+    // Keyed by attempt too: a stale attempt of a task may share the group with the current one.
+    const byAttempt = new Map(rows.map((row) => [`${row.id}:${row.attempts}`, row]));
+    const finishReported = new Set<string>();
+    return group.map((s) => {
+      const row = byAttempt.get(`${s.fence.taskId}:${s.fence.attempt}`);
+      if (!row) return null;
+      const finished = row.finished_at !== null && !finishReported.has(s.batchId);
+      if (finished) finishReported.add(s.batchId);
+      return { status: row.status, finished, previewUrl: row.preview_url };
+    });
+  }
+
+  /**
+   * Grouped statements lock rows of many tasks; a duplicate delivery on another replica can
+   * lock the same rows in another order. PostgreSQL then rolls one statement back, which is
+   * safe to run again.
+   */
+  private async retryingDeadlocks<T>(statement: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await statement();
+      } catch (err) {
+        if (attempt >= DEADLOCK_ATTEMPTS || !isDeadlock(err)) throw err;
+      }
+    }
   }
 
   /**
@@ -303,6 +387,12 @@ export class TaskStateStore {
   }
 }
 
+/** PostgreSQL picked the statement as a deadlock's victim (and rolled it back). */
+function isDeadlock(err: unknown): boolean {
+  const e = err as { code?: string; driverError?: { code?: string } };
+  return (e?.code ?? e?.driverError?.code) === '40P01';
+}
+
 /** PostgreSQL unique_violation on the ledger's once-per-task refund index. */
 function isRefundAlreadyMade(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string; driverError?: { code?: string; constraint?: string } };
@@ -321,7 +411,22 @@ function parseUuidArray(value: unknown): string[] {
   return [];
 }
 
-/** The batch columns of a CLAIM_SQL row. */
+/** A CLAIM_GROUP_SQL row as a claim. */
+function claimedTaskOf(row: Record<string, any>): ClaimedTask {
+  return {
+    id: row.id,
+    batchId: row.batch_id,
+    accountId: row.account_id,
+    seq: row.seq,
+    prompt: row.prompt,
+    seed: row.seed,
+    refUploadIds: parseUuidArray(row.ref_upload_ids),
+    attempts: row.attempts,
+    batch: row.batch_found ? renderBatchOf(row) : null,
+  };
+}
+
+/** The batch columns of a CLAIM_GROUP_SQL row. */
 function renderBatchOf(row: Record<string, any>): RenderBatch {
   return {
     id: row.batch_id,
