@@ -17,7 +17,10 @@ describe('Batches: dispatch to the task queue', () => {
   let queue: Queue;
   let dispatch: TaskDispatchService;
   beforeAll(async () => {
-    env = await fileEnvironment('batches_queue');
+    // A queue depth no larger than the window: each batch gets exactly its window, whatever
+    // the queue holds (the queue's room is the subject of one test, which raises it).
+    const base = await fileEnvironment('batches_queue');
+    env = { ...base, config: { ...base.config, queue: { ...base.config.queue, dispatchWindow: 10, depth: 10 } } };
     t = await bootBatchesApp(env.config);
     queue = t.app.get(getQueueToken(TASK_QUEUE));
     dispatch = t.app.get(TaskDispatchService);
@@ -39,7 +42,6 @@ describe('Batches: dispatch to the task queue', () => {
   }
 
   it("a new batch: its first DISPATCH_WINDOW tasks are queued with a plain render job each (jobId = task id, attempts 1, no priority), the rest wait pending", async () => {
-    expect(dispatch.dispatchWindow).toBe(10);
     const a = await t.account();
     const res = await postBatch(t, a, { prompts: ['a', 'b', 'c'], model: 'eta-image', countPerCombo: 4 }).expect(201);
     const tasks = await taskRows(t, res.body.id);
@@ -61,6 +63,36 @@ describe('Batches: dispatch to the task queue', () => {
     expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0 });
     expect(await feedAll()).toBe(2);
     expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
+  });
+
+  it('a queue with room takes a new batch whole at once (up to its depth); a full one, only the window', async () => {
+    const queueConfig = env.config.queue;
+    const a = await t.account({ plan: 'scale' });
+    const prompts = (p: string, n: number) => Array.from({ length: n }, (_, i) => `${p} ${i}`);
+    await queue.empty();
+    queueConfig.depth = 40;
+    try {
+      const first = await postBatch(t, a, { prompts: prompts('first', 25), model: 'eta-image' }).expect(201);
+      const second = await postBatch(t, a, { prompts: prompts('second', 25), model: 'eta-image' }).expect(201);
+      const third = await postBatch(t, a, { prompts: prompts('third', 25), model: 'eta-image' }).expect(201);
+      const queuedOf = async (id: string) => (await taskRows(t, id)).filter((x) => x.status === 'queued').map((x) => x.seq);
+      const upTo = (n: number) => Array.from({ length: n }, (_, i) => i);
+      // Empty queue: all 25. Then 15 of room left: 15 (more than the window). Then none: the window.
+      expect(await queuedOf(first.body.id)).toEqual(upTo(25));
+      expect(await queuedOf(second.body.id)).toEqual(upTo(15));
+      expect(await queuedOf(third.body.id)).toEqual(upTo(10));
+      expect(await queue.getWaitingCount()).toBe(50);
+
+      // Redis not answering the length in time: the window, and the POST is not held up.
+      jest.spyOn(queue, 'getWaitingCount').mockReturnValueOnce(new Promise(() => undefined));
+      await queue.empty();
+      const slow = await postBatch(t, a, { prompts: prompts('slow', 25), model: 'eta-image' }).expect(201);
+      expect(await queuedOf(slow.body.id)).toEqual(upTo(10));
+    } finally {
+      queueConfig.depth = 10;
+      await feedAll();
+      await queue.empty();
+    }
   });
 
   it('fairness: a 1-image batch behind two 100-image batches is served 11th, and the feed interleaves the big ones', async () => {

@@ -51,7 +51,7 @@ export class BatchesService {
     }));
     const { width, height } = pixelSize(req.aspectRatio, req.resolution);
 
-    const dispatchWindow = this.dispatcher.dispatchWindow;
+    const dispatchCount = await this.dispatcher.dispatchCount(total);
     const batch = await this.db.transaction(async (m) => {
       const account = await lockAccount(m, actor.accountId);
       if (total > account.maxImagesPerBatch) {
@@ -112,11 +112,11 @@ export class BatchesService {
         finishedAt: null,
       });
       row.createdAt = await insertBatch(m, row);
-      await insertTasks(m, row, req.prompts, tasks, dispatchWindow);
+      await insertTasks(m, row, req.prompts, tasks, dispatchCount);
       return row;
     });
 
-    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchWindow).map((t) => t.id));
+    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
     return batch;
   }
 
@@ -309,9 +309,9 @@ async function insertTasks(
   batch: BatchEntity,
   prompts: string[],
   tasks: (FannedTask & { id: string; seed: number })[],
-  dispatchWindow: number,
+  dispatchCount: number,
 ): Promise<void> {
-  // The first dispatchWindow tasks are written queued: the caller enqueues them right after
+  // The first dispatchCount tasks are written queued: the caller enqueues them right after
   // the commit, the rest wait as pending for the generators' feeder (TaskDispatchService).
   await m.query(
     `INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status)
@@ -327,7 +327,7 @@ async function insertTasks(
       tasks.map((t) => t.promptIndex + 1),
       tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
       tasks.map((t) => t.seed),
-      dispatchWindow,
+      dispatchCount,
     ],
   );
 }

@@ -44,13 +44,17 @@ RETURNING t.id, t.seq, t.created_at`;
 
 /**
  * Hands tasks to the generator through Bull. The database is the source of truth and holds
- * the backlog: a batch's first `dispatchWindow` tasks are written `queued` and enqueued by
- * the request that created it (so work starts at once), the rest stay `pending` until a
+ * the backlog: a batch's first `dispatchWindow` tasks (all of them while the queue has room)
+ * are written `queued` and enqueued by the request that created it (so work starts at once),
+ * the rest stay `pending` until a
  * generator's feeder tops the queue up to `queueDepth` jobs in fair order. Redis thus only
  * ever holds a short queue. A task that could not reach Redis goes back to `pending`, where
  * the feeder picks it up again: a Redis outage delays tasks but never loses them or fails
  * the request.
  */
+/** How long a new batch waits to learn the queue's length before settling for its window. */
+const ROOM_CHECK_TIMEOUT_MS = 250;
+
 @Injectable()
 export class TaskDispatchService {
   private readonly logger = new Logger(TaskDispatchService.name);
@@ -63,9 +67,25 @@ export class TaskDispatchService {
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
-  /** How many of a new batch's tasks (the first by seq) are written `queued` and enqueued at once. */
-  get dispatchWindow(): number {
-    return this.config.queue.dispatchWindow;
+  /**
+   * How many of a new batch's tasks (the first by seq) to write `queued` and enqueue with
+   * the request: its `dispatchWindow`, or more while the queue holds fewer than `depth` jobs.
+   * A queue with room means no other batch has tasks pending (the feeders would have filled
+   * it), so the new batch's tasks are what a feeder would enqueue next anyway; enqueueing them
+   * at once spares an idle system a top-up round (a PostgreSQL update and a Redis add per
+   * task, about 100 ms for a 100-image batch) before all of it starts. Fairness is unchanged:
+   * a newcomer still waits behind at most about `depth` jobs. If Redis does not answer
+   * quickly, the window applies.
+   */
+  async dispatchCount(total: number): Promise<number> {
+    const { dispatchWindow, depth } = this.config.queue;
+    if (total <= dispatchWindow) return total;
+    try {
+      const waiting = await withTimeout(this.queue.getWaitingCount(), ROOM_CHECK_TIMEOUT_MS);
+      return Math.max(dispatchWindow, Math.min(total, depth - waiting));
+    } catch {
+      return dispatchWindow;
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { mkdir, promises as fs, rename, writeFile } from 'node:fs';
+import { promisify } from 'node:util';
 import * as path from 'node:path';
 import { StorageObjectNotFoundError } from './storage.errors';
 import { StorageDriver } from './storage.driver';
@@ -27,6 +28,15 @@ export function resolveLocalPath(dataDir: string, key: string): string | null {
 function filesRoot(dataDir: string): string {
   return path.join(path.resolve(dataDir), 'files');
 }
+
+/*
+ * The write path uses the callback API (promisified): fs.promises wraps every open file in a
+ * FileHandle, which roughly doubled the cost of a small write here (100 concurrent 300-byte
+ * objects: ~25 ms against ~11 ms), and a generator stores an object per image.
+ */
+const mkdirAsync = promisify(mkdir);
+const writeFileAsync = promisify(writeFile);
+const renameAsync = promisify(rename);
 
 function isNotFound(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
@@ -60,7 +70,7 @@ export class LocalStorageDriver extends StorageDriver {
     // one retry recreates it.
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.writeAtomically(target, body);
+        await this.write(target, body);
         return;
       } catch (error) {
         if (attempt >= 2 || (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
@@ -109,15 +119,41 @@ export class LocalStorageDriver extends StorageDriver {
     return keyFromUrlUnder(this.urlBase, url);
   }
 
-  private async writeAtomically(target: string, body: Buffer): Promise<void> {
+  /**
+   * Every key newObjectKey makes sits alone in a directory of its own (a random segment), so
+   * a put that creates that directory writes a key nobody can have read or be writing: it
+   * writes the file in place, exclusively (mkdir, open, write, close). A put into a directory
+   * that exists (the same key again) replaces the object atomically instead, through a temp
+   * file and a rename, so a reader never sees half of it.
+   */
+  private async write(target: string, body: Buffer): Promise<void> {
     const dir = path.dirname(target);
-    await fs.mkdir(dir, { recursive: true });
+    try {
+      await mkdirAsync(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return this.replaceAtomically(target, body);
+      if (code !== 'ENOENT') throw error;
+      // The prefix directory is missing (first object under it): make the whole path.
+      await mkdirAsync(dir, { recursive: true });
+    }
+    try {
+      await writeFileAsync(target, body, { flag: 'wx' });
+    } catch (error) {
+      // Another put of the same key won the race for the file: replace it like a repeat put.
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return this.replaceAtomically(target, body);
+      await fs.rm(target, { force: true });
+      throw error;
+    }
+  }
+
+  private async replaceAtomically(target: string, body: Buffer): Promise<void> {
     // Temp file in the same directory so rename stays on one filesystem and is atomic; the
     // leading dot makes it unreachable through any valid key while it is being written.
-    const temp = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+    const temp = path.join(path.dirname(target), `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
     try {
-      await fs.writeFile(temp, body);
-      await fs.rename(temp, target);
+      await writeFileAsync(temp, body);
+      await renameAsync(temp, target);
     } catch (error) {
       await fs.rm(temp, { force: true });
       throw error;
