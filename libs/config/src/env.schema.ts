@@ -92,11 +92,11 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   RECONCILE_INTERVAL_MS?: number;
 
-  /** A new batch's first tasks, enqueued by the api at once; the rest wait in PostgreSQL for the feeder. */
+  /** A new batch's first tasks, enqueued by the api at once (all of them while the queue is below QUEUE_DEPTH); the rest wait in PostgreSQL for the feeder. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(10000)
   DISPATCH_WINDOW?: number;
 
-  /** Jobs each generator keeps waiting in the queue, fed from the pending tasks in fair order. */
+  /** Jobs each generator keeps waiting in the queue, fed from the pending tasks in fair order; the api enqueues a new batch whole below it. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
   QUEUE_DEPTH?: number;
 
