@@ -175,7 +175,7 @@ describe('Operator admin API (decisions.md 10)', () => {
     expect(plans.body.plans.map((p: any) => p.key)).toEqual(['free', 'starter', 'studio', 'scale']);
   });
 
-  it('reports queue counts', async () => {
+  it('reports queue counts, and the backlog of tasks pending in PostgreSQL', async () => {
     const res = await t.admin('get', '/v1/admin/queues').expect(200);
     expect(res.body.queues[0]).toMatchObject({
       name: 'kiln-tasks',
@@ -183,6 +183,19 @@ describe('Operator admin API (decisions.md 10)', () => {
       active: expect.any(Number),
       delayed: expect.any(Number),
       failed: expect.any(Number),
+      pending: expect.any(Number),
     });
+    const before = res.body.queues[0].pending;
+    const a = await t.account();
+    const batch = await t.http
+      .post('/v1/batches')
+      .set('Authorization', `Bearer ${a.key}`)
+      .send({ model: 'eta-image', prompts: ['one', 'two', 'three'] })
+      .expect(201);
+    // As if the queue had been full: the tasks wait in PostgreSQL for a feeder.
+    await t.db.query(`UPDATE tasks SET status = 'pending' WHERE batch_id = $1`, [batch.body.id]);
+    const after = await t.admin('get', '/v1/admin/queues').expect(200);
+    // Other files share this database and only ever add pending tasks.
+    expect(after.body.queues[0].pending).toBeGreaterThanOrEqual(before + 3);
   });
 });

@@ -105,6 +105,19 @@ export class TaskDispatchService {
   }
 
   /**
+   * The task queue as an operator sees it: Bull's counts, and `pending`, the backlog of tasks
+   * still in PostgreSQL waiting for a feeder (Redis only ever holds a short queue, so its
+   * `waiting` alone would hide a backlog of any size). Counted on tasks_pending_fair_idx.
+   */
+  async queueStats(): Promise<{ name: string; pending: number } & Record<string, number | string>> {
+    const [counts, [{ pending }]] = await Promise.all([
+      this.queue.getJobCounts(),
+      this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending'`),
+    ]);
+    return { name: TASK_QUEUE, ...counts, pending };
+  }
+
+  /**
    * Takes up to `max` pending tasks in fair order and enqueues them. Safe on every generator
    * replica at once. Returns how many reached the queue.
    */

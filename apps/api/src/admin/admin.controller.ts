@@ -1,11 +1,9 @@
-import { InjectQueue } from '@nestjs/bull';
 import { Body, Controller, Get, HttpCode, Param, Patch, Post, Query, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import type { Queue } from 'bull';
 import { AccountsService } from '@app/accounts';
 import { BillingService } from '@app/billing';
 import { CatalogService } from '@app/catalog';
-import { TASK_QUEUE } from '@app/batches';
+import { TaskDispatchService } from '@app/batches';
 import { decodeCursor, parseLimit } from '@app/database';
 import { KeysService } from '@app/keys';
 import { AccountDto, AccountResponseDto } from '../common/account.response.dto';
@@ -32,7 +30,7 @@ export class AdminController {
     private readonly billing: BillingService,
     private readonly keys: KeysService,
     private readonly catalog: CatalogService,
-    @InjectQueue(TASK_QUEUE) private readonly taskQueue: Queue,
+    private readonly dispatch: TaskDispatchService,
   ) {}
 
   @Post('accounts')
@@ -105,9 +103,8 @@ export class AdminController {
   }
 
   @Get('queues')
-  @ApiOperation({ summary: 'Waiting, active, delayed and failed jobs per queue' })
+  @ApiOperation({ summary: 'Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL' })
   async queues() {
-    const counts = await this.taskQueue.getJobCounts();
-    return { queues: [{ name: TASK_QUEUE, ...counts }] };
+    return { queues: [await this.dispatch.queueStats()] };
   }
 }
