@@ -19,8 +19,8 @@ const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
  * request comes from 127.0.0.1) and a Redis prefix of its own, so rate-limit counters and
  * queued tasks never mix with another file's (no generator consumes this app's batches).
  */
-async function bootDashboardApp(limits: DashboardAuthLimits): Promise<TestApp> {
-  const config = { ...buildConfig(process.env) };
+async function bootDashboardApp(limits: DashboardAuthLimits, env: Record<string, string> = {}): Promise<TestApp> {
+  const config = { ...buildConfig({ ...process.env, ...env }) };
   config.redisPrefix = `${config.redisPrefix}:dashboard-${randomBytes(4).toString('hex')}`;
   const moduleRef = await Test.createTestingModule({ imports: [ApiModule] })
     .overrideProvider(KILN_CONFIG)
@@ -742,5 +742,32 @@ describe('Dashboard signup and login rate limits', () => {
       await t.http.post('/v1/dashboard/signup').send({ email: email(), password: PASSWORD }).expect(201);
     }
     expect429(await t.http.post('/v1/dashboard/signup').send({ email: email(), password: PASSWORD }));
+  });
+});
+
+describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
+  const login = (t: TestApp, forwardedFor: string) =>
+    t.http.post('/v1/dashboard/login').set('X-Forwarded-For', forwardedFor).send({ email: email(), password: PASSWORD });
+
+  it('trusted (loopback): each client address named by the proxy has its own per-IP limit', async () => {
+    const t = await bootDashboardApp({ loginPerEmail: 100, loginPerIp: 2, signupPerIp: 100 }, { TRUST_PROXY: 'loopback' });
+    try {
+      for (let i = 0; i < 2; i++) expect((await login(t, '203.0.113.7')).status).toBe(401);
+      expect((await login(t, '203.0.113.7')).status).toBe(429);
+      expect((await login(t, '203.0.113.8')).status).toBe(401);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('not trusted (the default): a client cannot pick its own bucket by sending the header', async () => {
+    const t = await bootDashboardApp({ loginPerEmail: 100, loginPerIp: 2, signupPerIp: 100 });
+    try {
+      expect((await login(t, '198.51.100.1')).status).toBe(401);
+      expect((await login(t, '198.51.100.2')).status).toBe(401);
+      expect((await login(t, '198.51.100.3')).status).toBe(429);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -3,6 +3,7 @@ import type { Express } from 'express';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { jsonBodyParser } from './errors/body-parser.middleware';
 import { kilnValidationPipe } from './errors/validation';
 import { ErrorResponseDto } from './common/error.response.dto';
@@ -22,6 +23,7 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   app.useLogger(app.get(Logger));
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  trustProxies(app, app.get<KilnConfig>(KILN_CONFIG).trustProxy);
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
   app.useGlobalPipes(kilnValidationPipe());
@@ -30,6 +32,19 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   const http = app.getHttpAdapter().getInstance() as Express;
   http.get('/v1/openapi.json', (_req, res) => res.json(document));
   return document;
+}
+
+/**
+ * req.ip is the client's address only if the proxies in front are trusted to say it
+ * (X-Forwarded-For); the dashboard's sign-in limits per IP depend on it. Express checks the
+ * list when it is set, so a bad address stops the api at start, named.
+ */
+function trustProxies(app: NestExpressApplication, setting: KilnConfig['trustProxy']): void {
+  try {
+    app.set('trust proxy', setting);
+  } catch (err) {
+    throw new Error(`Invalid Kiln configuration:\n  TRUST_PROXY=${String(setting)}: ${(err as Error).message}`);
+  }
 }
 
 export function buildOpenApi(app: INestApplication): OpenAPIObject {

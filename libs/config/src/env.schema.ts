@@ -6,11 +6,15 @@ import {
   IsOptional,
   IsString,
   IsUrl,
+  Matches,
   Max,
   Min,
   MinLength,
   validateSync,
 } from 'class-validator';
+
+const TRUST_PROXY_ITEM = String.raw`(?:loopback|linklocal|uniquelocal|[0-9a-fA-F:.]+(?:/\d{1,3})?)`;
+const TRUST_PROXY_PATTERN = new RegExp(String.raw`^(?:true|false|\d+|${TRUST_PROXY_ITEM}(?:\s*,\s*${TRUST_PROXY_ITEM})*)$`);
 
 const toInt = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
@@ -124,6 +128,16 @@ export class EnvSchema {
 
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   LOG_LEVEL?: string;
+
+  /**
+   * Which proxies in front of the api to believe about the client's address (X-Forwarded-For),
+   * as Express's `trust proxy`: `true`, a hop count, or a comma-separated list of addresses,
+   * subnets and the names loopback, linklocal, uniquelocal. Unset: none.
+   */
+  @Transform(emptyToUndefined) @IsOptional() @Matches(TRUST_PROXY_PATTERN, {
+    message: 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list of addresses, subnets, loopback, linklocal, uniquelocal',
+  })
+  TRUST_PROXY?: string;
 }
 
 /** Validates the environment once; the message names every variable that is wrong. */

@@ -25,6 +25,8 @@ describe('configuration', () => {
     [{ STORAGE_DRIVER: 's3' }, 'STORAGE_DRIVER'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN'],
     [{ GENERATOR_CONCURRENCY: '0' }, 'GENERATOR_CONCURRENCY'],
+    [{ TRUST_PROXY: 'my-proxy' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: 'loopback,' }, 'TRUST_PROXY'],
   ])('names the wrong variable in its message (%j)', (env, name) => {
     expect(() => buildConfig(env)).toThrow(new RegExp(`Invalid Kiln configuration:[\\s\\S]*${name}=`));
   });
@@ -36,6 +38,14 @@ describe('configuration', () => {
     expect(c.openaiApiKey).toBe('sk-a');
     expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b' });
     expect(buildConfig({}).generator).toMatchObject({ lockDurationMs: 30000, stalledIntervalMs: 30000, taskLeaseMs: 60000 });
+  });
+
+  it('reads TRUST_PROXY as Express takes it: none by default, true, a hop count, or a list', () => {
+    expect(buildConfig({}).trustProxy).toBe(false);
+    expect(buildConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
+    expect(buildConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
+    expect(buildConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(buildConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8, fd00::/8' }).trustProxy).toBe('loopback, 10.0.0.0/8, fd00::/8');
   });
 
   it('requires MinIO credentials when the MinIO driver is chosen', () => {

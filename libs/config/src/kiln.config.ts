@@ -55,6 +55,8 @@ export interface KilnConfig {
    */
   providerApiKeys: Record<string, string>;
   logLevel: string;
+  /** Express's `trust proxy`: false (the default), true, a hop count, or a list of addresses. */
+  trustProxy: boolean | number | string;
 }
 
 export const KILN_CONFIG = Symbol('KILN_CONFIG');
@@ -121,10 +123,18 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
+    trustProxy: trustProxyOf(env.TRUST_PROXY),
   };
 }
 
 const PROVIDER_KEY_NAME = /^[A-Z][A-Z0-9_]*_API_KEY$/;
+
+/** TRUST_PROXY as Express's `trust proxy` setting takes it (validated by the schema). */
+function trustProxyOf(value: string | undefined): boolean | number | string {
+  if (value === undefined || value === 'false') return false;
+  if (value === 'true') return true;
+  return /^\d+$/.test(value) ? Number(value) : value;
+}
 
 function providerApiKeys(raw: Record<string, unknown>): Record<string, string> {
   const keys: Record<string, string> = {};

@@ -16,8 +16,8 @@ export const DEFAULT_DASHBOARD_AUTH_LIMITS: DashboardAuthLimits = { loginPerEmai
 
 /**
  * Brute-force and CPU protection for signup and login, counted in Redis so every api
- * replica shares the windows. The IP is Express's req.ip: behind a proxy, set Express's
- * `trust proxy` so it is the client's address rather than the proxy's.
+ * replica shares the windows. The IP is Express's req.ip: behind a proxy, set TRUST_PROXY
+ * (Express's `trust proxy`) so it is the client's address rather than the proxy's.
  */
 @Injectable()
 export class LoginThrottle {
