@@ -1,3 +1,5 @@
+import { CATALOG_LIMITS } from '@app/catalog';
+
 export type UploadContentType = 'image/png' | 'image/jpeg' | 'image/webp' | 'image/gif';
 
 export interface ImageType {
@@ -8,7 +10,8 @@ export interface ImageType {
   sharpFormat: 'png' | 'jpeg' | 'webp' | 'gif';
 }
 
-export const ACCEPTED_UPLOAD_TYPES: readonly UploadContentType[] = ['image/png', 'image/jpeg', 'image/webp', 'image/gif'];
+/** The types the catalog publishes (GET /v1/catalog), each detected below by its magic bytes. */
+export const ACCEPTED_UPLOAD_TYPES: readonly UploadContentType[] = CATALOG_LIMITS.upload.types;
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 

@@ -1,12 +1,14 @@
+import { CATALOG_LIMITS } from '@app/catalog';
+
 /**
  * Upload limits. Bytes, count and types are those of the interface (8.2) and decisions.md 5;
  * the pixel caps are Kiln's own guard against decompression bombs: a small file whose header
  * claims a huge canvas would otherwise cost gigabytes of memory in whoever decodes it.
  */
 export const UPLOAD_LIMITS = {
-  /** 10 MB each; a file of exactly this size is accepted. */
-  maxBytes: 10 * 1024 * 1024,
-  maxFiles: 20,
+  /** 10 MB each; a file of exactly this size is accepted. The catalog publishes it (GET /v1/catalog). */
+  maxBytes: CATALOG_LIMITS.upload.maxBytes,
+  maxFiles: CATALOG_LIMITS.upload.maxFiles,
   /** Pixels of one frame (width x height); consumers decode the first frame only. */
   maxPixels: 50_000_000,
   /** Per side, so a 1 x 50,000,000 strip is refused too. */
