@@ -126,6 +126,31 @@ describe('generator: the real worker consuming the real queue', () => {
     }
   });
 
+  it("a model's route may set its own upstream cap (maxConcurrency): never more calls in flight than that", async () => {
+    const a = await api.account({ credits: 1000 });
+    const limiter = gen.get(ModelConcurrencyLimiter);
+    const restore = await routeModel(api, 'gamma-5-flash', { type: 'simulated', latencyMs: 80, maxConcurrency: 2 });
+    try {
+      const id = await createBatch(api, a, { model: 'gamma-5-flash', prompts: ['capped'], countPerCombo: 8 });
+      let peak = 0;
+      let done = false;
+      const sampling = (async () => {
+        while (!done) {
+          peak = Math.max(peak, await limiter.inUse('gamma-5-flash'));
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      await waitForBatchDone(api, id);
+      done = true;
+      await sampling;
+      // The generator runs 8 at once; only the route's cap keeps the upstream at 2.
+      expect(peak).toBe(2);
+      expect((await getBatch(api, a, id)).batch).toMatchObject({ status: 'succeeded', counts: { succeeded: 8 } });
+    } finally {
+      await restore();
+    }
+  });
+
   it('builtin: background is honoured only by models that support it', async () => {
     const a = await api.account({ credits: 1000 });
     const [transparent, coloured, unsupported] = await Promise.all([

@@ -257,6 +257,33 @@ describe('the model slot limiter shared through Redis', () => {
     await waitFor('the slots to be given back', async () => (await wide.inUse(other)) === 0, 2000, 20);
   });
 
+  it("a model's own cap (its route's maxConcurrency) overrides MODEL_CONCURRENCY_CAP, in both directions", async () => {
+    const l = limiter(100);
+    const narrow = newModel();
+    const waiting = Array.from({ length: 5 }, () => l.acquire(narrow, { cap: 2 }));
+    const granted: ModelLease[] = [];
+    waiting.forEach((p) => void p.then((lease) => granted.push(lease)));
+    await waitFor('two slots', async () => granted.length === 2);
+    await sleep(100);
+    expect(granted).toHaveLength(2);
+    expect(await l.inUse(narrow)).toBe(2);
+    // A release hands its slot over; the cap of 2 still holds.
+    granted[0].release();
+    await waitFor('the next waiter', async () => granted.length === 3);
+    expect(await l.inUse(narrow)).toBe(2);
+    for (const lease of granted.slice(1)) lease.release();
+    await waitFor('the last two waiters', async () => granted.length === 5);
+    for (const lease of granted.slice(3)) lease.release();
+    await waitFor('the slots to be free', async () => (await l.inUse(narrow)) === 0);
+
+    const tight = limiter(1);
+    const wide = newModel();
+    const leases = await Promise.all(Array.from({ length: 3 }, () => tight.acquire(wide, { cap: 3 })));
+    expect(await tight.inUse(wide)).toBe(3);
+    for (const lease of leases) lease.release();
+    await waitFor('the slots to be free', async () => (await tight.inUse(wide)) === 0);
+  });
+
   async function serverMs(): Promise<number> {
     const [seconds, micros] = await redis.client.time();
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);

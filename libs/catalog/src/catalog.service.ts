@@ -3,6 +3,7 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
 import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
+import { MAX_ROUTE_CONCURRENCY } from '@app/providers';
 
 export const RESOLUTIONS: Resolution[] = ['1K', '2K', '4K'];
 export const CATALOG_DEFAULTS = {
@@ -117,10 +118,16 @@ function validateProvider(p: ProviderRoute): void {
   const rate = (v: unknown, field: string) => {
     if (v !== undefined && (typeof v !== 'number' || v < 0 || v > 1)) throw invalidRequest(`provider.${field}`, 'out_of_range');
   };
+  const concurrency = (v: unknown) => {
+    if (v !== undefined && (!Number.isInteger(v) || (v as number) < 1 || (v as number) > MAX_ROUTE_CONCURRENCY)) {
+      throw invalidRequest('provider.maxConcurrency', 'out_of_range');
+    }
+  };
   switch (p.type) {
     case 'builtin':
       return;
     case 'simulated': {
+      concurrency(p.maxConcurrency);
       const l = p.latencyMs;
       if (l !== undefined) {
         const ok =
@@ -137,6 +144,7 @@ function validateProvider(p: ProviderRoute): void {
       if (typeof p.model !== 'string' || p.model.length === 0) throw invalidRequest('provider.model', 'required');
       if (p.apiKeyEnv !== undefined && !/^[A-Z][A-Z0-9_]*$/.test(p.apiKeyEnv)) throw invalidRequest('provider.apiKeyEnv', 'invalid');
       if (p.timeoutMs !== undefined && (!Number.isInteger(p.timeoutMs) || p.timeoutMs < 1)) throw invalidRequest('provider.timeoutMs', 'invalid');
+      concurrency(p.maxConcurrency);
       return;
     }
     default:

@@ -91,6 +91,8 @@ interface ModelLine {
   handingOver: number;
   /** The last call got fewer slots than asked for: Redis counts this replica as short. */
   short: boolean;
+  /** The model's cap, as its latest acquirer's batch routes it. */
+  cap: number;
   wake?: () => void;
 }
 
@@ -125,6 +127,7 @@ export class ModelConcurrencyLimiter {
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
+  /** The cap of a model whose route sets none (MODEL_CONCURRENCY_CAP). */
   get cap(): number {
     return this.config.generator.modelConcurrencyCap;
   }
@@ -137,11 +140,17 @@ export class ModelConcurrencyLimiter {
     return this.redis.key('model-slots-short', model);
   }
 
-  /** Waits for a slot on `model`; rejects with the signal's reason when aborted first. */
-  acquire(model: string, opts: { priority?: number; signal?: AbortSignal } = {}): Promise<ModelLease> {
+  /**
+   * Waits for a slot on `model`; rejects with the signal's reason when aborted first. `cap` is
+   * the model's own (its provider route's `maxConcurrency`), else MODEL_CONCURRENCY_CAP. The
+   * latest acquirer's cap applies to the model's line: after an operator changes it, batches
+   * created since bring the new one.
+   */
+  acquire(model: string, opts: { priority?: number; signal?: AbortSignal; cap?: number } = {}): Promise<ModelLease> {
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const line = this.line(model);
+    line.cap = opts.cap ?? this.cap;
     const lease = line.waiters.join(opts.priority, signal);
     // A pump already running picks the newcomer up after its call, or at its next poll
     // when the cap is reached (a newcomer frees no slot, so it is no reason to ask early).
@@ -160,7 +169,7 @@ export class ModelConcurrencyLimiter {
   private line(model: string): ModelLine {
     let line = this.lines.get(model);
     if (!line) {
-      line = { waiters: new PriorityLine<ModelLease>(), pumping: false, handingOver: 0, short: false };
+      line = { waiters: new PriorityLine<ModelLease>(), pumping: false, handingOver: 0, short: false, cap: this.cap };
       this.lines.set(model, line);
     }
     return line;
@@ -182,11 +191,11 @@ export class ModelConcurrencyLimiter {
       // Acquirers of the same tick join the line first, so the first call serves them all.
       await Promise.resolve();
       while (line.waiters.length > line.handingOver) {
-        const wanted = Math.min(Math.max(1, this.cap), line.waiters.length - line.handingOver);
+        const wanted = Math.min(Math.max(1, line.cap), line.waiters.length - line.handingOver);
         const members = Array.from({ length: wanted }, () => this.newMember());
         let granted: number;
         try {
-          granted = await this.tryAcquire(model, members);
+          granted = await this.tryAcquire(model, line.cap, members);
         } catch (err) {
           // Redis is unreachable: every waiter fails now and its task is retried later.
           line.waiters.rejectAll(err);
@@ -229,9 +238,9 @@ export class ModelConcurrencyLimiter {
     if (unused.length > 0) void this.releaseMembers(model, unused);
   }
 
-  private async tryAcquire(model: string, members: string[]): Promise<number> {
+  private async tryAcquire(model: string, cap: number, members: string[]): Promise<number> {
     const keys = [this.slotsKey(model), this.shortKey(model)];
-    const res = await this.redis.client.eval(ACQUIRE, 2, ...keys, this.cap, this.leaseMs, SHORT_MS, this.owner, ...members);
+    const res = await this.redis.client.eval(ACQUIRE, 2, ...keys, cap, this.leaseMs, SHORT_MS, this.owner, ...members);
     return Number(res);
   }
 
@@ -272,7 +281,7 @@ export class ModelConcurrencyLimiter {
     line.handingOver++;
     let outcome: number;
     try {
-      outcome = Number(await this.redis.client.eval(HAND_OVER, 2, ...keys, this.cap, this.leaseMs, this.owner, from, to));
+      outcome = Number(await this.redis.client.eval(HAND_OVER, 2, ...keys, line.cap, this.leaseMs, this.owner, from, to));
     } catch {
       // The call may have run without its answer arriving: neither lease may linger.
       await this.releaseMembers(model, [from, to]);

@@ -248,13 +248,15 @@ export class TaskRunnerService {
 
   /**
    * CPU-bound builtin renders take a local slot (one per core); upstream calls take one of
-   * the model's slots shared by every replica. Both lines are ordered by the job's priority.
+   * the model's slots shared by every replica (as many as the batch's route allows, else
+   * MODEL_CONCURRENCY_CAP). Both lines are ordered by the job's priority.
    */
   private async render(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
     if (batch.provider.type === 'builtin') {
       return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
     }
-    const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal });
+    const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
+    const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal, cap });
     try {
       return await provider.render(request);
     } finally {

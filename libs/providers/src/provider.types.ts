@@ -94,6 +94,9 @@ export function isProviderError(err: unknown): err is ProviderError {
 /**
  * How the catalog routes a model; stored as JSON on each model and snapshotted on each batch.
  */
+/** Most concurrent upstream calls a route may allow per model. */
+export const MAX_ROUTE_CONCURRENCY = 10_000;
+
 export type ProviderRoute =
   | { type: 'builtin' }
   | {
@@ -105,10 +108,14 @@ export type ProviderRoute =
       /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
       sizeMap?: Record<string, string>;
       timeoutMs?: number;
+      /** Concurrent upstream calls for this model, across all generators (default MODEL_CONCURRENCY_CAP). */
+      maxConcurrency?: number;
     }
   | {
       type: 'simulated';
       latencyMs?: number | { min: number; max: number };
       failureRate?: number;
       rateLimitRate?: number;
+      /** As the openai route's. */
+      maxConcurrency?: number;
     };

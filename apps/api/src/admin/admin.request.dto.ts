@@ -82,7 +82,7 @@ export class UpdateModelRequestDto {
   @ApiPropertyOptional({
     type: 'object',
     additionalProperties: true,
-    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate? }',
+    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
   })
   @IsOptional() @IsObject()
   provider?: ProviderRoute;
