@@ -6,7 +6,10 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { StorageDriver } from '@app/storage';
 import { UPLOAD_LIMITS, UploadsService } from '@app/uploads';
-import { bootTestApp, TestAccount, TestApp } from '@app/testing';
+import { NestExpressApplication } from '@nestjs/platform-express';
+import { Test } from '@nestjs/testing';
+import { buildConfig, KILN_CONFIG } from '@app/config';
+import { TestAccount, TestApp } from '@app/testing';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
 import { paddedTo, pngClaiming, sampleImage } from './fixtures/images';
@@ -23,15 +26,30 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
   let t: TestApp;
   let a: TestAccount;
   let server: http.Server;
+  let sharedDataDir: string | undefined;
 
   beforeAll(async () => {
-    t = await bootTestApp(ApiModule, configureApp);
+    // A data directory of this file's own, so its temp-file checks see no other file's uploads.
+    sharedDataDir = process.env.DATA_DIR;
+    process.env.DATA_DIR = await fs.mkdtemp(path.join(sharedDataDir ?? '/tmp', 'uploads-'));
+    const base = buildConfig(process.env);
+    const moduleRef = await Test.createTestingModule({ imports: [ApiModule] }).overrideProvider(KILN_CONFIG).useValue(base).compile();
+    const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
+    configureApp(app);
+    await app.init();
+    t = new TestApp(app);
     server = t.app.getHttpServer();
     // Listening ourselves lets rawGet send paths no URL parser has normalised.
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     a = await t.account();
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t.close();
+    process.env.DATA_DIR = sharedDataDir;
+  });
+
+  /** Temp files of multipart requests still on disk (none once every response is over). */
+  const leftovers = async () => (await fs.readdir(path.join(process.env.DATA_DIR as string, 'incoming')).catch(() => [])).length;
 
   const upload = (key: string, files: FilePart[], field = 'file') => {
     const req = t.http.post('/v1/uploads').set('Authorization', `Bearer ${key}`);
@@ -98,6 +116,13 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
   const expectNothingStored = async (accountId: string, marker: string) => {
     expect(await uploadRows(accountId)).toHaveLength(0);
     expect((await storedNames()).filter((n) => n.includes(marker))).toEqual([]);
+    await expectNoTempFiles();
+  };
+
+  /** A refused or accepted request leaves none of its temp files (removed as its response ends). */
+  const expectNoTempFiles = async () => {
+    for (let i = 0; i < 50 && (await leftovers()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await leftovers()).toBe(0);
   };
 
   describe('accepted uploads', () => {
@@ -142,6 +167,9 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
       expect(res.body.files.map((f: { name: string }) => f.name)).toEqual(['multi-0.img', 'multi-1.img', 'multi-2.img']);
       expect(res.body.files.map((f: { url: string }) => path.extname(f.url))).toEqual(['.png', '.jpg', '.webp']);
       expect(new Set(res.body.files.map((f: { url: string }) => f.url)).size).toBe(3);
+      // The files went through temp files on disk (the directory exists), which are gone now.
+      expect((await fs.stat(path.join(process.env.DATA_DIR as string, 'incoming'))).isDirectory()).toBe(true);
+      await expectNoTempFiles();
     });
 
     it('decides the type by magic bytes: JPEG bytes named .png are stored and served as JPEG', async () => {
@@ -287,11 +315,8 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
       let calls = 0;
       const spy = jest.spyOn(storage, 'put').mockImplementation(async (key, body, type) => {
         calls += 1;
-        if (calls === 2) {
-          // Let the other writes land first, so there is something to clean up.
-          await new Promise((r) => setTimeout(r, 50));
-          throw new Error('disk full');
-        }
+        // Files are stored one by one: the first lands, so there is something to clean up.
+        if (calls === 2) throw new Error('disk full');
         return realPut(key, body, type);
       });
       try {
@@ -299,7 +324,8 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
         const res = await upload(fresh.key, [1, 2, 3].map((i) => ({ name: `${marker}-${i}.png`, body: good })));
         expect(res.status).toBe(500);
         expect(res.body.error.code).toBe('internal_error');
-        expect(spy).toHaveBeenCalledTimes(3);
+        // The third is never tried once the second has failed.
+        expect(spy).toHaveBeenCalledTimes(2);
       } finally {
         spy.mockRestore();
       }

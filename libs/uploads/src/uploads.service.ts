@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { promises as fs } from 'node:fs';
 import { InjectRepository } from '@nestjs/typeorm';
 import sharp, { Metadata } from 'sharp';
 import { In, LessThan, Repository } from 'typeorm';
@@ -10,20 +11,28 @@ import { UPLOAD_LIMITS } from './upload.limits';
 import { uploadDisplayName, uploadObjectName } from './upload.names';
 import { uploadRefusals } from './uploads.errors';
 
-/** One file as received by a transport (multipart in the api), before any validation. */
+/**
+ * One file as received by a transport (multipart in the api), before any validation: a temp
+ * file the transport owns and removes afterwards.
+ */
 export interface IncomingUpload {
   /** Client-supplied name; untrusted. */
   name: string;
-  body: Buffer;
+  path: string;
+  bytes: number;
 }
 
 interface InspectedUpload {
   name: string;
-  body: Buffer;
+  path: string;
+  bytes: number;
   type: ImageType;
   width: number;
   height: number;
 }
+
+/** Enough of a file's head for every signature detectImageType knows. */
+const SIGNATURE_BYTES = 16;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const PURGE_CHUNK = 200;
@@ -41,6 +50,8 @@ export class UploadsService {
   /**
    * Validates every file, then stores them all, or refuses the whole request with an
    * UploadRefusedError (invalid_request) and stores nothing. Rows come back in input order.
+   * One file at a time, each read from its temp file when it is stored: a request of 20 files
+   * of 10 MB holds one of them in memory, not all 200 MB.
    */
   async store(accountId: string, files: IncomingUpload[]): Promise<UploadEntity[]> {
     if (files.length === 0) throw uploadRefusals.noFiles();
@@ -48,10 +59,8 @@ export class UploadsService {
       throw uploadRefusals.tooManyFiles(uploadDisplayName(files[UPLOAD_LIMITS.maxFiles].name));
     }
     // All inspections run before any write; the first refusal in file order answers.
-    const inspected = await Promise.allSettled(files.map((file) => this.inspect(file)));
-    const refused = inspected.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (refused) throw refused.reason;
-    const valid = inspected.map((r) => (r as PromiseFulfilledResult<InspectedUpload>).value);
+    const valid: InspectedUpload[] = [];
+    for (const file of files) valid.push(await this.inspect(file));
 
     const entities = valid.map((file) => {
       const storageKey = newObjectKey('uploads', uploadObjectName(file.name, file.type.extension));
@@ -61,18 +70,16 @@ export class UploadsService {
         url: this.storage.publicUrl(storageKey),
         name: file.name,
         contentType: file.type.contentType,
-        bytes: file.body.length,
+        bytes: file.bytes,
         width: file.width,
         height: file.height,
       });
     });
     const keys = entities.map((e) => e.storageKey);
     try {
-      const writes = await Promise.allSettled(
-        valid.map((file, i) => this.storage.put(keys[i], file.body, file.type.contentType)),
-      );
-      const failed = writes.find((w): w is PromiseRejectedResult => w.status === 'rejected');
-      if (failed) throw failed.reason;
+      for (const [i, file] of valid.entries()) {
+        await this.storage.put(keys[i], await fs.readFile(file.path), file.type.contentType);
+      }
       // One multi-row insert: the rows appear together or not at all.
       await this.uploads.insert(entities);
     } catch (error) {
@@ -122,15 +129,15 @@ export class UploadsService {
   /** Size, then magic bytes, then the header's dimensions; nothing here decodes pixels. */
   private async inspect(file: IncomingUpload): Promise<InspectedUpload> {
     const name = uploadDisplayName(file.name);
-    if (file.body.length > UPLOAD_LIMITS.maxBytes) throw uploadRefusals.tooLarge(name);
-    const type = detectImageType(file.body);
+    if (file.bytes > UPLOAD_LIMITS.maxBytes) throw uploadRefusals.tooLarge(name);
+    const type = detectImageType(await readHead(file.path, SIGNATURE_BYTES));
     if (!type) throw uploadRefusals.unsupportedType(name);
 
     let metadata: Metadata;
     try {
       // limitInputPixels off so a huge header is reported as too_many_pixels, not as unreadable;
       // metadata() reads the header only, so the canvas is never allocated.
-      metadata = await sharp(file.body, { limitInputPixels: false }).metadata();
+      metadata = await sharp(file.path, { limitInputPixels: false }).metadata();
     } catch {
       throw uploadRefusals.unsupportedType(name);
     }
@@ -141,12 +148,23 @@ export class UploadsService {
     }
     // Width and height as displayed, after EXIF rotation.
     const oriented = metadata.autoOrient ?? { width, height };
-    return { name, body: file.body, type, width: oriented.width, height: oriented.height };
+    return { name, path: file.path, bytes: file.bytes, type, width: oriented.width, height: oriented.height };
   }
 
   private async removeObjects(keys: string[]): Promise<void> {
     const results = await Promise.allSettled(keys.map((key) => this.storage.remove(key)));
     const failures = results.filter((r) => r.status === 'rejected').length;
     if (failures > 0) this.logger.error(`Could not remove ${failures} objects of a failed upload`);
+  }
+}
+
+/** The first `bytes` bytes of a file (fewer if it is shorter). */
+async function readHead(path: string, bytes: number): Promise<Buffer> {
+  const handle = await fs.open(path, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(bytes), 0, bytes, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
   }
 }

@@ -1,36 +1,53 @@
-import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
+import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } from '@nestjs/common';
 import type { Request, RequestHandler, Response } from 'express';
 import multer, { MulterError } from 'multer';
+import { promises as fs } from 'node:fs';
+import * as path from 'node:path';
 import { Observable } from 'rxjs';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ErrorCode, invalidRequest, KilnError } from '@app/errors';
 import { UPLOAD_LIMITS, uploadDisplayName, uploadRefusals } from '@app/uploads';
 
 export const UPLOAD_FIELD = 'file';
 
+/** Where multipart files wait on disk while their request is handled: `<DATA_DIR>/incoming`. */
+export function incomingDir(config: KilnConfig): string {
+  return path.join(config.storage.dataDir, 'incoming');
+}
+
 /**
- * Parses `multipart/form-data` with a repeated `file` field into `req.files` (in memory), and
- * turns every multer/busboy failure into Kiln's error object. Nest's FilesInterceptor would
- * turn them into HttpExceptions and lose which file and why (decisions.md 4 and 6).
- * Runs after the guards, so an unauthenticated body is never parsed.
+ * Parses `multipart/form-data` with a repeated `file` field into `req.files`, and turns every
+ * multer/busboy failure into Kiln's error object. Nest's FilesInterceptor would turn them into
+ * HttpExceptions and lose which file and why (decisions.md 4 and 6). Runs after the guards,
+ * so an unauthenticated body is never parsed.
+ *
+ * Files stream to temp files under incomingDir, not into memory: a request may carry 20 files
+ * of 10 MB, and UploadsService reads them one at a time. multer removes them when the parse
+ * fails; this interceptor removes them once the response is over, whatever happened.
  */
 @Injectable()
 export class UploadFilesInterceptor implements NestInterceptor {
-  private readonly parse: RequestHandler = multer({
-    storage: multer.memoryStorage(),
-    // Clients (curl, browsers) send UTF-8 file names without a charset parameter.
-    defParamCharset: 'utf8',
-    limits: {
-      // multer treats these as "max allowed": a file of exactly maxBytes passes.
-      fileSize: UPLOAD_LIMITS.maxBytes,
-      // Text fields are not part of the interface: the first one aborts the parse.
-      fields: 0,
-      // Backstops; .array() below refuses the 21st file first, naming it.
-      files: UPLOAD_LIMITS.maxFiles + 1,
-      parts: UPLOAD_LIMITS.maxFiles + 1,
-      fieldNameSize: 100,
-      headerPairs: 100,
-    },
-  }).array(UPLOAD_FIELD, UPLOAD_LIMITS.maxFiles);
+  private readonly parse: RequestHandler;
+
+  constructor(@Inject(KILN_CONFIG) config: KilnConfig) {
+    this.parse = multer({
+      // A string destination is created on first use; file names are random.
+      storage: multer.diskStorage({ destination: incomingDir(config) }),
+      // Clients (curl, browsers) send UTF-8 file names without a charset parameter.
+      defParamCharset: 'utf8',
+      limits: {
+        // multer treats these as "max allowed": a file of exactly maxBytes passes.
+        fileSize: UPLOAD_LIMITS.maxBytes,
+        // Text fields are not part of the interface: the first one aborts the parse.
+        fields: 0,
+        // Backstops; .array() below refuses the 21st file first, naming it.
+        files: UPLOAD_LIMITS.maxFiles + 1,
+        parts: UPLOAD_LIMITS.maxFiles + 1,
+        fieldNameSize: 100,
+        headerPairs: 100,
+      },
+    }).array(UPLOAD_FIELD, UPLOAD_LIMITS.maxFiles);
+  }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const http = context.switchToHttp();
@@ -39,11 +56,17 @@ export class UploadFilesInterceptor implements NestInterceptor {
     if (!req.is('multipart/form-data')) {
       throw invalidRequest('body', 'not_multipart', 'Send the files as multipart/form-data in a repeated field named "file"');
     }
+    res.once('close', () => void removeTempFiles(req));
     await new Promise<void>((resolve, reject) =>
       this.parse(req, res, (error?: unknown) => (error ? reject(toUploadError(error)) : resolve())),
     );
     return next.handle();
   }
+}
+
+async function removeTempFiles(req: Request): Promise<void> {
+  const files = Array.isArray(req.files) ? req.files : [];
+  await Promise.all(files.map((f) => (f.path ? fs.rm(f.path, { force: true }).catch(() => undefined) : undefined)));
 }
 
 /** Maps multer's and busboy's errors to `invalid_request` with upload details. */

@@ -46,7 +46,7 @@ export class UploadsController {
   ): Promise<UploadResponseDto> {
     const stored = await this.uploads.store(
       auth.account.id,
-      (files ?? []).map((f) => ({ name: f.originalname, body: f.buffer })),
+      (files ?? []).map((f) => ({ name: f.originalname, path: f.path, bytes: f.size })),
     );
     return UploadResponseDto.from(stored);
   }
