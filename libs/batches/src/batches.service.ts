@@ -51,7 +51,10 @@ export class BatchesService {
     }));
     const { width, height } = pixelSize(req.aspectRatio, req.resolution);
 
-    const dispatchCount = await this.dispatcher.dispatchCount(total);
+    // Asked of Redis while the transaction checks and charges (it never rejects); a refused
+    // request never waits for it.
+    const dispatching = this.dispatcher.dispatchCount(total);
+    let dispatchCount = 0;
     const batch = await this.db.transaction(async (m) => {
       const account = await lockAccount(m, actor.accountId);
       if (total > account.maxImagesPerBatch) {
@@ -112,6 +115,7 @@ export class BatchesService {
         finishedAt: null,
       });
       row.createdAt = await insertBatch(m, row);
+      dispatchCount = await dispatching;
       await insertTasks(m, row, req.prompts, tasks, dispatchCount);
       return row;
     });
