@@ -6,6 +6,7 @@ import { KilnConfig } from '@app/config';
 import {
   ClaimedTask,
   ModelConcurrencyLimiter,
+  RetentionService,
   TallyResult,
   TaskReconcilerService,
   TaskRunnerService,
@@ -533,6 +534,41 @@ describe('generator: the real worker consuming the real queue', () => {
       }
       expect(await taskRows(api, id)).toEqual(before);
       expect(before[0]).toMatchObject({ status: 'succeeded', attempts: 1 });
+    });
+
+    // Last of this file's deliveries by hand: a sweep dated 31 days ahead clears what the
+    // tests above left behind too.
+    it('the retention sweep removes results, previews and uploads past RETENTION_DAYS, and nothing newer', async () => {
+      const retention = gen.get(RetentionService);
+      const storage = gen.get(StorageDriver);
+      const a = await api.account({ credits: 100 });
+      const refUrl = await upload(api, a, await solidPng(32, 32, GREEN), 'kept-for-now.png');
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['kept for now'], countPerCombo: 2 });
+      for (const task of await taskRows(api, id)) expect(await runner.run(task.id)).toBe('succeeded');
+      const done = await taskRows(api, id);
+      const keys = done.map((t) => t.result_key as string);
+      const previewUrl = (await batchRow(api, id)).preview_url as string;
+      const previewKey = storage.keyFromPublicUrl(previewUrl)!;
+      const [ref] = await api.db.query(`SELECT storage_key FROM uploads WHERE url = $1`, [refUrl]);
+
+      // Within the retention period: nothing of it goes.
+      await retention.sweep(new Date());
+      for (const key of [...keys, previewKey, ref.storage_key]) expect(await storage.exists(key)).toBe(true);
+
+      const later = new Date(Date.now() + (config.storage.retentionDays + 1) * 24 * 60 * 60 * 1000);
+      const report = await retention.sweep(later);
+      expect(report.results).toBeGreaterThanOrEqual(2);
+      expect(report.previews).toBeGreaterThanOrEqual(1);
+      expect(report.uploads).toBeGreaterThanOrEqual(1);
+      for (const key of [...keys, previewKey, ref.storage_key]) expect(await storage.exists(key)).toBe(false);
+      const swept = await taskRows(api, id);
+      // The rows stay (history, money); the results' URLs now answer 404.
+      expect(swept.every((t) => t.status === 'succeeded' && t.result_key === null && t.result_url !== null)).toBe(true);
+      expect((await download(api, swept[0].result_url)).status).toBe(404);
+      expect((await batchRow(api, id)).preview_url).toBeNull();
+      expect(await api.db.query(`SELECT id FROM uploads WHERE url = $1`, [refUrl])).toHaveLength(0);
+      // A second sweep finds nothing left.
+      expect(await retention.sweep(later)).toEqual({ uploads: 0, results: 0, previews: 0 });
     });
   });
 });

@@ -6,7 +6,7 @@ import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
-import { ReconcilerScheduler } from './reconciler.scheduler';
+import { MaintenanceScheduler } from './maintenance.scheduler';
 import { TasksProcessor } from './tasks.processor';
 
 @Module({
@@ -23,6 +23,6 @@ import { TasksProcessor } from './tasks.processor';
     KilnQueueModule.forRoot(),
     GenerationModule,
   ],
-  providers: [TasksProcessor, ReconcilerScheduler],
+  providers: [TasksProcessor, MaintenanceScheduler],
 })
 export class GeneratorModule {}

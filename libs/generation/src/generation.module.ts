@@ -4,8 +4,10 @@ import sharp from 'sharp';
 import { BatchesModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { UploadsModule } from '@app/uploads';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 import { QueueFeeder } from './queue-feeder.service';
+import { RetentionService } from './retention.service';
 import { TaskReconcilerService } from './task-reconciler.service';
 import { TaskRunnerService } from './task-runner.service';
 import { TaskStateStore } from './task-state.store';
@@ -25,14 +27,14 @@ export function configureSharp(renderConcurrency: number, cores: number): number
 }
 
 /**
- * The generator's logic: task lifecycle, limits, feeding the queue and reconciliation. Needs what each app
+ * The generator's logic: task lifecycle, limits, feeding the queue, reconciliation and retention. Needs what each app
  * provides globally: KilnConfigModule, DatabaseModule, RedisModule, StorageModule and
  * KilnQueueModule.forRoot().
  */
 @Module({
-  imports: [BillingModule, BatchesModule],
-  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder],
-  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder],
+  imports: [BillingModule, BatchesModule, UploadsModule],
+  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService],
+  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

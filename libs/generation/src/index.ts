@@ -11,3 +11,4 @@ export * from './retry-policy';
 export * from './task-failure';
 export * from './preview';
 export * from './queue-feeder.service';
+export * from './retention.service';

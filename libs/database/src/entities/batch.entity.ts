@@ -8,6 +8,7 @@ export type RefMode = 'none' | 'each' | 'combined';
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
 @Index('batches_unfinished_idx', ['accountId'], { where: `finished_at IS NULL` })
+@Index('batches_preview_retention_idx', ['finishedAt'], { where: `preview_url IS NOT NULL` })
 export class BatchEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;

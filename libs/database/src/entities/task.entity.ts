@@ -7,6 +7,7 @@ export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'faile
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })
 @Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending'` })
 @Index('tasks_unfinished_idx', ['status', 'updatedAt'], { where: `status IN ('pending', 'queued', 'running')` })
+@Index('tasks_result_retention_idx', ['finishedAt'], { where: `result_key IS NOT NULL` })
 export class TaskEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;

@@ -2,6 +2,7 @@ import { InitialSchema1763888400000 } from './1763888400000-initial-schema';
 import { SeedPlansAndModels1763888400001 } from './1763888400001-seed-plans-and-models';
 import { TasksPendingFairIndex1763888400002 } from './1763888400002-tasks-pending-fair-index';
 import { UploadsCreatedAtIndex1763888400003 } from './1763888400003-uploads-created-at-index';
+import { RetentionIndexes1763888400004 } from './1763888400004-retention-indexes';
 
 /** Every migration, in order. A new migration is added here as well as written. */
 export const ALL_MIGRATIONS: Function[] = [
@@ -9,4 +10,5 @@ export const ALL_MIGRATIONS: Function[] = [
   SeedPlansAndModels1763888400001,
   TasksPendingFairIndex1763888400002,
   UploadsCreatedAtIndex1763888400003,
+  RetentionIndexes1763888400004,
 ];

@@ -1,0 +1,54 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { RetentionService, TaskReconcilerService } from '@app/generation';
+
+/** Retention sweeps: soon after start (deploys may restart generators often), then hourly. */
+const RETENTION_FIRST_MS = 60_000;
+const RETENTION_EVERY_MS = 60 * 60_000;
+
+/**
+ * The generator's periodic work: the reconciler every reconcileIntervalMs (its Redis lock
+ * keeps it to one replica at a time) and the retention sweep (idempotent, so replicas may
+ * overlap). Each runs again only once its previous run has ended; shutdown waits for both.
+ */
+@Injectable()
+export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(MaintenanceScheduler.name);
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly running = new Set<Promise<unknown>>();
+  private stopped = false;
+
+  constructor(
+    private readonly reconciler: TaskReconcilerService,
+    private readonly retention: RetentionService,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    const reconcileMs = this.config.generator.reconcileIntervalMs;
+    this.every('Reconciler pass', reconcileMs, reconcileMs, () => this.reconciler.runExclusive());
+    this.every('Retention sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.retention.sweep());
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    await Promise.all(this.running);
+  }
+
+  private every(what: string, firstMs: number, everyMs: number, run: () => Promise<unknown>): void {
+    if (this.stopped) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      const current = run()
+        .catch((err) => this.logger.warn(`${what} failed: ${(err as Error).message}`))
+        .finally(() => {
+          this.running.delete(current);
+          this.every(what, everyMs, everyMs, run);
+        });
+      this.running.add(current);
+    }, firstMs);
+    timer.unref?.();
+    this.timers.add(timer);
+  }
+}
