@@ -127,6 +127,37 @@ describe('generator: the real worker consuming the real queue', () => {
     }
   });
 
+  it("a run whose image cannot be stored drops the preview it made; the retry makes the batch's preview", async () => {
+    const a = await api.account({ credits: 1000 });
+    const storage = gen.get(StorageDriver);
+    const realPut = storage.put.bind(storage);
+    let failed = false;
+    const put = jest.spyOn(storage, 'put').mockImplementation(async (key, body, type) => {
+      if (!failed && key.startsWith('results/')) {
+        failed = true;
+        throw new Error('disk full');
+      }
+      return realPut(key, body, type);
+    });
+    try {
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['stored on the second try'] });
+      await waitForBatchDone(api, id);
+      const { batch, tasks } = await getBatch(api, a, id);
+      expect(failed).toBe(true);
+      expect(batch).toMatchObject({ status: 'succeeded', counts: { succeeded: 1 } });
+      expect((await taskRows(api, id))[0].attempts).toBe(2);
+      // Two previews were made (one per attempt); the first was removed with its failed run.
+      const previews = put.mock.calls.map((c) => c[0]).filter((key) => key.startsWith('previews/'));
+      expect(previews).toHaveLength(2);
+      expect(batch.previewUrl).toContain(previews[1]);
+      expect(await storage.exists(previews[0])).toBe(false);
+      expect((await download(api, batch.previewUrl)).status).toBe(200);
+      expect((await download(api, tasks[0].resultUrls[0])).status).toBe(200);
+    } finally {
+      put.mockRestore();
+    }
+  });
+
   it("a model's route may set its own upstream cap (maxConcurrency): never more calls in flight than that", async () => {
     const a = await api.account({ credits: 1000 });
     const limiter = gen.get(ModelConcurrencyLimiter);

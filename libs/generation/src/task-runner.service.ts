@@ -51,8 +51,6 @@ const EXTENSION: Record<RenderResult['contentType'], string> = {
   'image/webp': 'webp',
 };
 
-/** Progress the runner reports itself once the provider is done (stored, recording). */
-const PROGRESS_STORED = 90;
 /** How long in-flight runs get to record their give-back once the grace period is over. */
 const REQUEUE_GRACE_MS = 5000;
 /** Batch ids remembered for previews; forgetting them only costs a spare thumbnail. */
@@ -140,6 +138,7 @@ export class TaskRunnerService {
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     const stored: string[] = [];
+    let preview: { key: string; url: string } | null = null;
     try {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
@@ -161,11 +160,19 @@ export class TaskRunnerService {
       const result = await this.render(batch, provider, request, priority);
 
       const resultKey = newObjectKey('results', `image-${claim.seq + 1}.${EXTENSION[result.contentType] ?? 'png'}`);
-      await this.storage.put(resultKey, result.data, result.contentType);
-      stored.push(resultKey);
-      progress.report(PROGRESS_STORED);
-      const preview = await this.previewFor(batch, result.data, priority);
+      // The image and, if this one makes it, the batch's preview are stored side by side: the
+      // task that makes a preview would otherwise finish its wave last.
+      const [put, made] = await Promise.all([
+        this.storage.put(resultKey, result.data, result.contentType).then(
+          () => null,
+          (err: unknown) => ({ err }),
+        ),
+        this.previewFor(batch, result.data, priority),
+      ]);
+      preview = made;
       if (preview) stored.push(preview.key);
+      if (put) throw put.err;
+      stored.push(resultKey);
       progress.stop();
 
       const tally = await this.store.succeed({
@@ -176,7 +183,7 @@ export class TaskRunnerService {
         previewUrl: preview?.url ?? null,
       });
       if (!tally) {
-        if (preview) this.previewing.delete(batch.id);
+        this.forgetPreview(batch.id, preview);
         await this.removeQuietly(stored);
         return 'superseded';
       }
@@ -185,6 +192,8 @@ export class TaskRunnerService {
       return 'succeeded';
     } catch (err) {
       progress.stop();
+      // A preview made for a run that then failed is removed: another image must make one.
+      if (claim.batch) this.forgetPreview(claim.batch.id, preview);
       await this.removeQuietly(stored);
       return this.afterFailure(claim, fence, err);
     }
@@ -301,6 +310,11 @@ export class TaskRunnerService {
       this.logger.warn(`No preview for batch ${batch.id} from this image: ${describeError(err)}`);
       return null;
     }
+  }
+
+  /** Lets the batch's next image make a preview, when this run made one that will not be used. */
+  private forgetPreview(batchId: string, preview: { key: string } | null): void {
+    if (preview) this.previewing.delete(batchId);
   }
 
   private async removeQuietly(keys: string[]): Promise<void> {
