@@ -1,5 +1,3 @@
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { Test } from '@nestjs/testing';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
@@ -7,7 +5,7 @@ import { DASHBOARD_AUTH_LIMITS, DashboardAuthLimits } from '../apps/api/src/dash
 import { BillingService } from '@app/billing';
 import { buildConfig, KILN_CONFIG } from '@app/config';
 import { KEY_PATTERN } from '@app/keys';
-import { TestApp } from '@app/testing';
+import { bootTestApp, TestApp } from '@app/testing';
 
 const PASSWORD = 'correct horse battery';
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -22,16 +20,10 @@ const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 async function bootDashboardApp(limits: DashboardAuthLimits, env: Record<string, string> = {}): Promise<TestApp> {
   const config = { ...buildConfig({ ...process.env, ...env }) };
   config.redisPrefix = `${config.redisPrefix}:dashboard-${randomBytes(4).toString('hex')}`;
-  const moduleRef = await Test.createTestingModule({ imports: [ApiModule] })
-    .overrideProvider(KILN_CONFIG)
-    .useValue(config)
-    .overrideProvider(DASHBOARD_AUTH_LIMITS)
-    .useValue(limits)
-    .compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
-  configureApp(app);
-  await app.init();
-  return new TestApp(app);
+  return bootTestApp(ApiModule, configureApp, [
+    [KILN_CONFIG, config],
+    [DASHBOARD_AUTH_LIMITS, limits],
+  ]);
 }
 
 const expectError = (res: { status: number; body: any }, status: number, code: string) => {

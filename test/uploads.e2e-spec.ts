@@ -6,10 +6,8 @@ import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { StorageDriver } from '@app/storage';
 import { UPLOAD_LIMITS, UploadsService } from '@app/uploads';
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { Test } from '@nestjs/testing';
 import { buildConfig, KILN_CONFIG } from '@app/config';
-import { TestAccount, TestApp } from '@app/testing';
+import { bootTestApp, TestAccount, TestApp } from '@app/testing';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
 import { paddedTo, pngClaiming, sampleImage } from './fixtures/images';
@@ -32,12 +30,7 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
     // A data directory of this file's own, so its temp-file checks see no other file's uploads.
     sharedDataDir = process.env.DATA_DIR;
     process.env.DATA_DIR = await fs.mkdtemp(path.join(sharedDataDir ?? '/tmp', 'uploads-'));
-    const base = buildConfig(process.env);
-    const moduleRef = await Test.createTestingModule({ imports: [ApiModule] }).overrideProvider(KILN_CONFIG).useValue(base).compile();
-    const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
-    configureApp(app);
-    await app.init();
-    t = new TestApp(app);
+    t = await bootTestApp(ApiModule, configureApp, [[KILN_CONFIG, buildConfig(process.env)]]);
     server = t.app.getHttpServer();
     // Listening ourselves lets rawGet send paths no URL parser has normalised.
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -7,6 +7,7 @@ import {
   Cursor,
   encodeCursor,
   isUuid,
+  pgError,
   PlanEntity,
   PlanKey,
 } from '@app/database';
@@ -39,7 +40,7 @@ export class AccountsService {
         this.accounts.create({ email, passwordHash, planKey: input.plan, status: 'active' }),
       );
     } catch (err) {
-      if ((err as { code?: string }).code === '23505') {
+      if (pgError(err).code === '23505') {
         throw new KilnError(ErrorCode.EmailTaken, 'An account with this email already exists', { field: 'email' });
       }
       throw err;

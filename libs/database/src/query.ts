@@ -24,3 +24,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value);
 }
+
+/** A PostgreSQL error's code and constraint, whether TypeORM wrapped it (QueryFailedError) or not. */
+export function pgError(err: unknown): { code?: string; constraint?: string } {
+  const e = err as { code?: string; constraint?: string; driverError?: { code?: string; constraint?: string } };
+  return { code: e?.code ?? e?.driverError?.code, constraint: e?.constraint ?? e?.driverError?.constraint };
+}

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { StorageDriver } from '@app/storage';
+import { StorageDriver, retentionCutoff, sweepObjects } from '@app/storage';
 import { UploadsService } from '@app/uploads';
 
 export interface RetentionReport {
@@ -11,18 +11,16 @@ export interface RetentionReport {
   previews: number;
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 /** Objects removed per statement; a sweep goes on until nothing is older than the cutoff. */
 const CHUNK = 200;
 
 /**
  * Deletes what RETENTION_DAYS promises to keep no longer (decisions.md 6: URLs are stable for
  * the retention period): uploads (UploadsService.purgeExpired), the images of tasks finished
- * before the cutoff, and the previews of batches finished before it. Objects go first and the
- * database second, so a crash midway leaves work the next sweep redoes, never a row pointing
- * at nothing it still counts as kept. A result's row keeps its URL (which then answers 404)
- * and loses its `result_key`; a batch's `previewUrl` becomes null. Safe to run on several
- * replicas at once: every step is idempotent.
+ * before the cutoff, and the previews of batches finished before it (sweepObjects: objects
+ * first, then the rows' keys, so an interrupted sweep is redone by the next). A result's row
+ * keeps its URL (which then answers 404) and loses its `result_key`; a batch's `previewUrl`
+ * becomes null. Safe to run on several replicas at once: every step is idempotent.
  */
 @Injectable()
 export class RetentionService {
@@ -36,15 +34,17 @@ export class RetentionService {
   ) {}
 
   async sweep(now: Date = new Date()): Promise<RetentionReport> {
-    const cutoff = new Date(now.getTime() - this.config.storage.retentionDays * DAY_MS);
+    const cutoff = retentionCutoff(this.config.storage.retentionDays, now);
     const uploads = await this.uploads.purgeExpired(now);
-    const results = await this.sweepObjects(
+    const results = await this.sweepRows(
+      'result',
       `SELECT id, result_key AS key FROM tasks WHERE result_key IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
       `UPDATE tasks SET result_key = NULL WHERE id = ANY($1::uuid[])`,
       cutoff,
-      (key) => key,
     );
-    const previews = await this.sweepObjects(
+    // A preview URL of another storage (none this driver can name) is cleared without a removal.
+    const previews = await this.sweepRows(
+      'preview',
       `SELECT id, preview_url AS key FROM batches WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
       `UPDATE batches SET preview_url = NULL WHERE id = ANY($1::uuid[])`,
       cutoff,
@@ -55,36 +55,21 @@ export class RetentionService {
     return report;
   }
 
-  /**
-   * Removes the objects of the rows `select` finds, chunk by chunk, and clears them with
-   * `clear`. A row whose object cannot be named (a preview URL of another storage) is cleared
-   * without a removal. Stops at the first chunk storage fails on; the next sweep retries it.
-   */
-  private async sweepObjects(
+  /** sweepObjects over the rows `select` finds (id, key), cleared by `clear`. */
+  private async sweepRows(
+    what: string,
     select: string,
     clear: string,
     cutoff: Date,
-    keyOf: (value: string) => string | null,
+    keyOf: (value: string) => string | null = (key) => key,
   ): Promise<number> {
-    let swept = 0;
-    for (;;) {
-      const rows: { id: string; key: string }[] = await this.db.query(select, [cutoff]);
-      if (rows.length === 0) return swept;
-      const removals = await Promise.allSettled(
-        rows.map(async (row) => {
-          const key = keyOf(row.key);
-          if (key) await this.storage.remove(key);
-        }),
-      );
-      const cleared = rows.filter((_, i) => removals[i].status === 'fulfilled').map((row) => row.id);
-      if (cleared.length > 0) await this.db.query(clear, [cleared]);
-      swept += cleared.length;
-      if (cleared.length < rows.length) {
-        const failure = removals.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-        this.logger.warn({ err: failure?.reason }, `Could not remove ${rows.length - cleared.length} expired objects`);
-        return swept;
-      }
-      if (rows.length < CHUNK) return swept;
-    }
+    const { swept, failed, failure } = await sweepObjects(
+      this.storage,
+      CHUNK,
+      async () => ((await this.db.query(select, [cutoff])) as { id: string; key: string }[]).map((r) => ({ id: r.id, key: keyOf(r.key) })),
+      (ids) => this.db.query(clear, [ids]),
+    );
+    if (failed > 0) this.logger.warn({ err: failure }, `Could not remove ${failed} expired ${what} objects`);
+    return swept;
   }
 }

@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, utcDay } from '@app/billing';
-import { BatchStatus, ProviderRoute, queryRows } from '@app/database';
+import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
 import { groupWrites } from './group-writes';
 
 /** A claimed attempt: every later write is conditioned on (status = 'running', attempts = attempt). */
@@ -389,15 +389,12 @@ export class TaskStateStore {
 
 /** PostgreSQL picked the statement as a deadlock's victim (and rolled it back). */
 function isDeadlock(err: unknown): boolean {
-  const e = err as { code?: string; driverError?: { code?: string } };
-  return (e?.code ?? e?.driverError?.code) === '40P01';
+  return pgError(err).code === '40P01';
 }
 
 /** PostgreSQL unique_violation on the ledger's once-per-task refund index. */
 function isRefundAlreadyMade(err: unknown): boolean {
-  const e = err as { code?: string; constraint?: string; driverError?: { code?: string; constraint?: string } };
-  const code = e?.code ?? e?.driverError?.code;
-  const constraint = e?.constraint ?? e?.driverError?.constraint;
+  const { code, constraint } = pgError(err);
   return code === '23505' && (constraint === undefined || constraint === 'ledger_task_refund_once');
 }
 

@@ -4,3 +4,4 @@ export * from './storage.keys';
 export * from './local.storage-driver';
 export * from './minio.storage-driver';
 export * from './storage.module';
+export * from './sweep-objects';

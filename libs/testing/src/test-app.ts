@@ -17,13 +17,17 @@ export interface TestAccount {
 
 /**
  * Boots a module (normally the real ApiModule) through `configure` (normally the real
- * configureApp), against the run's own database and Redis prefix.
+ * configureApp), against the run's own database and Redis prefix. `values` replace
+ * providers by token (a KILN_CONFIG of the test's own, limits, ...).
  */
 export async function bootTestApp(
   rootModule: NonNullable<ModuleMetadata['imports']>[number],
   configure: (app: NestExpressApplication) => unknown,
+  values: [token: unknown, value: unknown][] = [],
 ): Promise<TestApp> {
-  const moduleRef = await Test.createTestingModule({ imports: [rootModule] }).compile();
+  const builder = Test.createTestingModule({ imports: [rootModule] });
+  for (const [token, value] of values) builder.overrideProvider(token).useValue(value);
+  const moduleRef = await builder.compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
   configure(app);
   await app.init();

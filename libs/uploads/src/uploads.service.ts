@@ -5,7 +5,7 @@ import sharp, { Metadata } from 'sharp';
 import { In, LessThan, Repository } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { UploadEntity } from '@app/database';
-import { newObjectKey, StorageDriver } from '@app/storage';
+import { newObjectKey, StorageDriver, retentionCutoff, sweepObjects } from '@app/storage';
 import { detectImageType, ImageType } from './image-type';
 import { UPLOAD_LIMITS } from './upload.limits';
 import { uploadDisplayName, uploadObjectName } from './upload.names';
@@ -34,7 +34,6 @@ interface InspectedUpload {
 /** Enough of a file's head for every signature detectImageType knows. */
 const SIGNATURE_BYTES = 16;
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 const PURGE_CHUNK = 200;
 
 @Injectable()
@@ -102,28 +101,23 @@ export class UploadsService {
    * than objects nothing points to. Returns how many uploads were purged.
    */
   async purgeExpired(now: Date = new Date()): Promise<number> {
-    const cutoff = new Date(now.getTime() - this.config.storage.retentionDays * DAY_MS);
-    let purged = 0;
-    for (;;) {
-      const expired = await this.uploads.find({
-        select: { id: true, storageKey: true },
-        where: { createdAt: LessThan(cutoff) },
-        order: { createdAt: 'ASC' },
-        take: PURGE_CHUNK,
-      });
-      if (expired.length === 0) return purged;
-      const removals = await Promise.allSettled(expired.map((u) => this.storage.remove(u.storageKey)));
-      const removedIds = expired.filter((_, i) => removals[i].status === 'fulfilled').map((u) => u.id);
-      if (removedIds.length > 0) await this.uploads.delete({ id: In(removedIds) });
-      purged += removedIds.length;
-      if (removedIds.length < expired.length) {
-        // Storage is failing; stop rather than spin on the same rows. The next run retries them.
-        const firstFailure = removals.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-        this.logger.warn({ err: firstFailure?.reason }, `Could not remove ${expired.length - removedIds.length} expired upload objects`);
-        return purged;
-      }
-      if (expired.length < PURGE_CHUNK) return purged;
-    }
+    const cutoff = retentionCutoff(this.config.storage.retentionDays, now);
+    const { swept, failed, failure } = await sweepObjects(
+      this.storage,
+      PURGE_CHUNK,
+      async () =>
+        (
+          await this.uploads.find({
+            select: { id: true, storageKey: true },
+            where: { createdAt: LessThan(cutoff) },
+            order: { createdAt: 'ASC' },
+            take: PURGE_CHUNK,
+          })
+        ).map((u) => ({ id: u.id, key: u.storageKey })),
+      (ids) => this.uploads.delete({ id: In(ids) }),
+    );
+    if (failed > 0) this.logger.warn({ err: failure }, `Could not remove ${failed} expired upload objects`);
+    return swept;
   }
 
   /** Size, then magic bytes, then the header's dimensions; nothing here decodes pixels. */
