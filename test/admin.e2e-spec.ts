@@ -98,6 +98,25 @@ describe('Operator admin API (decisions.md 10)', () => {
     expect(badLimit.body.error.details).toEqual({ field: 'limit', reason: 'out_of_range' });
   });
 
+  it('the account list pages without gaps across accounts created within one millisecond', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await t.account()).id);
+    // Far ahead, so they are the list's first page whatever other files create meanwhile;
+    // microseconds apart inside one millisecond (what the cursor holds).
+    for (const [i, id] of ids.entries()) {
+      await t.db.query(`UPDATE accounts SET created_at = $2::timestamptz WHERE id = $1`, [id, `2999-01-01T00:00:00.1231${i}0Z`]);
+    }
+    const walked: string[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 3; page++) {
+      const res = await t.admin('get', `/v1/admin/accounts?limit=1${cursor ? `&cursor=${cursor}` : ''}`).expect(200);
+      walked.push(res.body.accounts[0].id);
+      cursor = res.body.nextCursor;
+    }
+    expect(new Set(walked)).toEqual(new Set(ids));
+    await t.db.query(`UPDATE accounts SET created_at = now() WHERE id = ANY($1::uuid[])`, [ids]);
+  });
+
   it('changes plan and status', async () => {
     const a = await t.account({ plan: 'starter' });
     const res = await t.admin('patch', `/v1/admin/accounts/${a.id}`).send({ plan: 'scale', status: 'disabled' }).expect(200);

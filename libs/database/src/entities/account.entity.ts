@@ -31,6 +31,7 @@ export class AccountEntity {
   @Column({ type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string) => Number(v) } })
   balance: number;
 
-  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  /** Milliseconds, as the list's keyset cursor holds them (like batches.created_at). */
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz', precision: 3 })
   createdAt: Date;
 }

@@ -3,6 +3,7 @@ import { SeedPlansAndModels1763888400001 } from './1763888400001-seed-plans-and-
 import { TasksPendingFairIndex1763888400002 } from './1763888400002-tasks-pending-fair-index';
 import { UploadsCreatedAtIndex1763888400003 } from './1763888400003-uploads-created-at-index';
 import { RetentionIndexes1763888400004 } from './1763888400004-retention-indexes';
+import { AccountsCreatedAtMilliseconds1763888400005 } from './1763888400005-accounts-created-at-milliseconds';
 
 /** Every migration, in order. A new migration is added here as well as written. */
 export const ALL_MIGRATIONS: Function[] = [
@@ -11,4 +12,5 @@ export const ALL_MIGRATIONS: Function[] = [
   TasksPendingFairIndex1763888400002,
   UploadsCreatedAtIndex1763888400003,
   RetentionIndexes1763888400004,
+  AccountsCreatedAtMilliseconds1763888400005,
 ];
