@@ -26,6 +26,8 @@ export enum ErrorCode {
   RateLimited = 'rate_limited',
   NotFound = 'not_found',
   InternalError = 'internal_error',
+  /** A dependency (PostgreSQL, Redis) is unreachable; retry after Retry-After. */
+  ServiceUnavailable = 'service_unavailable',
 }
 
 export type ErrorDetails = Record<string, unknown>;

@@ -27,6 +27,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.RateLimited]: HttpStatus.TOO_MANY_REQUESTS,
   [ErrorCode.NotFound]: HttpStatus.NOT_FOUND,
   [ErrorCode.InternalError]: HttpStatus.INTERNAL_SERVER_ERROR,
+  [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
 };
 
 export interface ErrorBody {
