@@ -57,7 +57,7 @@ class InsuranceLimiter extends RateLimiterMemory {
 }
 
 /** After Redis fails a limiter call, calls skip it this long instead of each paying the command timeout. */
-const REDIS_RETRY_MS = 1000;
+const REDIS_RETRY_MS = 5000;
 
 /**
  * Fixed windows per subject (a key, a session, an address...), counted in Redis so every api
