@@ -34,7 +34,7 @@ const expectError = (res: { status: number; body: any }, status: number, code: s
 describe('Dashboard API (decisions.md 9)', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await bootDashboardApp({ loginPerEmail: 1000, loginPerIp: 1000, signupPerIp: 1000 });
+    t = await bootDashboardApp({ loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 });
   });
   afterAll(() => t.close());
 
@@ -699,7 +699,7 @@ describe('Dashboard API (decisions.md 9)', () => {
 describe('Dashboard signup and login rate limits', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await bootDashboardApp({ loginPerEmail: 3, loginPerIp: 7, signupPerIp: 5 });
+    t = await bootDashboardApp({ loginPerIp: 7, loginFailuresPerEmailAndIp: 3, loginFailuresPerEmailPerHour: 1000, signupPerIp: 5 });
   });
   afterAll(() => t.close());
 
@@ -742,7 +742,7 @@ describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
     t.http.post('/v1/dashboard/login').set('X-Forwarded-For', forwardedFor).send({ email: email(), password: PASSWORD });
 
   it('trusted (loopback): each client address named by the proxy has its own per-IP limit', async () => {
-    const t = await bootDashboardApp({ loginPerEmail: 100, loginPerIp: 2, signupPerIp: 100 }, { TRUST_PROXY: 'loopback' });
+    const t = await bootDashboardApp({ loginPerIp: 2, loginFailuresPerEmailAndIp: 100, loginFailuresPerEmailPerHour: 1000, signupPerIp: 100 }, { TRUST_PROXY: 'loopback' });
     try {
       for (let i = 0; i < 2; i++) expect((await login(t, '203.0.113.7')).status).toBe(401);
       expect((await login(t, '203.0.113.7')).status).toBe(429);
@@ -753,7 +753,7 @@ describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
   });
 
   it('not trusted (the default): a client cannot pick its own bucket by sending the header', async () => {
-    const t = await bootDashboardApp({ loginPerEmail: 100, loginPerIp: 2, signupPerIp: 100 });
+    const t = await bootDashboardApp({ loginPerIp: 2, loginFailuresPerEmailAndIp: 100, loginFailuresPerEmailPerHour: 1000, signupPerIp: 100 });
     try {
       expect((await login(t, '198.51.100.1')).status).toBe(401);
       expect((await login(t, '198.51.100.2')).status).toBe(401);

@@ -29,6 +29,10 @@ module.exports = async function globalSetup() {
   process.env.DATA_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-test-'));
   process.env.PUBLIC_BASE_URL = 'http://kiln.test';
   process.env.LOG_LEVEL = process.env.LOG_LEVEL || 'silent';
+  // Every test request comes from 127.0.0.1 and many test 401s on purpose: the per-address
+  // and per-session throttles are tested with their own low limits, not the defaults.
+  process.env.AUTH_FAILURES_PER_IP_PER_MINUTE = process.env.AUTH_FAILURES_PER_IP_PER_MINUTE || '100000';
+  process.env.DASHBOARD_REQUESTS_PER_MINUTE = process.env.DASHBOARD_REQUESTS_PER_MINUTE || '100000';
   process.env.KILN_TEST_DB_NAME = dbName;
   process.env.KILN_TEST_ADMIN_URL = adminUrl;
 

@@ -21,7 +21,7 @@ import { AdminGuard } from './admin/admin.guard';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
-import { RateLimitService } from './auth/rate-limit.service';
+import { ApiAuthModule } from './auth/api-auth.module';
 import { CatalogController } from './catalog/catalog.controller';
 import { DashboardApiModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
@@ -55,8 +55,9 @@ function requestId(req: IncomingMessage, res: ServerResponse): string {
     }),
     DatabaseModule.forRoot(),
     RedisModule,
-    KilnQueueModule.forRoot(),
+    KilnQueueModule.forRoot({ producerOnly: true }),
     PassportModule,
+    ApiAuthModule,
     TerminusModule,
     BillingModule,
     AccountsModule,
@@ -72,7 +73,6 @@ function requestId(req: IncomingMessage, res: ServerResponse): string {
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,
     ApiKeyGuard,
-    RateLimitService,
     AdminGuard,
   ],
 })

@@ -1,7 +1,18 @@
 import { BullModule } from '@nestjs/bull';
 import { DynamicModule, Module } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { redisClientOptions } from '@app/redis';
 import { TASK_QUEUE } from './queue.contract';
+
+export interface KilnQueueOptions {
+  /**
+   * For a process that only adds jobs and reads counts (the api): every queue command fails
+   * within REDIS_COMMAND_TIMEOUT_MS, so a request never waits on a down or frozen Redis (the
+   * tasks stay `pending` in PostgreSQL for the generator's feeder). Not for the generator,
+   * whose worker clients block on purpose.
+   */
+  producerOnly?: boolean;
+}
 
 /**
  * Bull on the configured Redis, under the run's prefix, with the task queue registered.
@@ -10,7 +21,7 @@ import { TASK_QUEUE } from './queue.contract';
  */
 @Module({})
 export class KilnQueueModule {
-  static forRoot(): DynamicModule {
+  static forRoot(options: KilnQueueOptions = {}): DynamicModule {
     const queue = BullModule.registerQueue({ name: TASK_QUEUE });
     return {
       module: KilnQueueModule,
@@ -21,6 +32,7 @@ export class KilnQueueModule {
           useFactory: (config: KilnConfig) => ({
             url: config.redisUrl,
             prefix: `${config.redisPrefix}:bull`,
+            ...(options.producerOnly ? { redis: redisClientOptions(config) } : {}),
             defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 },
             // Only a processing queue (the generator) uses these: how soon a killed worker's
             // jobs are handed to another one (Bull stalled-job recovery).

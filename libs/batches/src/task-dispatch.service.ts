@@ -5,6 +5,7 @@ import type { JobOptions, Queue } from 'bull';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
+import { ErrorCode, KilnError } from '@app/errors';
 import { RenderJobData, TASK_QUEUE, TaskJob } from './queue.contract';
 
 /**
@@ -54,6 +55,8 @@ RETURNING t.id, t.seq, t.created_at`;
  */
 /** How long a new batch waits to learn the queue's length before settling for its window. */
 const ROOM_CHECK_TIMEOUT_MS = 250;
+/** An operator's queue view answers service_unavailable rather than wait longer for Redis. */
+const QUEUE_STATS_TIMEOUT_MS = 1500;
 
 @Injectable()
 export class TaskDispatchService {
@@ -111,7 +114,11 @@ export class TaskDispatchService {
    */
   async queueStats(): Promise<{ name: string; pending: number } & Record<string, number | string>> {
     const [counts, [{ pending }]] = await Promise.all([
-      this.queue.getJobCounts(),
+      withTimeout(this.queue.getJobCounts(), QUEUE_STATS_TIMEOUT_MS).catch((err) => {
+        throw new KilnError(ErrorCode.ServiceUnavailable, `The task queue's Redis is unavailable (${errorMessage(err)}); retry shortly`, {
+          dependency: 'redis',
+        });
+      }),
       this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending'`),
     ]);
     return { name: TASK_QUEUE, ...counts, pending };

@@ -42,6 +42,18 @@ export class EnvSchema {
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   REDIS_PREFIX?: string;
 
+  /** How long any single Redis command may take before it fails (the caller then falls back or refuses). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(50) @Max(60000)
+  REDIS_COMMAND_TIMEOUT_MS?: number;
+
+  /** Failed credentials (API keys, admin tokens, session tokens) one client address may send per minute before 429. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
+  AUTH_FAILURES_PER_IP_PER_MINUTE?: number;
+
+  /** Requests per minute one dashboard session may make. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
+  DASHBOARD_REQUESTS_PER_MINUTE?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString() @MinLength(16)
   ADMIN_TOKEN?: string;
 

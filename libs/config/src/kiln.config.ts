@@ -9,6 +9,13 @@ export interface KilnConfig {
   databaseUrl: string;
   redisUrl: string;
   redisPrefix: string;
+  /** ioredis commandTimeout for Kiln's own client and the api's queue client. */
+  redisCommandTimeoutMs: number;
+  /** Throttles on authentication and on dashboard sessions (per minute). */
+  auth: {
+    failuresPerIpPerMinute: number;
+    dashboardRequestsPerMinute: number;
+  };
   adminToken: string | null;
   storage: {
     driver: 'local' | 'minio';
@@ -83,6 +90,11 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln',
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: env.REDIS_PREFIX ?? 'kiln',
+    redisCommandTimeoutMs: env.REDIS_COMMAND_TIMEOUT_MS ?? 500,
+    auth: {
+      failuresPerIpPerMinute: env.AUTH_FAILURES_PER_IP_PER_MINUTE ?? 30,
+      dashboardRequestsPerMinute: env.DASHBOARD_REQUESTS_PER_MINUTE ?? 120,
+    },
     adminToken: env.ADMIN_TOKEN ?? null,
     storage: {
       driver,

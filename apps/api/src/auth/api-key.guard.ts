@@ -4,28 +4,31 @@ import { AuthGuard } from '@nestjs/passport';
 import type { Request, Response } from 'express';
 import { ErrorCode, KilnError } from '@app/errors';
 import { AuthenticatedKey, Scope } from '@app/keys';
+import { AuthFailureThrottle } from './auth-failure-throttle.service';
 import { RateLimitService } from './rate-limit.service';
 
 export const REQUIRED_SCOPE = 'kiln:required-scope';
 
 /**
  * Public-API guard, in the order of decisions.md 4: authenticate the key (401/403),
- * then its rate limit (429), then its scope (403 insufficient_scope).
+ * then its rate limit (429), then its scope (403 insufficient_scope). An address that keeps
+ * presenting unknown keys is refused 429 before the key is looked up (AuthFailureThrottle).
  */
 @Injectable()
 export class ApiKeyGuard extends AuthGuard('api-key') {
   constructor(
     private readonly reflector: Reflector,
     private readonly rateLimits: RateLimitService,
+    private readonly failures: AuthFailureThrottle,
   ) {
     super({ session: false });
   }
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    await super.canActivate(context);
     const http = context.switchToHttp();
     const req = http.getRequest<Request & { user: AuthenticatedKey }>();
     const res = http.getResponse<Response>();
+    await this.failures.guard(req, res, () => super.canActivate(context) as Promise<boolean>);
     const { key, plan } = req.user;
 
     await this.rateLimits.enforce(

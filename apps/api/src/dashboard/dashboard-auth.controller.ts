@@ -2,13 +2,13 @@ import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { AuthenticatedSession, SessionsService } from '@app/dashboard';
+import { clientIp } from '../auth/client-ip';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { LoginRequestDto, SignupRequestDto } from './dto/dashboard.request.dto';
 import { SessionResponseDto } from './dto/dashboard.response.dto';
 import { LoginThrottle } from './login-throttle.service';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
-const clientIp = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 @ApiTags('Dashboard')
 @Controller('dashboard')
@@ -40,14 +40,14 @@ export class DashboardAuthController {
   @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })
   @ApiResponse({ status: 401, description: 'invalid_credentials (unknown email or wrong password alike)', type: ErrorResponseDto })
   @ApiResponse({ status: 403, description: 'account_disabled', type: ErrorResponseDto })
-  @ApiResponse({ status: 429, description: 'rate_limited (per email and per IP); honour Retry-After', type: ErrorResponseDto })
+  @ApiResponse({ status: 429, description: 'rate_limited (attempts per IP, failures per email and IP, failures per email per hour); honour Retry-After', type: ErrorResponseDto })
   async login(
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
     @Body() body: LoginRequestDto,
   ): Promise<SessionResponseDto> {
-    await this.throttle.login(clientIp(req), body.email, res);
-    return SessionResponseDto.from(await this.sessions.login(body.email, body.password));
+    const session = await this.throttle.login(clientIp(req), body.email, res, () => this.sessions.login(body.email, body.password));
+    return SessionResponseDto.from(session);
   }
 
   @Post('logout')

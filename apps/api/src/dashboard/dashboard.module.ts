@@ -3,7 +3,7 @@ import { AccountsModule } from '@app/accounts';
 import { BatchesModule } from '@app/batches';
 import { DashboardModule } from '@app/dashboard';
 import { KeysModule } from '@app/keys';
-import { RateLimitService } from '../auth/rate-limit.service';
+import { ApiAuthModule } from '../auth/api-auth.module';
 import { DashboardAccountController } from './dashboard-account.controller';
 import { DashboardAuthController } from './dashboard-auth.controller';
 import { DashboardBatchesController } from './dashboard-batches.controller';
@@ -14,7 +14,7 @@ import { SessionGuard } from './session.guard';
 
 /** The /v1/dashboard routes (decisions.md 9), for account holders signed in with a session. */
 @Module({
-  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule],
+  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule, ApiAuthModule],
   controllers: [
     DashboardAuthController,
     DashboardAccountController,
@@ -22,11 +22,9 @@ import { SessionGuard } from './session.guard';
     DashboardUsageController,
     DashboardBatchesController,
   ],
-  // RateLimitService is stateless apart from its limiter cache; Redis holds the counts.
   providers: [
     SessionGuard,
     LoginThrottle,
-    RateLimitService,
     { provide: DASHBOARD_AUTH_LIMITS, useValue: DEFAULT_DASHBOARD_AUTH_LIMITS },
   ],
 })

@@ -1,24 +1,45 @@
-import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
-import type { Request } from 'express';
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { AuthenticatedSession, SessionsService } from '@app/dashboard';
 import { ErrorCode, KilnError } from '@app/errors';
+import { AuthFailureThrottle } from '../auth/auth-failure-throttle.service';
+import { RateLimitService } from '../auth/rate-limit.service';
 
 export type SessionRequest = Request & { dashboardSession?: AuthenticatedSession };
 
 /**
  * Dashboard routes: `Authorization: Bearer kiln_sess_...`. Missing -> 401 unauthorized;
- * unknown, expired or signed out -> 401 invalid_credentials; disabled account -> 403.
- * An API key is not a session token (different prefix), so it is refused here.
+ * unknown, expired or signed out -> 401 invalid_credentials (counted against the address,
+ * AuthFailureThrottle); disabled account -> 403. Each session may make
+ * DASHBOARD_REQUESTS_PER_MINUTE requests (429 beyond). An API key is not a session token
+ * (different prefix), so it is refused here.
  */
 @Injectable()
 export class SessionGuard implements CanActivate {
-  constructor(private readonly sessions: SessionsService) {}
+  constructor(
+    private readonly sessions: SessionsService,
+    private readonly failures: AuthFailureThrottle,
+    private readonly rateLimits: RateLimitService,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const req = context.switchToHttp().getRequest<SessionRequest>();
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    if (!match) throw new KilnError(ErrorCode.Unauthorized, 'Missing session: send Authorization: Bearer <token>');
-    req.dashboardSession = await this.sessions.authenticate(match[1]);
+    const http = context.switchToHttp();
+    const req = http.getRequest<SessionRequest>();
+    const res = http.getResponse<Response>();
+    const auth = await this.failures.guard(req, res, () => {
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+      if (!match) throw new KilnError(ErrorCode.Unauthorized, 'Missing session: send Authorization: Bearer <token>');
+      return this.sessions.authenticate(match[1]);
+    });
+    await this.rateLimits.enforce(
+      res,
+      `session:${auth.session.id}`,
+      this.config.auth.dashboardRequestsPerMinute,
+      'Too many requests on this session; retry after the Retry-After delay',
+    );
+    req.dashboardSession = auth;
     return true;
   }
 }
