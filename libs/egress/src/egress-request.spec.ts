@@ -98,7 +98,8 @@ describe('egressRequest', () => {
   });
 
   it('refuses plain http unless the policy allows private targets', async () => {
-    const err = await refusal(egressRequest('http://example.com/a.png', options({ policy: PUBLIC_ONLY })));
+    const resolve: ResolveHost = async () => [{ address: '93.184.215.14', family: 4 }];
+    const err = await refusal(egressRequest('http://example.com/a.png', options({ policy: PUBLIC_ONLY, resolve })));
     expect(err.reason).toBe('not_https');
   });
 
@@ -125,11 +126,15 @@ describe('egressRequest', () => {
     const policy = { allowPrivate: false, trustedOrigins: [upstream.origin] };
     expect((await egressRequest(`${upstream.origin}/a.png`, options({ policy }))).status).toBe(200);
     const otherPort = await refusal(egressRequest(`${internal.origin}/a.png`, options({ policy })));
-    expect(otherPort.reason).toBe('not_https');
+    expect(otherPort).toMatchObject({ reason: 'forbidden_address', detail: { range: 'loopback' } });
     const otherPortTls = await refusal(egressRequest(`https://127.0.0.1:${internal.port}/a.png`, options({ policy })));
     expect(otherPortTls.reason).toBe('forbidden_address');
     const metadata = await refusal(egressRequest('http://169.254.169.254/latest/meta-data/', options({ policy })));
-    expect(metadata.reason).toBe('not_https');
+    expect(metadata).toMatchObject({ reason: 'forbidden_address', detail: { range: 'link_local' } });
+    const publicHttp = await refusal(
+      egressRequest('http://cdn.kiln.test/a.png', options({ policy, resolve: async () => [{ address: '93.184.215.14', family: 4 }] })),
+    );
+    expect(publicHttp.reason).toBe('not_https');
     expect(internal.seen).toHaveLength(0);
   });
 

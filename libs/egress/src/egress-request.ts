@@ -57,7 +57,6 @@ export async function checkEgressTarget(rawUrl: string, policy: EgressPolicy, op
   }
   if (url.username || url.password) throw new EgressError('bad_url', 'URLs with credentials are not fetched');
   const trusted = policy.allowPrivate || (policy.trustedOrigins ?? []).includes(url.origin);
-  if (url.protocol === 'http:' && !trusted) throw new EgressError('not_https', 'Only https URLs are fetched');
 
   const host = hostOf(url);
   const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolveAll(host, options);
@@ -68,6 +67,8 @@ export async function checkEgressTarget(rawUrl: string, policy: EgressPolicy, op
         throw new EgressError('forbidden_address', `The host resolves to a non-public address (${range.replace('_', '-')})`, { range });
       }
     }
+    // After the address check, which says more when both fail.
+    if (url.protocol === 'http:') throw new EgressError('not_https', 'Only https URLs are fetched');
   }
   const [first] = addresses;
   return { url, address: first.address, family: first.family === 6 ? 6 : 4 };
