@@ -20,8 +20,8 @@ export const TEST_MODELS: Record<string, Partial<ModelEntity>> = {
 };
 
 class TestCatalogService extends CatalogService {
-  constructor(private readonly repo: Repository<ModelEntity>) {
-    super(repo);
+  constructor(private readonly repo: Repository<ModelEntity>, config: KilnConfig) {
+    super(repo, config);
   }
 
   override async requireEnabled(key: string): Promise<ModelEntity> {
@@ -43,7 +43,10 @@ export async function bootBatchesApp(base: KilnConfig = buildConfig(process.env)
     .overrideProvider(KILN_CONFIG)
     .useValue(config)
     .overrideProvider(CatalogService)
-    .useFactory({ factory: (repo: Repository<ModelEntity>) => new TestCatalogService(repo), inject: [getRepositoryToken(ModelEntity)] })
+    .useFactory({
+      factory: (repo: Repository<ModelEntity>, c: KilnConfig) => new TestCatalogService(repo, c),
+      inject: [getRepositoryToken(ModelEntity), KILN_CONFIG],
+    })
     .compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
   configureApp(app);

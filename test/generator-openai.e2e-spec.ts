@@ -1,8 +1,11 @@
 import { TestingModule } from '@nestjs/testing';
+import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import sharp from 'sharp';
-import { KilnConfig } from '@app/config';
+import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { TestAccount, TestApp } from '@app/testing';
 import {
@@ -34,10 +37,39 @@ interface SeenRequest {
   at: number;
 }
 
+/** Stands for anything internal the generator can reach: it must never be asked for anything. */
+class InternalService {
+  readonly hits: string[] = [];
+  base = '';
+  private readonly server = http.createServer((req, res) => {
+    this.hits.push(req.url ?? '');
+    void sharp({ create: { width: 64, height: 64, channels: 3, background: '#000000' } })
+      .png()
+      .toBuffer()
+      .then((png) => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
+  });
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+const HUGE_BODY_BYTES = 300 * 1024 * 1024;
+
 /**
  * A local OpenAI-compatible images endpoint. The prompt picks the behaviour:
  * [429-once] rate-limits the first call, [500] always fails, [400] refuses, [hang] never
- * answers, [slow] answers after 150 ms, [url] answers with a URL instead of base64.
+ * answers, [slow] answers after 150 ms, [url] answers with a URL instead of base64,
+ * [both] with base64 and a URL to the internal service, [internal-url] [metadata-url]
+ * [private-url] with a URL to an internal address, [redirect-url] with a URL on its own
+ * origin that redirects to the internal service, [huge-url] with a URL on its own origin
+ * serving a 300 MB body, streamed lazily.
  */
 class FakeUpstream {
   readonly seen: SeenRequest[] = [];
@@ -48,8 +80,9 @@ class FakeUpstream {
   private readonly perPrompt = new Map<string, number>();
   private readonly images = new Map<string, Buffer>();
   base = '';
+  hugeBytesSent = 0;
 
-  constructor() {
+  constructor(private readonly internal: InternalService) {
     this.server = http.createServer((req, res) => void this.handle(req, res));
   }
 
@@ -76,6 +109,10 @@ class FakeUpstream {
       res.writeHead(image ? 200 : 404, { 'content-type': 'image/png' }).end(image);
       return;
     }
+    if (req.method === 'GET' && req.url === '/redirect') {
+      return void res.writeHead(302, { location: `${this.internal.base}/secret.png` }).end();
+    }
+    if (req.method === 'GET' && req.url === '/huge') return this.streamHuge(res);
     const contentType = String(req.headers['content-type'] ?? '');
     let json: Record<string, unknown> | undefined;
     let form: FormData | undefined;
@@ -107,6 +144,16 @@ class FakeUpstream {
       .png()
       .toBuffer();
     this.returned.set(prompt, image);
+    const urlAnswer = (url: string) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ url }] }));
+    if (prompt.includes('[internal-url]')) return void urlAnswer(`${this.internal.base}/secret.png`);
+    if (prompt.includes('[metadata-url]')) return void urlAnswer('http://169.254.169.254/latest/meta-data/iam/security-credentials/');
+    if (prompt.includes('[private-url]')) return void urlAnswer('https://10.0.0.9/image.png');
+    if (prompt.includes('[redirect-url]')) return void urlAnswer(`${this.base}/redirect`);
+    if (prompt.includes('[huge-url]')) return void urlAnswer(`${this.base}/huge`);
+    if (prompt.includes('[both]')) {
+      const body = { data: [{ b64_json: image.toString('base64'), url: `${this.internal.base}/secret.png` }] };
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    }
     if (prompt.includes('[url]')) {
       const path = `/img/${this.seen.length}.png`;
       this.images.set(path, image);
@@ -114,6 +161,27 @@ class FakeUpstream {
     }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ created: 1, data: [{ b64_json: image.toString('base64') }] }));
   }
+
+  /** A PNG signature, then junk, written only as fast as the reader takes it. */
+  private streamHuge(res: http.ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'image/png' });
+    const chunk = Buffer.alloc(256 * 1024, 0x41);
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]).copy(chunk);
+    const pump = () => {
+      while (this.hugeBytesSent < HUGE_BODY_BYTES && !res.destroyed) {
+        this.hugeBytesSent += chunk.length;
+        if (!res.write(chunk)) return void res.once('drain', pump);
+      }
+      res.end();
+    };
+    pump();
+  }
+}
+
+/** Every file under a directory, recursively (result objects of the local storage driver). */
+function filesUnder(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name);
 }
 
 jest.setTimeout(60_000);
@@ -123,7 +191,9 @@ describe('generator: the openai provider against a local upstream', () => {
   let config: KilnConfig;
   let api: TestApp;
   let gen: TestingModule;
-  const upstream = new FakeUpstream();
+  const internal = new InternalService();
+  const upstream = new FakeUpstream(internal);
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-gen-openai-'));
   let a: TestAccount;
 
   const route = (extra: Partial<Extract<ProviderRoute, { type: 'openai' }>> = {}): ProviderRoute => ({
@@ -144,9 +214,14 @@ describe('generator: the openai provider against a local upstream', () => {
   }
 
   beforeAll(async () => {
+    await internal.start();
     await upstream.start();
+    const base = buildConfig(process.env);
     env = await fileEnvironment('gen_openai', {
       openaiApiKey: UPSTREAM_KEY,
+      // The fake upstream is on 127.0.0.1; its result URLs may use its own origin, nothing else.
+      upstream: { ...base.upstream, allowPrivate: true },
+      storage: { ...base.storage, dataDir },
       providerApiKeys: { KILN_TEST_OTHER_API_KEY: OTHER_KEY },
       generator: { concurrency: 8, maxAttempts: 3, backoffMs: 50, modelConcurrencyCap: 2, reconcileIntervalMs: 600_000 },
     });
@@ -159,7 +234,9 @@ describe('generator: the openai provider against a local upstream', () => {
     await gen?.close();
     await api?.close();
     await upstream.stop();
+    await internal.stop();
     await env?.teardown();
+    fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('generations: the request carries the model, size, key and only the supported options', async () => {
@@ -175,9 +252,17 @@ describe('generator: the openai provider against a local upstream', () => {
     const [cat] = upstream.requestsFor('A cat [plain]');
     expect(cat).toMatchObject({ path: '/v1/images/generations', authorization: `Bearer ${UPSTREAM_KEY}` });
     expect(cat.contentType).toMatch(/^application\/json/);
-    expect(cat.json).toEqual({ model: 'up-image-1', prompt: 'A cat [plain]', n: 1, size: '1360x768', quality: 'high', background: 'transparent' });
+    expect(cat.json).toEqual({
+      model: 'up-image-1',
+      prompt: 'A cat [plain]',
+      n: 1,
+      size: '1360x768',
+      quality: 'high',
+      background: 'transparent',
+      response_format: 'b64_json',
+    });
     const [cow] = upstream.requestsFor('A cow [plain]');
-    expect(cow.json).toEqual({ model: 'up-image-1', prompt: 'A cow [plain]', n: 1, size: '1024x1024' });
+    expect(cow.json).toEqual({ model: 'up-image-1', prompt: 'A cow [plain]', n: 1, size: '1024x1024', response_format: 'b64_json' });
 
     const { batch, tasks } = await getBatch(api, a, full);
     expect(batch).toMatchObject({ status: 'succeeded', done: true });
@@ -271,6 +356,62 @@ describe('generator: the openai provider against a local upstream', () => {
     expect(upstream.requestsFor('No key [plain]')).toHaveLength(0);
     const [task] = await taskRows(api, missing);
     expect(task).toMatchObject({ status: 'failed', attempts: 1, error: 'The image provider is not configured: KILN_TEST_MISSING_API_KEY is not set' });
+  });
+
+  it('b64_json is used when the upstream sends both, and its URL is never fetched', async () => {
+    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Both [both]'] });
+    await waitForBatchDone(api, id);
+    const { tasks } = await getBatch(api, a, id);
+    expect(tasks[0]).toMatchObject({ status: 'succeeded' });
+    expect((await download(api, tasks[0].resultUrls[0])).body.equals(upstream.returned.get('Both [both]')!)).toBe(true);
+    expect(internal.hits).toHaveLength(0);
+  });
+
+  it('result URLs at internal addresses, or redirecting to one, fail at once, refunded, with nothing fetched or published', async () => {
+    const prompts = ['Other port [internal-url]', 'Metadata [metadata-url]', 'Private [private-url]', 'Redirect [redirect-url]'];
+    const before = await api.balance(a.id);
+    const filesBefore = filesUnder(path.join(dataDir, 'files', 'results')).length;
+    const id = await batchVia('alpha-image-2-5', route(), { prompts });
+    await waitForBatchDone(api, id);
+
+    const rows = await taskRows(api, id);
+    expect(rows.map((t) => [t.prompt, t.status, t.attempts, t.result_key])).toEqual(prompts.map((p) => [p, 'failed', 1, null]));
+    const errors = Object.fromEntries(rows.map((t) => [t.prompt, t.error]));
+    expect(errors).toEqual({
+      'Other port [internal-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (loopback)',
+      'Metadata [metadata-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (link-local)',
+      'Private [private-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (private)',
+      'Redirect [redirect-url]': 'The image provider returned an image URL that is refused: Redirects are not followed (302)',
+    });
+    expect(internal.hits).toHaveLength(0);
+    expect(await refundRows(api, id)).toHaveLength(prompts.length);
+    expect(await api.balance(a.id)).toBe(before);
+    expect(await api.ledgerSum(a.id)).toBe(before);
+    expect(filesUnder(path.join(dataDir, 'files', 'results')).length).toBe(filesBefore);
+  });
+
+  it('a 300 MB result body fails the task quickly, refunded, without the generator holding it', async () => {
+    const before = await api.balance(a.id);
+    global.gc?.();
+    const baseline = process.memoryUsage().rss;
+    let peak = baseline;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 10);
+    const started = Date.now();
+    try {
+      const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Enormous [huge-url]'] });
+      await waitForBatchDone(api, id);
+      const [task] = await taskRows(api, id);
+      expect(task).toMatchObject({ status: 'failed', attempts: 1, error: 'The generated image is larger than 50 MB', result_key: null });
+      expect(await refundRows(api, id)).toHaveLength(1);
+    } finally {
+      clearInterval(sampler);
+    }
+    // Generous bounds for a loaded machine: reading the whole body took seconds and added
+    // 600 MB; the cap stops it at 50 MB.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(upstream.hugeBytesSent).toBeLessThan(HUGE_BODY_BYTES / 2);
+    expect(peak - baseline).toBeLessThan(200 * 1024 * 1024);
+    expect(await api.balance(a.id)).toBe(before);
   });
 
   it('the per-model cap holds across two generator replicas sharing Redis', async () => {

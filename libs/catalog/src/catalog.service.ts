@@ -1,7 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { Repository } from 'typeorm';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
+import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
 import { MAX_ROUTE_CONCURRENCY } from '@app/providers';
 
@@ -32,6 +34,9 @@ export interface ModelPatch {
   provider?: ProviderRoute;
 }
 
+/** How long an edit waits for the base URL's host name to resolve before accepting it unchecked. */
+const BASE_URL_LOOKUP_TIMEOUT_MS = 3000;
+
 const RATIO = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
 
 /** The usual ratio order; PostgreSQL's jsonb does not keep key order, so the catalog restores it. */
@@ -52,7 +57,10 @@ export function pricedResolutions(model: Pick<ModelEntity, 'creditCost'>): Resol
 
 @Injectable()
 export class CatalogService {
-  constructor(@InjectRepository(ModelEntity) private readonly models: Repository<ModelEntity>) {}
+  constructor(
+    @InjectRepository(ModelEntity) private readonly models: Repository<ModelEntity>,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
 
   /** Enabled models only: a disabled model is unknown to clients. */
   async listEnabled(): Promise<ModelEntity[]> {
@@ -80,8 +88,27 @@ export class CatalogService {
     const model = await this.get(key);
     const next: ModelEntity = { ...model, ...stripUndefined(patch) } as ModelEntity;
     validateModel(next);
+    if (patch.provider?.type === 'openai') await this.checkUpstreamAddress(patch.provider.baseUrl);
     await this.models.save(next);
     return this.get(key);
+  }
+
+  /**
+   * The same egress check the generator applies to every upstream call, so an operator
+   * learns at once that a route points at a loopback, link-local or private address (or at
+   * plain http) while UPSTREAM_ALLOW_PRIVATE is off. A name that does not resolve from the
+   * api (split DNS, not yet created) is accepted: the generator checks each connection anyway.
+   */
+  private async checkUpstreamAddress(baseUrl: string): Promise<void> {
+    try {
+      await checkEgressTarget(baseUrl, { allowPrivate: this.config.upstream.allowPrivate }, {
+        signal: AbortSignal.timeout(BASE_URL_LOOKUP_TIMEOUT_MS),
+      });
+    } catch (err) {
+      if (isEgressError(err) && err.refused) {
+        throw invalidRequest('provider.baseUrl', err.reason, `Invalid provider.baseUrl: ${err.message}`);
+      }
+    }
   }
 }
 

@@ -138,6 +138,14 @@ export class EnvSchema {
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   OPENAI_API_KEY?: string;
 
+  /** Lets model routes (and their result URLs, same origin only) use plain http and non-public addresses. */
+  @Transform(toBool) @IsOptional() @IsBoolean()
+  UPSTREAM_ALLOW_PRIVATE?: boolean;
+
+  /** The largest image Kiln downloads from an upstream (its base64 JSON answer may be 4/3 of it). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1024) @Max(1024 * 1024 * 1024)
+  UPSTREAM_MAX_IMAGE_BYTES?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   LOG_LEVEL?: string;
 

@@ -48,6 +48,15 @@ describe('configuration', () => {
     expect(buildConfig({ TRUST_PROXY: 'loopback, 10.0.0.0/8, fd00::/8' }).trustProxy).toBe('loopback, 10.0.0.0/8, fd00::/8');
   });
 
+  it('refuses private upstreams unless told otherwise, and caps upstream images at 50 MB', () => {
+    expect(buildConfig({}).upstream).toEqual({ allowPrivate: false, maxImageBytes: 50 * 1024 * 1024 });
+    expect(buildConfig({ UPSTREAM_ALLOW_PRIVATE: 'true', UPSTREAM_MAX_IMAGE_BYTES: '2048' }).upstream).toEqual({
+      allowPrivate: true,
+      maxImageBytes: 2048,
+    });
+    expect(() => buildConfig({ UPSTREAM_MAX_IMAGE_BYTES: '10' })).toThrow(/UPSTREAM_MAX_IMAGE_BYTES=/);
+  });
+
   it('requires MinIO credentials when the MinIO driver is chosen', () => {
     expect(() => buildConfig({ STORAGE_DRIVER: 'minio' })).toThrow(/MINIO_ACCESS_KEY/);
   });

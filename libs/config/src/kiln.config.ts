@@ -55,6 +55,15 @@ export interface KilnConfig {
     depth: number;
     feedIntervalMs: number;
   };
+  /** What Kiln accepts from OpenAI-compatible upstreams, whose answers it does not trust. */
+  upstream: {
+    /**
+     * Routes may point at plain http and non-public addresses (a self-hosted model, tests);
+     * their result URLs then may too, on the route's own origin only.
+     */
+    allowPrivate: boolean;
+    maxImageBytes: number;
+  };
   openaiApiKey: string | null;
   /**
    * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
@@ -131,6 +140,10 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       // Enough that the workers never run dry between two top-ups.
       depth: env.QUEUE_DEPTH ?? Math.max(20, 2 * concurrency),
       feedIntervalMs: env.QUEUE_FEED_INTERVAL_MS ?? 100,
+    },
+    upstream: {
+      allowPrivate: env.UPSTREAM_ALLOW_PRIVATE ?? false,
+      maxImageBytes: env.UPSTREAM_MAX_IMAGE_BYTES ?? 50 * 1024 * 1024,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),

@@ -249,6 +249,7 @@ export class TaskRunnerService {
             ? this.config.openaiApiKey
             : (this.config.providerApiKeys?.[envName] ?? null),
         timeoutMs: this.config.generator.providerTimeoutMs,
+        upstream: this.config.upstream,
       });
     } catch {
       throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`);

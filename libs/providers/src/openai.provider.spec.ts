@@ -45,7 +45,15 @@ beforeEach(() => {
 });
 
 function provider(overrides: Partial<OpenAiProviderConfig> = {}): OpenAiProvider {
-  return new OpenAiProvider({ baseUrl, apiKey: API_KEY, model: 'gpt-image-1', timeoutMs: 5000, ...overrides });
+  return new OpenAiProvider({
+    baseUrl,
+    apiKey: API_KEY,
+    model: 'gpt-image-1',
+    timeoutMs: 5000,
+    allowPrivate: true, // the fake upstream is on 127.0.0.1
+    maxImageBytes: 8 * 1024 * 1024,
+    ...overrides,
+  });
 }
 
 function request(overrides: Partial<RenderRequest> = {}): RenderRequest {
@@ -270,6 +278,123 @@ describe('OpenAiProvider failures', () => {
     handler = (_req, res) => respond(res);
     const err = await failure(provider().render(request()));
     expect(err).toMatchObject({ kind: 'invalid_response', retryable: false });
+  });
+});
+
+describe('OpenAiProvider: upstream answers are untrusted', () => {
+  /** Another local service, standing for anything internal the generator can reach. */
+  let internal: Server;
+  let internalOrigin: string;
+  let internalHits: string[];
+
+  beforeAll(async () => {
+    internal = createServer((req, res) => {
+      internalHits.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'image/webp' }).end(webp32);
+    });
+    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve));
+    internalOrigin = `http://127.0.0.1:${(internal.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    internal.closeAllConnections();
+    await new Promise((resolve) => internal.close(resolve));
+  });
+  beforeEach(() => {
+    internalHits = [];
+  });
+
+  const upstreamOrigin = () => baseUrl.replace('/v1', '');
+
+  it('asks for base64 unless the model always answers so (gpt-image models refuse the parameter)', async () => {
+    handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
+    await provider({ model: 'dall-e-3' }).render(request());
+    await provider({ model: 'gpt-image-1' }).render(request());
+    expect(JSON.parse(captured[0].body.toString()).response_format).toBe('b64_json');
+    expect(JSON.parse(captured[1].body.toString())).not.toHaveProperty('response_format');
+  });
+
+  it('uses b64_json when the upstream sends both, fetching nothing', async () => {
+    handler = (_req, res) =>
+      json(res, 200, { data: [{ b64_json: png1360.toString('base64'), url: `${internalOrigin}/other.webp` }] });
+    const result = await provider().render(request());
+    expect(result.data.equals(png1360)).toBe(true);
+    expect(captured).toHaveLength(1);
+    expect(internalHits).toHaveLength(0);
+  });
+
+  it.each([
+    ['another local port', () => `${internalOrigin}/secret.webp`],
+    ['the metadata service', () => 'http://169.254.169.254/latest/meta-data/iam/security-credentials/'],
+    ['a private network over https', () => 'https://10.0.0.5/image.png'],
+    ['a name resolving to loopback', () => `https://localhost:${new URL(internalOrigin).port}/secret.webp`],
+  ])('refuses a result URL pointing at %s, without fetching it, for good', async (_name, target) => {
+    handler = (_req, res) => json(res, 200, { data: [{ url: target() }] });
+    const err = await failure(provider().render(request()));
+    expect(err).toMatchObject({ kind: 'invalid_response', retryable: false });
+    expect(err.message).toMatch(/^The image provider returned an image URL that is refused: /);
+    expect(internalHits).toHaveLength(0);
+  });
+
+  it('refuses a result URL that redirects, even on the upstream origin', async () => {
+    handler = (req, res) => {
+      if (req.url === '/files/moved.png') return void res.writeHead(302, { location: `${internalOrigin}/secret.webp` }).end();
+      json(res, 200, { data: [{ url: `${upstreamOrigin()}/files/moved.png` }] });
+    };
+    const err = await failure(provider().render(request()));
+    expect(err).toMatchObject({ kind: 'invalid_response', retryable: false });
+    expect(err.message).toBe('The image provider returned an image URL that is refused: Redirects are not followed (302)');
+    expect(internalHits).toHaveLength(0);
+  });
+
+  it('refuses a result URL that does not serve an image', async () => {
+    handler = (req, res) => {
+      if (req.url === '/files/page') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>');
+      json(res, 200, { data: [{ url: `${upstreamOrigin()}/files/page` }] });
+    };
+    const err = await failure(provider().render(request()));
+    expect(err).toMatchObject({ kind: 'invalid_response', retryable: false });
+  });
+
+  it('stops reading a 300 MB body at the cap, quickly and without holding it', async () => {
+    const total = 300 * 1024 * 1024;
+    let sent = 0;
+    handler = (req, res) => {
+      if (req.url !== '/files/huge.png') return json(res, 200, { data: [{ url: `${upstreamOrigin()}/files/huge.png` }] });
+      res.writeHead(200, { 'content-type': 'image/png' });
+      const chunk = Buffer.alloc(256 * 1024, 1);
+      const pump = () => {
+        while (sent < total && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    };
+    const before = process.memoryUsage();
+    const started = Date.now();
+    const err = await failure(provider({ timeoutMs: 60_000, maxImageBytes: 8 * 1024 * 1024 }).render(request()));
+    const after = process.memoryUsage();
+    expect(err).toMatchObject({ kind: 'invalid_response', retryable: false, message: 'The generated image is larger than 8 MB' });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(sent).toBeLessThan(100 * 1024 * 1024);
+    // Generous: the cap is 8 MB; holding the body would add 300 MB.
+    expect(after.heapUsed + after.arrayBuffers - (before.heapUsed + before.arrayBuffers)).toBeLessThan(100 * 1024 * 1024);
+  });
+
+  it('refuses a loopback base URL unless private upstreams are allowed, without calling it', async () => {
+    handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
+    const err = await failure(provider({ allowPrivate: false }).render(request()));
+    expect(err).toMatchObject({ kind: 'upstream_error', retryable: false });
+    expect(err.message).toBe('The image provider\'s address is refused: The host resolves to a non-public address (loopback)');
+    expect(captured).toHaveLength(0);
+  });
+
+  it('refuses an upstream answer larger than a base64 image under the cap could be', async () => {
+    handler = (_req, res) => json(res, 200, { data: [{ b64_json: 'A'.repeat(3 * 1024 * 1024) }] });
+    const err = await failure(provider({ maxImageBytes: 1024 * 1024 }).render(request()));
+    expect(err).toMatchObject({ kind: 'invalid_response', retryable: false });
+    expect(err.message).toMatch(/^The image provider's answer is too large/);
   });
 });
 

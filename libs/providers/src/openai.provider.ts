@@ -1,4 +1,5 @@
 import sharp from 'sharp';
+import { EgressError, EgressPolicy, egressRequest, EgressResponse, formatBytes, isEgressError } from '@app/egress';
 import { ImageProvider, ProviderError, RenderRequest, RenderResult } from './provider.types';
 import { reportProgress, sniffImageType, throwIfAborted } from './provider.utils';
 
@@ -12,9 +13,27 @@ export interface OpenAiProviderConfig {
   sizeMap?: Record<string, string>;
   /** Budget for the upstream call, and again for downloading a returned URL. */
   timeoutMs: number;
+  /**
+   * The operator allows plain http and non-public addresses for the base URL
+   * (UPSTREAM_ALLOW_PRIVATE), and then for result URLs on the base URL's own origin only.
+   */
+  allowPrivate: boolean;
+  /** The largest image downloaded; the JSON answer may carry it base64-encoded (4/3 of it). */
+  maxImageBytes: number;
 }
 
 const UPSTREAM_MESSAGE_MAX = 200;
+
+/** Room for the JSON around a base64 image in an upstream answer. */
+const JSON_ENVELOPE_BYTES = 1024 * 1024;
+
+/** gpt-image models always answer in base64 and refuse a response_format parameter. */
+const ALWAYS_BASE64_MODEL = /^gpt-image/i;
+
+/** What an image URL may serve: an image type, or the generic binary types object stores use. */
+function servesImage(contentType: string | undefined): boolean {
+  return !contentType || /^image\//i.test(contentType) || /^(application|binary)\/octet-stream\b/i.test(contentType);
+}
 
 const EXTENSION_BY_TYPE: Record<string, string> = {
   'image/png': 'png',
@@ -27,12 +46,20 @@ const EXTENSION_BY_TYPE: Record<string, string> = {
  * Any OpenAI-compatible images endpoint: /images/generations without references,
  * /images/edits (multipart) with them. Failures become ProviderErrors the generator can
  * retry or not; their messages quote the upstream but never the key.
+ *
+ * The upstream's answers are not trusted: base64 is asked for and preferred, and a returned
+ * URL is fetched only through the egress checks (https, public address, no redirect, size
+ * cap), so an upstream cannot make Kiln fetch and publish an internal resource.
  */
 export class OpenAiProvider implements ImageProvider {
   private readonly baseUrl: string;
+  private readonly apiPolicy: EgressPolicy;
+  private readonly downloadPolicy: EgressPolicy;
 
   constructor(private readonly config: OpenAiProviderConfig) {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+    this.apiPolicy = { allowPrivate: config.allowPrivate };
+    this.downloadPolicy = { allowPrivate: false, trustedOrigins: config.allowPrivate ? [originOf(this.baseUrl)] : [] };
   }
 
   async render(req: RenderRequest): Promise<RenderResult> {
@@ -43,12 +70,16 @@ export class OpenAiProvider implements ImageProvider {
     const background = req.background === 'transparent' ? 'transparent' : undefined;
     const headers: Record<string, string> = { authorization: `Bearer ${this.config.apiKey}` };
 
+    // Where the upstream honours it, ask for the image itself rather than a URL to fetch.
+    const responseFormat = ALWAYS_BASE64_MODEL.test(this.config.model) ? undefined : 'b64_json';
     let url: string;
-    let body: string | FormData;
+    let body: Buffer;
     if (req.references.length === 0) {
       url = `${this.baseUrl}/images/generations`;
       headers['content-type'] = 'application/json';
-      body = JSON.stringify({ model: this.config.model, prompt: req.prompt, n: 1, size, quality, background });
+      body = Buffer.from(
+        JSON.stringify({ model: this.config.model, prompt: req.prompt, n: 1, size, quality, background, response_format: responseFormat }),
+      );
     } else {
       url = `${this.baseUrl}/images/edits`;
       const form = new FormData();
@@ -58,24 +89,37 @@ export class OpenAiProvider implements ImageProvider {
       form.append('size', size);
       if (quality) form.append('quality', quality);
       if (background) form.append('background', background);
+      if (responseFormat) form.append('response_format', responseFormat);
       req.references.forEach((ref, i) => {
         const ext = EXTENSION_BY_TYPE[ref.contentType] ?? 'bin';
         form.append('image[]', new Blob([new Uint8Array(ref.data)], { type: ref.contentType }), `ref-${i}.${ext}`);
       });
-      body = form; // fetch sets the multipart boundary itself
+      // Encoded here (boundary included) because the egress client sends bytes.
+      const encoded = new Response(form);
+      headers['content-type'] = encoded.headers.get('content-type')!;
+      body = Buffer.from(await encoded.arrayBuffer());
     }
 
-    const payload = await this.withDeadline(req.signal, async (signal) => {
-      const res = await fetch(url, { method: 'POST', headers, body, signal });
-      const text = await res.text();
-      if (!res.ok) throw this.errorForStatus(res, text);
-      return text;
-    });
+    const res = await this.exchange('api', req.signal, () =>
+      egressRequest(url, {
+        policy: this.apiPolicy,
+        method: 'POST',
+        headers,
+        body,
+        maxBytes: Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES,
+        timeoutMs: this.config.timeoutMs,
+        signal: req.signal,
+      }),
+    );
+    const payload = res.body.toString('utf8');
+    if (res.status < 200 || res.status >= 300) throw this.errorForStatus(res.status, headersOf(res), payload);
     reportProgress(req.onProgress, 60);
 
     const first = parseFirstImage(payload);
-    const data =
-      'b64' in first ? Buffer.from(first.b64, 'base64') : await this.withDeadline(req.signal, (s) => this.download(first.url, s));
+    const data = 'b64' in first ? Buffer.from(first.b64, 'base64') : await this.download(first.url, req.signal);
+    if (data.length > this.config.maxImageBytes) {
+      throw new ProviderError('invalid_response', `The generated image is larger than ${formatBytes(this.config.maxImageBytes)}`);
+    }
     const contentType = sniffImageType(data);
     if (!contentType) {
       throw new ProviderError('invalid_response', 'The image provider returned data that is not a PNG, JPEG or WebP image');
@@ -90,59 +134,65 @@ export class OpenAiProvider implements ImageProvider {
   }
 
   /**
-   * Runs one upstream exchange (request and body) under its own timeout, also ending it when
-   * the caller aborts. Combined by hand rather than with AbortSignal.any, so a long-lived
-   * caller signal does not collect a listener per render.
+   * Runs one egress exchange, turning its failures into ProviderErrors. A caller abort
+   * rejects with the caller's own reason, so the generator recognises its abort.
    */
-  private async withDeadline<T>(callerSignal: AbortSignal | undefined, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const controller = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      controller.abort(new DOMException('The upstream call timed out', 'TimeoutError'));
-    }, this.config.timeoutMs);
-    const onCallerAbort = (): void => controller.abort(callerSignal!.reason);
-    callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
+  private async exchange(what: 'api' | 'image', callerSignal: AbortSignal | undefined, work: () => Promise<EgressResponse>): Promise<EgressResponse> {
     try {
-      return await work(controller.signal);
+      return await work();
     } catch (err) {
-      if (err instanceof ProviderError) throw err;
       if (callerSignal?.aborted) throw callerSignal.reason;
-      if (timedOut) {
-        throw new ProviderError('timeout', `The image provider did not answer within ${formatSeconds(this.config.timeoutMs)}`);
-      }
-      throw new ProviderError('upstream_error', `Could not reach the image provider${networkCode(err)}`, { retryable: true });
-    } finally {
-      clearTimeout(timer);
-      callerSignal?.removeEventListener('abort', onCallerAbort);
+      if (!isEgressError(err)) throw err;
+      throw what === 'api' ? this.apiFailure(err) : imageUrlFailure(err, this.config.maxImageBytes);
     }
   }
 
-  /** No Authorization header: the URL usually points at a CDN, which must never see the key. */
-  private async download(url: string, signal: AbortSignal): Promise<Buffer> {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new ProviderError('invalid_response', 'The image provider returned an image URL that is not a URL');
+  private apiFailure(err: EgressError): ProviderError {
+    switch (err.reason) {
+      case 'timeout':
+        return new ProviderError('timeout', `The image provider did not answer within ${formatSeconds(this.config.timeoutMs)}`);
+      case 'network':
+      case 'unresolvable':
+        return new ProviderError('upstream_error', `Could not reach the image provider${err.detail.code ? ` (${err.detail.code})` : ''}`, {
+          retryable: true,
+        });
+      case 'redirect':
+        return new ProviderError('invalid_response', `The image provider answered with a redirect, which is not followed (${err.message})`);
+      case 'too_large':
+        return new ProviderError('invalid_response', `The image provider's answer is too large (${err.message})`);
+      default:
+        // forbidden_address, not_https, bad_url: the route's own address is refused.
+        return new ProviderError('upstream_error', `The image provider's address is refused: ${err.message}`, { retryable: false });
     }
-    if (!['http:', 'https:', 'data:'].includes(parsed.protocol)) {
-      throw new ProviderError('invalid_response', `The image provider returned an unsupported image URL scheme (${parsed.protocol})`);
-    }
-    const res = await fetch(parsed, { signal });
-    if (!res.ok) {
-      await res.body?.cancel();
+  }
+
+  /**
+   * No Authorization header: the URL usually points at a CDN, which must never see the key.
+   * Only through the egress checks: a URL is whatever the upstream says, and its bytes end
+   * up at a public URL.
+   */
+  private async download(url: string, signal: AbortSignal | undefined): Promise<Buffer> {
+    if (url.startsWith('data:')) return decodeDataUrl(url);
+    const res = await this.exchange('image', signal, () =>
+      egressRequest(url, {
+        policy: this.downloadPolicy,
+        maxBytes: this.config.maxImageBytes,
+        timeoutMs: this.config.timeoutMs,
+        signal,
+        acceptContentType: servesImage,
+      }),
+    );
+    if (res.status < 200 || res.status >= 300) {
       const retryable = res.status === 429 || res.status >= 500;
       throw new ProviderError(retryable ? 'upstream_error' : 'invalid_response', `Downloading the generated image failed (${res.status})`, {
         retryable,
         status: res.status,
       });
     }
-    return Buffer.from(await res.arrayBuffer());
+    return res.body;
   }
 
-  private errorForStatus(res: Response, text: string): ProviderError {
-    const status = res.status;
+  private errorForStatus(status: number, headers: Headers, text: string): ProviderError {
     const { message, code } = this.upstreamError(text);
     const detail = message ? `: ${message}` : '';
     if (status === 429) {
@@ -155,7 +205,7 @@ export class OpenAiProvider implements ImageProvider {
         });
       }
       return new ProviderError('rate_limited', `Upstream rate limit reached (429)${detail}`, {
-        retryAfterMs: parseRetryAfter(res.headers),
+        retryAfterMs: parseRetryAfter(headers),
         status,
         upstreamCode: code,
       });
@@ -189,6 +239,54 @@ export class OpenAiProvider implements ImageProvider {
   }
 }
 
+/** A refused or failed result URL: a non-retryable failure unless it is plain network trouble. */
+function imageUrlFailure(err: EgressError, maxImageBytes: number): ProviderError {
+  switch (err.reason) {
+    case 'timeout':
+      return new ProviderError('timeout', `Downloading the generated image timed out (${err.message})`);
+    case 'network':
+      return new ProviderError('upstream_error', `Could not download the generated image${err.detail.code ? ` (${err.detail.code})` : ''}`, {
+        retryable: true,
+      });
+    case 'too_large':
+      return new ProviderError('invalid_response', `The generated image is larger than ${formatBytes(maxImageBytes)}`);
+    case 'unexpected_content_type':
+      return new ProviderError('invalid_response', `The image URL the provider returned does not serve an image (${err.message})`);
+    default:
+      // bad_url, not_https, forbidden_address, redirect, unresolvable: nothing is fetched.
+      return new ProviderError('invalid_response', `The image provider returned an image URL that is refused: ${err.message}`, {
+        retryable: false,
+      });
+  }
+}
+
+/** data: URLs carry the image inline (some compatible servers answer so); no network involved. */
+async function decodeDataUrl(url: string): Promise<Buffer> {
+  try {
+    return Buffer.from(await (await fetch(url)).arrayBuffer());
+  } catch {
+    throw new ProviderError('invalid_response', 'The image provider returned an unreadable data: URL');
+  }
+}
+
+function originOf(baseUrl: string): string {
+  try {
+    return new URL(baseUrl).origin;
+  } catch {
+    return 'null'; // no origin: the exchange itself refuses the URL
+  }
+}
+
+function headersOf(res: EgressResponse): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(res.headers)) {
+    if (typeof value === 'string') headers.set(name, value);
+    else if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+  }
+  return headers;
+}
+
+/** b64_json is preferred when an upstream sends both: it needs no second request. */
 function parseFirstImage(payload: string): { b64: string } | { url: string } {
   let parsed: unknown;
   try {
@@ -213,11 +311,6 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
-}
-
-function networkCode(err: unknown): string {
-  const code = (err as { cause?: { code?: unknown } })?.cause?.code;
-  return typeof code === 'string' && /^[A-Z_]+$/.test(code) ? ` (${code})` : '';
 }
 
 function formatSeconds(ms: number): string {

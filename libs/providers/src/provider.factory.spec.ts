@@ -17,7 +17,7 @@ const request: RenderRequest = {
 };
 
 function deps(overrides: Partial<ProviderFactoryDeps> = {}): ProviderFactoryDeps {
-  return { openaiApiKey: () => 'sk-key', timeoutMs: 1000, ...overrides };
+  return { openaiApiKey: () => 'sk-key', timeoutMs: 1000, upstream: { allowPrivate: false, maxImageBytes: 1024 * 1024 }, ...overrides };
 }
 
 describe('createProvider', () => {

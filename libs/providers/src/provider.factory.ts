@@ -12,6 +12,8 @@ export interface ProviderFactoryDeps {
   openaiApiKey: (envName?: string) => string | null;
   /** Upstream timeout when the route does not set its own. */
   timeoutMs: number;
+  /** UPSTREAM_ALLOW_PRIVATE and UPSTREAM_MAX_IMAGE_BYTES (see OpenAiProviderConfig). */
+  upstream: { allowPrivate: boolean; maxImageBytes: number };
   /** Only for tests: makes simulated routes deterministic. */
   random?: () => number;
 }
@@ -32,6 +34,8 @@ export function createProvider(route: ProviderRoute, deps: ProviderFactoryDeps):
         model: route.model,
         sizeMap: route.sizeMap,
         timeoutMs: route.timeoutMs ?? deps.timeoutMs,
+        allowPrivate: deps.upstream.allowPrivate,
+        maxImageBytes: deps.upstream.maxImageBytes,
       });
     }
     case 'simulated':

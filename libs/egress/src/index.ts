@@ -1,0 +1,14 @@
+export { forbiddenRange } from './address-policy';
+export type { ForbiddenRange } from './address-policy';
+export { EgressError, isEgressError } from './egress.errors';
+export type { EgressErrorDetail, EgressFailureReason, EgressRefusal } from './egress.errors';
+export { checkEgressTarget, egressRequest, formatBytes } from './egress-request';
+export type {
+  CheckOptions,
+  EgressPolicy,
+  EgressRequestOptions,
+  EgressResponse,
+  EgressTarget,
+  ResolveHost,
+  ResolvedAddress,
+} from './egress-request';
