@@ -1,15 +1,17 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { RetentionService, TaskReconcilerService } from '@app/generation';
+import { OrphanSweepService, RetentionService, TaskReconcilerService } from '@app/generation';
 
-/** Retention sweeps: soon after start (deploys may restart generators often), then hourly. */
+/** Retention and orphan sweeps: soon after start (deploys may restart generators often), then hourly. */
 const RETENTION_FIRST_MS = 60_000;
 const RETENTION_EVERY_MS = 60 * 60_000;
 
 /**
  * The generator's periodic work: the reconciler every reconcileIntervalMs (its Redis lock
- * keeps it to one replica at a time) and the retention sweep (idempotent, so replicas may
- * overlap). Each runs again only once its previous run has ended; shutdown waits for both.
+ * keeps it to one replica at a time; it is also what brings a crashed generator's tasks
+ * back, within QUEUE_LOCK_DURATION_MS + RECONCILE_INTERVAL_MS), and the retention and
+ * orphan sweeps (idempotent, so replicas may overlap). Each runs again only once its
+ * previous run has ended; shutdown waits for all of them.
  */
 @Injectable()
 export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDestroy {
@@ -21,6 +23,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
   constructor(
     private readonly reconciler: TaskReconcilerService,
     private readonly retention: RetentionService,
+    private readonly orphans: OrphanSweepService,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
@@ -28,6 +31,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     const reconcileMs = this.config.generator.reconcileIntervalMs;
     this.every('Reconciler pass', reconcileMs, reconcileMs, () => this.reconciler.runExclusive());
     this.every('Retention sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.retention.sweep());
+    this.every('Orphan sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.orphans.sweep());
   }
 
   async onModuleDestroy(): Promise<void> {

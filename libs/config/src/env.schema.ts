@@ -87,6 +87,10 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(3650)
   RETENTION_DAYS?: number;
 
+  /** Result and preview objects no row references (left by a crash) are removed once this old. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(0)
+  ORPHAN_GRACE_MS?: number;
+
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
   GENERATOR_CONCURRENCY?: number;
 
@@ -105,6 +109,7 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1)
   MODEL_CONCURRENCY_CAP?: number;
 
+  /** How often one generator hands back tasks whose job was lost or whose worker died. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   RECONCILE_INTERVAL_MS?: number;
 
@@ -123,7 +128,7 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1000)
   SHUTDOWN_GRACE_MS?: number;
 
-  /** Bull lock on an active job; a worker that stops renewing it (killed) loses the job after this. */
+  /** Bull lock on an active job; a worker that stops renewing it (killed) loses the job after this, and the reconciler hands its task back. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(200)
   QUEUE_LOCK_DURATION_MS?: number;
 
@@ -131,7 +136,7 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(100)
   QUEUE_STALLED_INTERVAL_MS?: number;
 
-  /** A `running` task untouched this long, with no live job, is re-enqueued by the reconciler. */
+  /** A `running` task untouched this long, with no live job (or one whose lock expired), is re-enqueued by the reconciler. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   TASK_LEASE_MS?: number;
 

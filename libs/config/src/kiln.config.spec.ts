@@ -37,7 +37,9 @@ describe('configuration', () => {
     expect(c.generator.renderConcurrency).toBeGreaterThanOrEqual(1);
     expect(c.openaiApiKey).toBe('sk-a');
     expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b' });
-    expect(buildConfig({}).generator).toMatchObject({ lockDurationMs: 30000, stalledIntervalMs: 30000, taskLeaseMs: 60000 });
+    expect(buildConfig({}).generator).toMatchObject({ lockDurationMs: 20000, stalledIntervalMs: 30000, taskLeaseMs: 15000, reconcileIntervalMs: 10000 });
+    expect(buildConfig({}).storage.orphanGraceMs).toBe(3_600_000);
+    expect(buildConfig({ ORPHAN_GRACE_MS: '0' }).storage.orphanGraceMs).toBe(0);
   });
 
   it('reads TRUST_PROXY as Express takes it: none by default, true, a hop count, or a list', () => {

@@ -21,6 +21,8 @@ export interface KilnConfig {
     driver: 'local' | 'minio';
     dataDir: string;
     retentionDays: number;
+    /** Objects no row references are removed once they are this old (OrphanSweepService). */
+    orphanGraceMs: number;
     minio: {
       endPoint: string;
       port: number;
@@ -40,11 +42,11 @@ export interface KilnConfig {
     modelConcurrencyCap: number;
     reconcileIntervalMs: number;
     shutdownGraceMs: number;
-    /** Bull lockDuration: how long a killed worker's job stays locked before stalled recovery. */
+    /** Bull lockDuration: a killed worker's job is dead (the reconciler hands it back) once this passes. */
     lockDurationMs: number;
     /** Bull stalledInterval: how often a worker moves jobs with expired locks back to waiting. */
     stalledIntervalMs: number;
-    /** A running task untouched this long whose job is not live is re-enqueued by the reconciler. */
+    /** A running task untouched this long whose job is not live (or dead) is re-enqueued by the reconciler. */
     taskLeaseMs: number;
   };
   /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
@@ -109,6 +111,8 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       driver,
       dataDir: path.resolve(env.DATA_DIR ?? './data'),
       retentionDays: env.RETENTION_DAYS ?? 30,
+      // Far longer than any run takes between storing its image and recording it.
+      orphanGraceMs: env.ORPHAN_GRACE_MS ?? 3_600_000,
       minio: {
         endPoint: minioEndpoint,
         port: minioPort,
@@ -129,11 +133,13 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       backoffMs: env.TASK_BACKOFF_MS ?? 1000,
       providerTimeoutMs: env.PROVIDER_TIMEOUT_MS ?? 120000,
       modelConcurrencyCap: env.MODEL_CONCURRENCY_CAP ?? 100,
-      reconcileIntervalMs: env.RECONCILE_INTERVAL_MS ?? 15000,
+      // Crash recovery takes up to max(lockDurationMs, taskLeaseMs) + reconcileIntervalMs:
+      // 30 s with these defaults.
+      reconcileIntervalMs: env.RECONCILE_INTERVAL_MS ?? 10000,
       shutdownGraceMs: env.SHUTDOWN_GRACE_MS ?? 30000,
-      lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 30000,
+      lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 20000,
       stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
-      taskLeaseMs: env.TASK_LEASE_MS ?? 60000,
+      taskLeaseMs: env.TASK_LEASE_MS ?? 15000,
     },
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,

@@ -6,6 +6,7 @@ import { BillingModule } from '@app/billing';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { UploadsModule } from '@app/uploads';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
+import { OrphanSweepService } from './orphan-sweep.service';
 import { QueueFeeder } from './queue-feeder.service';
 import { RetentionService } from './retention.service';
 import { TaskReconcilerService } from './task-reconciler.service';
@@ -27,14 +28,14 @@ export function configureSharp(renderConcurrency: number, cores: number): number
 }
 
 /**
- * The generator's logic: task lifecycle, limits, feeding the queue, reconciliation and retention. Needs what each app
+ * The generator's logic: task lifecycle, limits, feeding the queue, reconciliation, retention and orphan sweeps. Needs what each app
  * provides globally: KilnConfigModule, DatabaseModule, RedisModule, StorageModule and
  * KilnQueueModule.forRoot().
  */
 @Module({
   imports: [BillingModule, BatchesModule, UploadsModule],
-  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService],
-  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService],
+  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

@@ -12,3 +12,4 @@ export * from './task-failure';
 export * from './preview';
 export * from './queue-feeder.service';
 export * from './retention.service';
+export * from './orphan-sweep.service';

@@ -1,7 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Queue } from 'bull';
+import type { Job, Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { TASK_QUEUE } from '@app/batches';
@@ -12,7 +12,7 @@ import { describeError } from './task-failure';
 import { TaskStateStore } from './task-state.store';
 
 export interface ReconcileReport {
-  /** `queued` or stale `running` tasks without a live job, given a job again. */
+  /** `queued` or stale `running` tasks without a live job (or with a dead one), given a job again. */
   reenqueued: number;
   /** Batches whose tasks were all terminal but which were never marked finished. */
   finishedBatches: number;
@@ -21,7 +21,10 @@ export interface ReconcileReport {
 /** Deletes the lock only if it still holds our token. */
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 
-/** Job states in which Bull will still deliver the job (or is delivering it). */
+/**
+ * Job states in which Bull will still deliver the job (or is delivering it). An `active`
+ * job is live only while its worker holds its lock (deadActive).
+ */
 const LIVE_STATES = new Set(['waiting', 'delayed', 'active', 'paused']);
 
 const PASS_LIMIT = 500;
@@ -42,6 +45,13 @@ interface OrphanCandidate {
  * marked finished. Every action is idempotent (deterministic job ids, fenced updates), so a
  * pass racing the workers or another replica's pass does no harm; the Redis lock only
  * saves the work.
+ *
+ * A killed worker's jobs stay `active` in Bull until its stalled check has seen them
+ * unlocked on two of its passes (one to 1.5 minutes with the defaults). The reconciler does
+ * not wait for that: an `active` job whose lock is gone is dead, so it is removed and the
+ * task's next job added, and the task runs again within the lock duration plus one pass
+ * interval. Bull's own recovery then finds nothing to move, so the task is not run a third
+ * time.
  */
 @Injectable()
 export class TaskReconcilerService {
@@ -64,7 +74,10 @@ export class TaskReconcilerService {
   async runExclusive(): Promise<ReconcileReport | null> {
     const key = this.redis.key('generator', 'reconciler-lock');
     const token = randomUUID();
-    const ttl = Math.max(30_000, this.config.generator.reconcileIntervalMs * 3);
+    // No longer than one interval: a generator killed mid-pass must not hold off the others'
+    // passes (and with them crash recovery) for longer. A slow pass overlapping the next
+    // replica's is harmless.
+    const ttl = Math.max(1000, this.config.generator.reconcileIntervalMs);
     const got = await this.redis.client.set(key, token, 'PX', ttl, 'NX');
     if (got !== 'OK') return null;
     try {
@@ -126,12 +139,21 @@ export class TaskReconcilerService {
    * A queued task's job is the one for its next attempt; a running task's is the one that
    * claimed it (or, after a failed give-back, the next one). When none is live, the job for
    * the next attempt is (re)added; a running task's new job takes it over when delivered.
+   * A dead `active` job (deadActive) is removed first; Bull removes only an unlocked job, so
+   * one a worker has just taken meanwhile stays, and the task is left to it.
    */
   private async reenqueue(task: OrphanCandidate): Promise<boolean> {
     const next = renderJobId(task.id, task.attempts);
     const candidates = task.status === 'running' ? [renderJobId(task.id, task.attempts - 1), next] : [next];
     for (const id of candidates) {
-      if (await this.isLive(id)) return false;
+      const job = await this.queue.getJob(id);
+      if (!job) continue;
+      const state = await job.getState();
+      if (state === 'active' && (await this.deadActive(job))) {
+        if (!(await this.removeDead(job))) return false;
+        continue;
+      }
+      if (LIVE_STATES.has(state)) return false;
     }
     const stale = await this.queue.getJob(next);
     if (stale) await stale.remove();
@@ -140,10 +162,29 @@ export class TaskReconcilerService {
     return true;
   }
 
-  private async isLive(jobId: string): Promise<boolean> {
-    const job = await this.queue.getJob(jobId);
-    if (!job) return false;
-    return LIVE_STATES.has(await job.getState());
+  /**
+   * An `active` job whose worker is gone: its lock (renewed every half lock duration while
+   * the worker lives) has expired. Bull moves a job into `active` a moment before it takes
+   * the lock, so a job counts as dead only once it was delivered (processedOn) at least a
+   * lock duration ago; a redelivery caught in that moment could still run twice, which the
+   * fenced task writes make harmless.
+   */
+  private async deadActive(job: Job): Promise<boolean> {
+    const deliveredAt = job.processedOn;
+    if (!deliveredAt || Date.now() - deliveredAt < this.config.generator.lockDurationMs) return false;
+    return (await this.queue.client.exists(job.lockKey())) === 0;
+  }
+
+  /** False when a worker holds the job's lock after all (Bull refuses to remove it). */
+  private async removeDead(job: Job): Promise<boolean> {
+    try {
+      await job.remove();
+      this.logger.debug(`Removed job ${job.id}: its worker's lock expired (a crashed generator)`);
+      return true;
+    } catch (err) {
+      if (/Could not remove job/.test((err as Error).message)) return false;
+      throw err;
+    }
   }
 
   private async finishSettledBatches(): Promise<number> {

@@ -13,7 +13,7 @@ import {
   RenderResolution,
   RenderResult,
 } from '@app/providers';
-import { newObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
+import { newObjectKey, resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 import { makePreview } from './preview';
 import { PrioritySemaphore } from './priority-semaphore';
@@ -137,7 +137,9 @@ export class TaskRunnerService {
       return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts));
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
-    const stored: string[] = [];
+    // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
+    // is removed only when the task fails for good. A preview is this run's own.
+    let resultKey: string | null = null;
     let preview: { key: string; url: string } | null = null;
     try {
       const batch = claim.batch;
@@ -159,32 +161,32 @@ export class TaskRunnerService {
       };
       const result = await this.render(batch, provider, request, priority);
 
-      const resultKey = newObjectKey('results', `image-${claim.seq + 1}.${EXTENSION[result.contentType] ?? 'png'}`);
+      const key = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       // The image and, if this one makes it, the batch's preview are stored side by side: the
       // task that makes a preview would otherwise finish its wave last.
       const [put, made] = await Promise.all([
-        this.storage.put(resultKey, result.data, result.contentType).then(
+        this.storage.put(key, result.data, result.contentType).then(
           () => null,
           (err: unknown) => ({ err }),
         ),
         this.previewFor(batch, result.data, priority),
       ]);
       preview = made;
-      if (preview) stored.push(preview.key);
+      resultKey = key;
       if (put) throw put.err;
-      stored.push(resultKey);
       progress.stop();
 
       const tally = await this.store.succeed({
         fence,
         batchId: batch.id,
-        resultUrl: this.storage.publicUrl(resultKey),
-        resultKey,
+        resultUrl: this.storage.publicUrl(key),
+        resultKey: key,
         previewUrl: preview?.url ?? null,
       });
       if (!tally) {
+        // The attempt that took the task over writes (or wrote) the same result key.
         this.forgetPreview(batch.id, preview);
-        await this.removeQuietly(stored);
+        await this.removeQuietly(preview ? [preview.key] : []);
         return 'superseded';
       }
       if (preview && tally.previewUrl !== preview.url) await this.removeQuietly([preview.key]);
@@ -194,8 +196,10 @@ export class TaskRunnerService {
       progress.stop();
       // A preview made for a run that then failed is removed: another image must make one.
       if (claim.batch) this.forgetPreview(claim.batch.id, preview);
-      await this.removeQuietly(stored);
-      return this.afterFailure(claim, fence, err);
+      await this.removeQuietly(preview ? [preview.key] : []);
+      const outcome = await this.afterFailure(claim, fence, err);
+      if (outcome === 'failed' && resultKey) await this.removeQuietly([resultKey]);
+      return outcome;
     }
   }
 

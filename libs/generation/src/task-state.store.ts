@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, utcDay } from '@app/billing';
 import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
+import { newObjectToken } from '@app/storage';
 import { groupWrites } from './group-writes';
 
 /** A claimed attempt: every later write is conditioned on (status = 'running', attempts = attempt). */
@@ -38,6 +39,8 @@ export interface ClaimedTask {
   refUploadIds: string[];
   /** Attempts including this one. */
   attempts: number;
+  /** The random part of the task's result key, the same for every attempt. */
+  resultToken: string;
   /** Null only if the batch row is gone (a manual repair): the run then fails as internal. */
   batch: RenderBatch | null;
 }
@@ -128,15 +131,20 @@ SELECT done.id, done.attempts, tallied.status, tallied.finished_at, tallied.prev
  * Takes a group of tasks for one attempt each and reads what their renders need, in one
  * statement: the fenced claims, their batches' move out of `pending` (locked in id order, so
  * two generators claiming tasks of the same new batches cannot deadlock), and the batch and
- * model rows, read from the statement's snapshot, which is all a render needs of them.
- * $1 distinct task ids.
+ * model rows, read from the statement's snapshot, which is all a render needs of them. A
+ * task's first claim also gives it its result token. $1 distinct task ids, $2 a fresh token
+ * for each.
  */
 const CLAIM_GROUP_SQL = `
-WITH claimed AS (
-  UPDATE tasks SET status = 'running', attempts = attempts + 1, progress = 1,
-         started_at = COALESCE(started_at, now()), updated_at = now()
-   WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'queued', 'running')
-   RETURNING id, batch_id, account_id, seq, prompt, seed, ref_upload_ids, attempts
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
+), claimed AS (
+  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 1,
+         started_at = COALESCE(t.started_at, now()), updated_at = now(),
+         result_token = COALESCE(t.result_token, i.token)
+    FROM input i
+   WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
+   RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token
 ), starting AS (
   SELECT id FROM batches WHERE id IN (SELECT batch_id FROM claimed) AND status = 'pending' ORDER BY id FOR UPDATE
 ), started AS (
@@ -222,7 +230,10 @@ export class TaskStateStore {
   }
 
   private async claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
-    const rows = await this.retryingDeadlocks(() => this.db.query(CLAIM_GROUP_SQL, [[...new Set(ids)]]));
+    const distinct = [...new Set(ids)];
+    const rows = await this.retryingDeadlocks(() =>
+      this.db.query(CLAIM_GROUP_SQL, [distinct, distinct.map(() => newObjectToken())]),
+    );
     const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
     // A job delivered twice at once is run once: the first delivery gets the claim, the
     // others nothing to do, as if they had come after it.
@@ -419,6 +430,7 @@ function claimedTaskOf(row: Record<string, any>): ClaimedTask {
     seed: row.seed,
     refUploadIds: parseUuidArray(row.ref_upload_ids),
     attempts: row.attempts,
+    resultToken: row.result_token,
     batch: row.batch_found ? renderBatchOf(row) : null,
   };
 }

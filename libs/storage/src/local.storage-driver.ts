@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, promises as fs, rename, writeFile } from 'node:fs';
+import { Dir, mkdir, promises as fs, rename, writeFile } from 'node:fs';
 import { promisify } from 'node:util';
 import * as path from 'node:path';
 import { StorageObjectNotFoundError } from './storage.errors';
-import { StorageDriver } from './storage.driver';
-import { assertValidKey, isValidKey, keyFromUrlUnder } from './storage.keys';
+import { StorageDriver, StoredObject } from './storage.driver';
+import { assertValidKey, isValidKey, keyFromUrlUnder, ObjectKeyPrefix } from './storage.keys';
 
 export interface LocalStorageOptions {
   /** KilnConfig.storage.dataDir; objects live under `<dataDir>/files`. */
@@ -110,6 +110,10 @@ export class LocalStorageDriver extends StorageDriver {
     }
   }
 
+  async *list(prefix: ObjectKeyPrefix): AsyncIterable<StoredObject> {
+    yield* this.walk(prefix);
+  }
+
   publicUrl(key: string): string {
     assertValidKey(key);
     return `${this.urlBase}/${key}`;
@@ -157,6 +161,30 @@ export class LocalStorageDriver extends StorageDriver {
     } catch (error) {
       await fs.rm(temp, { force: true });
       throw error;
+    }
+  }
+
+  /** Depth first, one directory open at a time; a put's temp files (dot names) are not objects. */
+  private async *walk(dirKey: string): AsyncIterable<StoredObject> {
+    let dir: Dir;
+    try {
+      dir = await fs.opendir(path.join(this.root, dirKey));
+    } catch (error) {
+      if (isNotFound(error)) return;
+      throw error;
+    }
+    for await (const entry of dir) {
+      const key = `${dirKey}/${entry.name}`;
+      if (entry.isDirectory()) {
+        yield* this.walk(key);
+      } else if (entry.isFile() && isValidKey(key)) {
+        try {
+          const { mtime } = await fs.stat(path.join(this.root, key));
+          yield { key, lastModified: mtime };
+        } catch (error) {
+          if (!isNotFound(error)) throw error;
+        }
+      }
     }
   }
 

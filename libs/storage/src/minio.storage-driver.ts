@@ -2,8 +2,8 @@ import { Logger } from '@nestjs/common';
 import { Client } from 'minio';
 import type { Readable } from 'node:stream';
 import { StorageObjectNotFoundError } from './storage.errors';
-import { StorageDriver } from './storage.driver';
-import { assertValidKey, keyFromUrlUnder } from './storage.keys';
+import { StorageDriver, StoredObject } from './storage.driver';
+import { assertValidKey, isValidKey, keyFromUrlUnder, ObjectKeyPrefix } from './storage.keys';
 
 /** Same shape as KilnConfig.storage.minio. */
 export interface MinioStorageOptions {
@@ -93,6 +93,15 @@ export class MinioStorageDriver extends StorageDriver {
   async remove(key: string): Promise<void> {
     assertValidKey(key);
     await this.client.removeObject(this.bucket, key);
+  }
+
+  async *list(prefix: ObjectKeyPrefix): AsyncIterable<StoredObject> {
+    // Page by page (the client follows the continuation tokens); only keys this driver could
+    // have written are reported, so nothing else in a shared bucket is ever swept.
+    for await (const item of this.client.listObjectsV2(this.bucket, `${prefix}/`, true)) {
+      const { name, lastModified } = item as { name?: string; lastModified?: Date };
+      if (name && lastModified && isValidKey(name)) yield { key: name, lastModified: new Date(lastModified) };
+    }
   }
 
   publicUrl(key: string): string {

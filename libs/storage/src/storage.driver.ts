@@ -1,3 +1,12 @@
+import type { ObjectKeyPrefix } from './storage.keys';
+
+/** An object as a listing reports it. */
+export interface StoredObject {
+  key: string;
+  /** When it was last written (a put replacing it counts). */
+  lastModified: Date;
+}
+
 /**
  * Where uploads, results and previews live. Everything outside libs/storage uses this class as
  * the injection token and never learns whether the bytes are on disk or in S3/MinIO.
@@ -17,6 +26,12 @@ export abstract class StorageDriver {
 
   /** Removing a missing object is not an error, so retries and cleanups stay idempotent. */
   abstract remove(key: string): Promise<void>;
+
+  /**
+   * Every object under a key prefix, in no particular order, for maintenance (the orphan
+   * sweep). Objects written or removed while the listing runs may or may not appear.
+   */
+  abstract list(prefix: ObjectKeyPrefix): AsyncIterable<StoredObject>;
 
   /** The anonymous URL clients download the object from. */
   abstract publicUrl(key: string): string;

@@ -15,7 +15,22 @@ const KEY_PATTERN = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
  * URLs unguessable (decisions.md section 6); the name only helps people who download the file.
  */
 export function newObjectKey(prefix: ObjectKeyPrefix, fileName: string): string {
-  return `${prefix}/${randomBytes(16).toString('hex')}/${sanitizeFileName(fileName)}`;
+  return `${prefix}/${newObjectToken()}/${sanitizeFileName(fileName)}`;
+}
+
+/** 128 random bits as hex: the part of a public URL nobody can guess. */
+export function newObjectToken(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/**
+ * A task's result: `results/<token>/kiln-<first 8 of the batch id>-<1-based index>.<ext>`,
+ * the index zero-padded to at least 4 digits. The token is the task's own (kept with its
+ * row), so every attempt at the task writes the same key: a redo overwrites the image a
+ * crashed attempt left instead of leaving it behind.
+ */
+export function resultObjectKey(token: string, batchId: string, index: number, extension: string): string {
+  return `results/${token}/kiln-${batchId.slice(0, 8)}-${String(index).padStart(4, '0')}.${extension}`;
 }
 
 /** Turns a client-supplied file name into one safe as a single key segment and URL path part. */

@@ -1,4 +1,5 @@
 import { StorageDriver } from './storage.driver';
+import { ObjectKeyPrefix } from './storage.keys';
 
 /** A row whose object a sweep removes; `key` null when there is no object to remove. */
 export interface SweptRow {
@@ -42,6 +43,40 @@ export async function sweepObjects(
     }
     if (rows.length < chunk) return { swept, failed: 0 };
   }
+}
+
+export interface UnreferencedSweep {
+  prefix: ObjectKeyPrefix;
+  /** Only objects last written before this are candidates (a grace period for runs in flight). */
+  olderThan: Date;
+  /** Which of these keys something still needs; the others are removed. */
+  referenced: (keys: string[]) => Promise<Set<string>>;
+  chunk: number;
+}
+
+/**
+ * Removes the objects under a prefix that nothing references: what a crash between storing
+ * an object and recording it leaves behind. Candidates are looked up `chunk` at a time while
+ * the listing runs. Returns how many were removed; a removal storage refuses is left for the
+ * next sweep.
+ */
+export async function sweepUnreferenced(storage: StorageDriver, sweep: UnreferencedSweep): Promise<number> {
+  let removed = 0;
+  let candidates: string[] = [];
+  const flush = async (): Promise<void> => {
+    const keys = candidates;
+    candidates = [];
+    const keep = await sweep.referenced(keys);
+    const removals = await Promise.allSettled(keys.filter((key) => !keep.has(key)).map((key) => storage.remove(key)));
+    removed += removals.filter((r) => r.status === 'fulfilled').length;
+  };
+  for await (const object of storage.list(sweep.prefix)) {
+    if (object.lastModified >= sweep.olderThan) continue;
+    candidates.push(object.key);
+    if (candidates.length >= sweep.chunk) await flush();
+  }
+  if (candidates.length > 0) await flush();
+  return removed;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -9,6 +9,7 @@ export type RefMode = 'none' | 'each' | 'combined';
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
 @Index('batches_unfinished_idx', ['accountId'], { where: `finished_at IS NULL` })
 @Index('batches_preview_retention_idx', ['finishedAt'], { where: `preview_url IS NOT NULL` })
+@Index('batches_preview_url_idx', ['previewUrl'], { where: `preview_url IS NOT NULL` })
 export class BatchEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;

@@ -8,6 +8,8 @@ export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'faile
 @Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending'` })
 @Index('tasks_unfinished_idx', ['status', 'updatedAt'], { where: `status IN ('pending', 'queued', 'running')` })
 @Index('tasks_result_retention_idx', ['finishedAt'], { where: `result_key IS NOT NULL` })
+@Index('tasks_result_key_idx', ['resultKey'], { where: `result_key IS NOT NULL` })
+@Index('tasks_result_token_idx', ['resultToken'], { unique: true })
 export class TaskEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -50,6 +52,10 @@ export class TaskEntity {
 
   @Column({ name: 'result_key', type: 'text', nullable: true })
   resultKey: string | null;
+
+  /** 128 random bits, drawn at the first claim: the random part of the result's key, the same for every attempt. */
+  @Column({ name: 'result_token', type: 'text', nullable: true })
+  resultToken: string | null;
 
   @Column({ type: 'text', nullable: true })
   error: string | null;

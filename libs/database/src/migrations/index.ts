@@ -4,6 +4,7 @@ import { TasksPendingFairIndex1763888400002 } from './1763888400002-tasks-pendin
 import { UploadsCreatedAtIndex1763888400003 } from './1763888400003-uploads-created-at-index';
 import { RetentionIndexes1763888400004 } from './1763888400004-retention-indexes';
 import { AccountsCreatedAtMilliseconds1763888400005 } from './1763888400005-accounts-created-at-milliseconds';
+import { ResultTokens1763888400010 } from './1763888400010-result-tokens';
 
 /** Every migration, in order. A new migration is added here as well as written. */
 export const ALL_MIGRATIONS: Function[] = [
@@ -13,4 +14,5 @@ export const ALL_MIGRATIONS: Function[] = [
   UploadsCreatedAtIndex1763888400003,
   RetentionIndexes1763888400004,
   AccountsCreatedAtMilliseconds1763888400005,
+  ResultTokens1763888400010,
 ];

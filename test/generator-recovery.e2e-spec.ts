@@ -1,0 +1,174 @@
+import { promises as fs } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { buildConfig, KilnConfig } from '@app/config';
+import { OrphanSweepService } from '@app/generation';
+import { LocalStorageDriver } from '@app/storage';
+import { TestApp } from '@app/testing';
+import {
+  batchRow,
+  bootApi,
+  createBatch,
+  fileEnvironment,
+  FileEnvironment,
+  GeneratorProcess,
+  refundRows,
+  routeModel,
+  spawnGenerator,
+  taskRows,
+  waitFor,
+  waitForBatchDone,
+} from './helpers/generator-harness';
+
+const LOCK_MS = 4000;
+const RECONCILE_MS = 1000;
+const LEASE_MS = 2000;
+/** What the README promises: max(lock duration, task lease) + one reconcile interval. */
+const BOUND_MS = Math.max(LOCK_MS, LEASE_MS) + RECONCILE_MS;
+/** The machine running the tests is shared and loaded. */
+const MARGIN_MS = 5000;
+
+/**
+ * Bull's own stalled-job check stays at its default pace (30 s, two passes needed): a
+ * killed generator's tasks must come back through the reconciler, within the bound.
+ */
+const CHILD_ENV = {
+  GENERATOR_CONCURRENCY: '6',
+  QUEUE_LOCK_DURATION_MS: String(LOCK_MS),
+  QUEUE_STALLED_INTERVAL_MS: '30000',
+  RECONCILE_INTERVAL_MS: String(RECONCILE_MS),
+  TASK_LEASE_MS: String(LEASE_MS),
+  TASK_MAX_ATTEMPTS: '4',
+  TASK_BACKOFF_MS: '50',
+};
+
+/** Every key stored under `<dataDir>/files/<prefix>`. */
+async function storedKeys(dataDir: string, prefix: string): Promise<string[]> {
+  const root = path.join(dataDir, 'files');
+  const found: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const e of entries) {
+      const full = path.join(dir, e.name);
+      if (e.isDirectory()) await walk(full);
+      else found.push(path.relative(root, full).split(path.sep).join('/'));
+    }
+  };
+  await walk(path.join(root, prefix));
+  return found.sort();
+}
+
+jest.setTimeout(120_000);
+
+describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan objects', () => {
+  let env: FileEnvironment;
+  let config: KilnConfig;
+  let api: TestApp;
+  let dataDir: string;
+  const children: GeneratorProcess[] = [];
+
+  function start(): GeneratorProcess {
+    const g = spawnGenerator(config, CHILD_ENV);
+    children.push(g);
+    return g;
+  }
+
+  beforeAll(async () => {
+    // A data directory of its own, so every object in it belongs to this file's batch.
+    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-recovery-'));
+    env = await fileEnvironment('gen_recovery', { storage: { ...buildConfig(process.env).storage, dataDir } });
+    config = env.config;
+    api = await bootApi(config);
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+    await Promise.all(children.map((c) => c.exited));
+    await api?.close();
+    await env?.teardown();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('runs the killed tasks again within lock duration + reconcile interval; money exact; the sweep leaves no orphans', async () => {
+    try {
+      const a = await api.account({ plan: 'scale', credits: 1000 });
+      const restore = await routeModel(api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 });
+      let id: string;
+      try {
+        id = await createBatch(api, a, { model: 'epsilon-2-pro', prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
+      } finally {
+        await restore();
+      }
+
+      const first = start();
+      await waitFor(
+        'the first generator to be mid-batch',
+        async () => {
+          const rows = await taskRows(api, id);
+          const done = rows.filter((t) => t.status === 'succeeded' || t.status === 'failed').length;
+          return done >= 3 && rows.filter((t) => t.status === 'running').length >= 4;
+        },
+        60_000,
+        20,
+      );
+      first.child.kill('SIGKILL');
+      const killedAt = (await first.exited).at;
+      // Nothing else runs tasks now: every `running` row is one the kill interrupted.
+      const interrupted = (await taskRows(api, id)).filter((t) => t.status === 'running');
+      expect(interrupted.length).toBeGreaterThanOrEqual(1);
+      const attemptsAtKill = new Map<string, number>(interrupted.map((t) => [t.id, t.attempts]));
+
+      start();
+      await waitFor(
+        'every interrupted task to be claimed again',
+        async () => {
+          const rows = (await taskRows(api, id)).filter((t) => attemptsAtKill.has(t.id));
+          return rows.every((t) => t.attempts > attemptsAtKill.get(t.id)!);
+        },
+        BOUND_MS + 60_000,
+        50,
+      );
+      const recoveredMs = Date.now() - killedAt;
+      process.stdout.write(`recovery after SIGKILL: ${recoveredMs} ms for ${interrupted.length} task(s) (bound ${BOUND_MS} ms)\n`);
+      expect(recoveredMs).toBeLessThanOrEqual(BOUND_MS + MARGIN_MS);
+
+      await waitForBatchDone(api, id, 60_000);
+      const tasks = await taskRows(api, id);
+      const failed = tasks.filter((t) => t.status === 'failed');
+      const succeeded = tasks.filter((t) => t.status === 'succeeded');
+      expect(failed.length + succeeded.length).toBe(30);
+      const refunds = await refundRows(api, id);
+      expect(new Set(refunds.map((r) => r.task_id))).toEqual(new Set(failed.map((t) => t.id)));
+      expect(refunds).toHaveLength(failed.length);
+      const batch = await batchRow(api, id);
+      // Counted once per task: a task recorded as succeeded twice would push the count past the rows.
+      expect(batch).toMatchObject({ succeeded_count: succeeded.length, failed_count: failed.length, credits_refunded: 5 * failed.length });
+      expect(batch.finished_at).not.toBeNull();
+      expect(await api.balance(a.id)).toBe(1000 - 150 + 5 * failed.length);
+      expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+
+      // Result keys are the task's, the same for every attempt, in the published naming.
+      for (const t of succeeded) {
+        expect(t.result_key).toMatch(new RegExp(`^results/[0-9a-f]{32}/kiln-${id.slice(0, 8)}-${String(t.seq + 1).padStart(4, '0')}\\.png$`));
+        expect(t.result_url).toBe(`${config.publicBaseUrl}/files/${t.result_key}`);
+      }
+
+      const expectedResults = succeeded.map((t) => t.result_key as string).sort();
+      const previewKey = batch.preview_url ? (batch.preview_url as string).slice(`${config.publicBaseUrl}/files/`.length) : null;
+      const before = {
+        results: (await storedKeys(dataDir, 'results')).filter((k) => !expectedResults.includes(k)).length,
+        previews: (await storedKeys(dataDir, 'previews')).filter((k) => k !== previewKey).length,
+      };
+      process.stdout.write(`orphans before the sweep: ${JSON.stringify(before)}\n`);
+
+      const storage = new LocalStorageDriver({ dataDir, publicBaseUrl: config.publicBaseUrl });
+      const sweeper = new OrphanSweepService(api.db, storage, { ...config, storage: { ...config.storage, orphanGraceMs: 0 } });
+      const report = await sweeper.sweep(new Date(Date.now() + 1000));
+      expect(report).toEqual(before);
+      expect(await storedKeys(dataDir, 'results')).toEqual(expectedResults);
+      expect(await storedKeys(dataDir, 'previews')).toEqual(previewKey ? [previewKey] : []);
+    } catch (err) {
+      for (const c of children) process.stderr.write(`--- generator ${c.child.pid} output ---\n${c.output()}\n`);
+      throw err;
+    }
+  });
+});
