@@ -32,12 +32,10 @@ kiln_ensure_deps() {
      [ "$KILN_ROOT/package-lock.json" -nt "$KILN_ROOT/node_modules/.package-lock.json" ]; then
     kiln_log "installing dependencies (npm ci, about a minute)"
     mkdir -p "$KILN_STATE_DIR"
-    # npm ci refuses a lock file that lacks optional platform packages, as one made against
-    # a registry mirror without them does; npm install accepts it and leaves it unchanged.
-    (cd "$KILN_ROOT" && npm ci --no-audit --no-fund >"$KILN_STATE_DIR/npm-ci.log" 2>&1) || {
-      kiln_log "npm ci failed (.kiln/npm-ci.log says why): running npm install instead"
-      (cd "$KILN_ROOT" && npm install --no-audit --no-fund) || kiln_die "installing the dependencies failed"
-    }
+    # npm ci installs exactly the lock file, or refuses: a lock that does not match
+    # package.json is a bug to fix, not something to paper over with npm install.
+    (cd "$KILN_ROOT" && npm ci --no-audit --no-fund >"$KILN_STATE_DIR/npm-ci.log" 2>&1) ||
+      kiln_die "npm ci failed; .kiln/npm-ci.log says why"
     kiln_ensure_pg_binaries || true
   fi
 }
