@@ -56,7 +56,7 @@ const PROFILES: Record<'full' | 'quick', Profile> = {
     tasks: 3000,
     warmupMs: 20_000,
     minWindowMs: 35_000,
-    capMs: 110_000,
+    capMs: 100_000,
     settleMs: 240_000,
     faults: [
       { kind: 'generator-sigkill', generator: 0 },
@@ -94,8 +94,8 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const MONITOR_INTERVAL_MS = 500;
 const GENERATOR_RESTART_DELAY_MS = 2000;
 const RICH_ACCOUNTS = 5;
-/** One account short of credits: creates answer 402 once it runs out, and refunds trickle back. */
-const TIGHT_ACCOUNT_CREDITS = 400;
+/** One account gets half its share of the credits: its creates answer 402 once it runs out, and refunds trickle back. */
+const tightAccountCredits = (tasks: number) => Math.max(20, Math.round(tasks / (RICH_ACCOUNTS + 1) / 2));
 
 /** One fault and what was measured around it. Times are ms epoch. */
 interface Window {
@@ -308,7 +308,7 @@ async function main(): Promise<void> {
     await stack.routeModel(FAST_MODEL, SIMULATED_ROUTE);
     const accounts: BenchAccount[] = [];
     for (let i = 0; i < RICH_ACCOUNTS; i++) accounts.push(await stack.createAccount('chaos'));
-    accounts.push(await tightAccount(stack));
+    accounts.push(await tightAccount(stack, tightAccountCredits(profile.tasks)));
 
     processes = new Processes(stack);
     processes.watchApi();
@@ -395,9 +395,9 @@ async function main(): Promise<void> {
   }
 }
 
-async function tightAccount(stack: KilnStack): Promise<BenchAccount> {
+async function tightAccount(stack: KilnStack, credits: number): Promise<BenchAccount> {
   const email = `chaos-tight@bench.kiln.local`;
-  const { account } = await stack.admin<{ account: { id: string } }>('POST', '/accounts', { email, plan: 'scale', credits: TIGHT_ACCOUNT_CREDITS });
+  const { account } = await stack.admin<{ account: { id: string } }>('POST', '/accounts', { email, plan: 'scale', credits });
   const { secret } = await stack.admin<{ secret: string }>('POST', `/accounts/${account.id}/keys`, { name: 'chaos' });
   return { id: account.id, email, key: secret };
 }
@@ -512,6 +512,22 @@ function firstAnswerAfter(events: ApiEvent[], kind: ApiEvent['kind'], at: number
   return e ? e.answeredAt : null;
 }
 
+const failed = (e: ApiEvent) => e.outcome === 'server_error' || e.outcome === 'timeout' || e.outcome === 'network';
+
+/**
+ * Seconds after the fault ended that requests of this kind still failed (0: none did), or
+ * `>N` when the window's last one failed too: not recovered within it.
+ */
+function apiRecovery(events: ApiEvent[], kind: ApiEvent['kind'], w: Window, end: number): string {
+  if (w.healedAt === null) return '-';
+  const ofKind = events.filter((e) => e.kind === kind && e.sentAt >= w.t0 && e.sentAt < end);
+  if (ofKind.length === 0) return '-';
+  const lastFailure = ofKind.filter(failed).at(-1);
+  if (!lastFailure) return '0';
+  if (lastFailure === ofKind.at(-1)) return `>${round((end - w.healedAt) / 1000, 0)}`;
+  return `${round(Math.max(0, lastFailure.answeredAt - w.healedAt) / 1000, 1)}`;
+}
+
 function windowDone(w: Window, events: ApiEvent[], profile: Profile): boolean {
   const now = Date.now();
   if (w.healedAt === null) return false;
@@ -578,13 +594,13 @@ function renderReport(r: ReportInput): string {
   );
   lines.push(
     'Times in seconds from the moment the fault ended (the kill for a generator; the restart or SIGCONT for Redis and PostgreSQL).',
-    '`api ok` = first answered create / poll sent after it; `progress` = first task finished after it; `stranded` = tasks running',
+    '`api errors until` = the last create / poll that failed (5xx, timeout, no connection) answered this long after it; `progress` = first task finished after it; `stranded` = tasks running',
     `before the fault still on the same attempt ${STRANDED_AFTER_MS / 1000} s after it, and when the last of them ran again; ` +
       '`caught up` = unfinished tasks back down to the backlog before the fault. `>N`: not within the window.',
     '',
   );
-  lines.push('| # | fault | api 5xx | api timeouts / conn errors | api ok: create / poll | progress | stranded | stranded run again | caught up | process exits | notes |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| # | fault | api 5xx / requests | api timeouts + conn errors | slowest answer | api errors until: create / poll | progress | stranded | stranded run again | caught up | process exits | notes |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const w of r.windows) {
     const end = w.end ?? Date.now();
     const inWindow = r.events.filter((e) => e.sentAt >= w.t0 && e.sentAt < end);
@@ -592,11 +608,10 @@ function renderReport(r: ReportInput): string {
     const lost = inWindow.filter((e) => e.outcome === 'timeout' || e.outcome === 'network').length;
     const healed = w.healedAt;
     const cap = r.profile.capMs;
-    const apiCreate = healed === null ? null : firstAnswerAfter(r.events, 'create', healed);
-    const apiPoll = healed === null ? null : firstAnswerAfter(r.events, 'poll', healed);
+    const slowest = inWindow.reduce((m, e) => Math.max(m, e.answeredAt - e.sentAt), 0);
     const crashes = r.crashes.filter((c) => c.at >= w.t0 && c.at < end).map((c) => `${c.name} (${c.code})`);
     lines.push(
-      `| ${w.n} | ${w.label} | ${fivexx} / ${inWindow.length} | ${lost} | ${secs(healed, apiCreate, cap)} / ${secs(healed, apiPoll, cap)} | ` +
+      `| ${w.n} | ${w.label} | ${fivexx} / ${inWindow.length} | ${lost} | ${round(slowest / 1000, 1)} | ${apiRecovery(r.events, 'create', w, end)} / ${apiRecovery(r.events, 'poll', w, end)} | ` +
         `${secs(healed, w.progressAt, cap)} | ${w.stranded ?? '-'} | ${w.stranded ? secs(healed, w.strandedRerunAt, cap) : '-'} | ` +
         `${secs(healed, w.caughtUpAt, cap)} | ${crashes.join(', ') || 0} | ${w.notes.join('; ')} |`,
     );
