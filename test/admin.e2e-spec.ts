@@ -109,7 +109,7 @@ describe('Operator admin API (decisions.md 10)', () => {
     const walked: string[] = [];
     let cursor: string | null = null;
     for (let page = 0; page < 3; page++) {
-      const res = await t.admin('get', `/v1/admin/accounts?limit=1${cursor ? `&cursor=${cursor}` : ''}`).expect(200);
+      const res: { body: { accounts: { id: string }[]; nextCursor: string | null } } = await t.admin('get', `/v1/admin/accounts?limit=1${cursor ? `&cursor=${cursor}` : ''}`).expect(200);
       walked.push(res.body.accounts[0].id);
       cursor = res.body.nextCursor;
     }

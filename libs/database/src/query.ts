@@ -18,6 +18,9 @@ export async function queryRows<T = Record<string, unknown>>(
   return result as T[];
 }
 
+/** The largest value of a PostgreSQL integer (int4) column: request fields stored in one are bounded by it. */
+export const INT4_MAX = 2_147_483_647;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True for a canonical UUID: anything else would make PostgreSQL's uuid cast fail with a 500. */
