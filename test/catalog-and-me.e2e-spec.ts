@@ -70,6 +70,8 @@ describe('GET /v1/models and GET /v1/me', () => {
     expect(res.body.limits).toEqual({
       countPerCombo: { min: 1, max: 20 },
       maxPrompts: 1000,
+      // The reference ceiling of every model, the one a model without a declared cap (eta-image) gets.
+      maxRefImages: 16,
       upload: { maxBytes: 10485760, maxFiles: 20, types: ['image/png', 'image/jpeg', 'image/webp', 'image/gif'] },
     });
   });

@@ -5,6 +5,7 @@ import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { jsonBodyParser } from './errors/body-parser.middleware';
+import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
 import { ErrorResponseDto } from './common/error.response.dto';
 
@@ -20,10 +21,14 @@ export const UNVERSIONED_PATHS = [
  * stack. Created with `bodyParser: false`: Kiln parses JSON itself to keep its error object.
  */
 export function configureApp(app: NestExpressApplication): OpenAPIObject {
+  const config = app.get<KilnConfig>(KILN_CONFIG);
   app.useLogger(app.get(Logger));
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
-  trustProxies(app, app.get<KilnConfig>(KILN_CONFIG).trustProxy);
+  trustProxies(app, config.trustProxy);
+  limitHttpServer(app.getHttpServer(), config.http);
+  // First, so every answer carries them, the body parser's refusals included.
+  app.use(securityHeaders);
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
   app.useGlobalPipes(kilnValidationPipe());

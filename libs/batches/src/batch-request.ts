@@ -91,8 +91,14 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
   if (!REF_MODES.includes(refMode)) throw invalidRequest('refMode', 'isIn', 'refMode must be none, each or combined');
   const refImages = input.refImages ?? [];
   if (!Array.isArray(refImages)) throw invalidRequest('refImages', 'isArray', 'refImages must be an array of strings');
+  // A repeated reference adds nothing to a `combined` render but its decoding cost, and to
+  // an `each` batch only copies that countPerCombo already makes: refused, so the number of
+  // references is the number of distinct uploads the model's cap counts.
+  const seen = new Set<string>();
   refImages.forEach((r, i) => {
     if (typeof r !== 'string') throw invalidRequest(`refImages[${i}]`, 'isString', `refImages[${i}] must be a string`);
+    if (seen.has(r)) throw invalidRequest(`refImages[${i}]`, 'duplicate', `refImages[${i}] repeats an earlier reference`);
+    seen.add(r);
   });
   if (refMode === 'none' && refImages.length > 0) {
     throw invalidRequest('refImages', 'not_allowed_with_ref_mode_none', 'refImages must be empty when refMode is "none"');

@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, nextUtcMidnight } from '@app/billing';
-import { CatalogService } from '@app/catalog';
+import { CatalogService, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
 import { BatchEntity, Cursor, encodeCursor, isUuid, ModelEntity, TaskStatus } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
 import { pixelSize } from '@app/providers';
@@ -13,6 +13,8 @@ import { addToCounts, BatchFields, BatchView, emptyCounts, TaskCounts, TaskView,
 import { ContentPolicy } from './content-policy';
 import { fanOut, FannedTask, imageCount } from './fan-out';
 import { TaskDispatchService } from './task-dispatch.service';
+
+type Task = FannedTask & { id: string; seed: number };
 
 /** Who creates a batch: an API key, or the account holder in the dashboard (no key). */
 export type BatchActor = { accountId: string; apiKeyId: string | null; via: 'api' | 'dashboard' };
@@ -41,26 +43,25 @@ export class BatchesService {
     const refUploadIds = await this.resolveReferences(actor.accountId, model, req);
     this.checkPrompts(model, req.prompts);
 
+    // Counted, not expanded: the tasks are made only once every check below has passed, so
+    // a refused request costs work bounded by its body, whatever total it asks for.
     const total = imageCount(req.prompts.length, req.refImages.length, req.refMode, req.countPerCombo);
     const cost = total * unitCost;
     const batchId = randomUUID();
-    const tasks = fanOut(req.prompts.length, refUploadIds, req.refMode, req.countPerCombo).map((t) => ({
-      ...t,
-      id: randomUUID(),
-      seed: taskSeed(batchId, t.seq),
-    }));
     const { width, height } = pixelSize(req.aspectRatio, req.resolution);
 
     // Asked of Redis while the transaction checks and charges (it never rejects); a refused
     // request never waits for it.
     const dispatching = this.dispatcher.dispatchCount(total);
     let dispatchCount = 0;
-    const batch = await this.db.transaction(async (m) => {
+    const { batch, tasks } = await this.db.transaction(async (m) => {
       const account = await lockAccount(m, actor.accountId);
-      if (total > account.maxImagesPerBatch) {
-        throw new KilnError(ErrorCode.BatchLimitExceeded, `Your plan allows at most ${account.maxImagesPerBatch} images per batch`, {
+      // MAX_IMAGES_PER_BATCH also holds against a plan row edited outside the admin API.
+      const maxImages = Math.min(account.maxImagesPerBatch, MAX_IMAGES_PER_BATCH);
+      if (total > maxImages) {
+        throw new KilnError(ErrorCode.BatchLimitExceeded, `Your plan allows at most ${maxImages} images per batch`, {
           total,
-          max: account.maxImagesPerBatch,
+          max: maxImages,
         });
       }
       // Under the account lock, so two concurrent creations cannot both take the last slot.
@@ -86,6 +87,11 @@ export class BatchesService {
           resetsAt: nextUtcMidnight(),
         });
       }
+      const tasks: Task[] = fanOut(req.prompts.length, refUploadIds, req.refMode, req.countPerCombo).map((t) => ({
+        ...t,
+        id: randomUUID(),
+        seed: taskSeed(batchId, t.seq),
+      }));
       const row = m.create(BatchEntity, {
         id: batchId,
         accountId: actor.accountId,
@@ -117,7 +123,7 @@ export class BatchesService {
       row.createdAt = await insertBatch(m, row);
       dispatchCount = await dispatching;
       await insertTasks(m, row, req.prompts, tasks, dispatchCount);
-      return row;
+      return { batch: row, tasks };
     });
 
     await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
@@ -178,11 +184,9 @@ export class BatchesService {
     if (!model.supportsRefImages) {
       throw new KilnError(ErrorCode.RefsNotSupported, `${model.key} does not accept reference images`, { model: model.key });
     }
-    if (model.maxRefImages !== null && given > model.maxRefImages) {
-      throw new KilnError(ErrorCode.TooManyRefImages, `${model.key} accepts at most ${model.maxRefImages} reference images`, {
-        max: model.maxRefImages,
-        given,
-      });
+    const max = refImageCap(model);
+    if (given > max) {
+      throw new KilnError(ErrorCode.TooManyRefImages, `${model.key} accepts at most ${max} reference images`, { max, given });
     }
     const owned = await this.uploads.findOwnedByUrls(accountId, req.refImages);
     return req.refImages.map((url, i) => {
@@ -312,7 +316,7 @@ async function insertTasks(
   m: EntityManager,
   batch: BatchEntity,
   prompts: string[],
-  tasks: (FannedTask & { id: string; seed: number })[],
+  tasks: Task[],
   dispatchCount: number,
 ): Promise<void> {
   // The first dispatchCount tasks are written queued: the caller enqueues them right after

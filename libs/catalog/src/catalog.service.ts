@@ -15,9 +15,22 @@ export const CATALOG_DEFAULTS = {
   refMode: 'none',
   quality: 'auto',
 } as const;
+/**
+ * The most reference images any batch may carry, whatever the model says: a model with no
+ * declared cap (`maxRefImages: null`) gets this one, and no operator edit may go above it.
+ * Each reference is read and decoded for every task that carries it, so the cap bounds a
+ * task's render work as well as a request's fan-out.
+ */
+export const MAX_REF_IMAGES = 16;
+/** The most images any plan may allow in one batch (an operator's plan edit cannot go above it). */
+export const MAX_IMAGES_PER_BATCH = 100_000;
+/** Credits per image an operator may set: a batch's charge (at most MAX_IMAGES_PER_BATCH images) then fits an int4 column. */
+export const MAX_CREDIT_COST = 10_000;
+
 export const CATALOG_LIMITS = {
   countPerCombo: { min: 1, max: 20 },
   maxPrompts: 1000,
+  maxRefImages: MAX_REF_IMAGES,
   upload: {
     maxBytes: 10 * 1024 * 1024,
     maxFiles: 20,
@@ -112,6 +125,11 @@ export class CatalogService {
   }
 }
 
+/** The number of reference images a batch on this model may carry (the hard ceiling when the model declares none). */
+export function refImageCap(model: Pick<ModelEntity, 'maxRefImages'>): number {
+  return model.maxRefImages === null ? MAX_REF_IMAGES : Math.min(model.maxRefImages, MAX_REF_IMAGES);
+}
+
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
@@ -121,6 +139,7 @@ function validateModel(m: ModelEntity): void {
   for (const [res, cost] of Object.entries(m.creditCost)) {
     if (!RESOLUTIONS.includes(res as Resolution)) throw invalidRequest(`creditCost.${res}`, 'unknown_resolution');
     if (!Number.isInteger(cost) || (cost as number) < 0) throw invalidRequest(`creditCost.${res}`, 'not_a_non_negative_integer');
+    if ((cost as number) > MAX_CREDIT_COST) throw invalidRequest(`creditCost.${res}`, 'out_of_range');
   }
   if (priced.length === 0) throw invalidRequest('creditCost', 'empty');
   for (const [ratio, list] of Object.entries(m.resolutionsByRatio)) {
@@ -134,6 +153,7 @@ function validateModel(m: ModelEntity): void {
   if (m.maxRefImages !== null && (!Number.isInteger(m.maxRefImages) || m.maxRefImages < 0)) {
     throw invalidRequest('maxRefImages', 'not_a_non_negative_integer');
   }
+  if (m.maxRefImages !== null && m.maxRefImages > MAX_REF_IMAGES) throw invalidRequest('maxRefImages', 'out_of_range');
   if (!Number.isInteger(m.maxPromptLength) || m.maxPromptLength < 1 || m.maxPromptLength > 100_000) {
     throw invalidRequest('maxPromptLength', 'out_of_range');
   }

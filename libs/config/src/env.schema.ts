@@ -140,6 +140,22 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   TASK_LEASE_MS?: number;
 
+  /** Longest a client may take to send a whole request, headers and body (Node's default is 300 s). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
+  HTTP_REQUEST_TIMEOUT_MS?: number;
+
+  /** Longest a client may take to send a request's headers (at most HTTP_REQUEST_TIMEOUT_MS). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
+  HTTP_HEADERS_TIMEOUT_MS?: number;
+
+  /** Open connections one client address may hold; more are closed at once. 0: no cap. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(0) @Max(1_000_000)
+  MAX_CONNECTIONS_PER_IP?: number;
+
+  /** How long a process waits for a new PostgreSQL connection before the request fails (503). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(600_000)
+  DATABASE_CONNECT_TIMEOUT_MS?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   OPENAI_API_KEY?: string;
 

@@ -7,6 +7,15 @@ export interface KilnConfig {
   port: number;
   publicBaseUrl: string;
   databaseUrl: string;
+  /** Wait for a new PostgreSQL connection; past it the request answers 503 instead of hanging. */
+  databaseConnectTimeoutMs: number;
+  /** Limits of the api's HTTP server against slow and greedy clients. */
+  http: {
+    requestTimeoutMs: number;
+    headersTimeoutMs: number;
+    /** 0: no cap. Counted per socket address, so behind a proxy it counts the proxy. */
+    maxConnectionsPerIp: number;
+  };
   redisUrl: string;
   redisPrefix: string;
   /** ioredis commandTimeout for Kiln's own client and the api's queue client. */
@@ -94,11 +103,19 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     );
   }
   const bucket = env.MINIO_BUCKET ?? 'kiln';
+  const requestTimeout = env.HTTP_REQUEST_TIMEOUT_MS ?? 30000;
   return {
     env: (env.NODE_ENV ?? 'development') as KilnConfig['env'],
     port,
     publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln',
+    databaseConnectTimeoutMs: env.DATABASE_CONNECT_TIMEOUT_MS ?? 5000,
+    http: {
+      requestTimeoutMs: requestTimeout,
+      // Node requires the headers' limit to be within the whole request's.
+      headersTimeoutMs: Math.min(env.HTTP_HEADERS_TIMEOUT_MS ?? requestTimeout, requestTimeout),
+      maxConnectionsPerIp: env.MAX_CONNECTIONS_PER_IP ?? 256,
+    },
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: env.REDIS_PREFIX ?? 'kiln',
     redisCommandTimeoutMs: env.REDIS_COMMAND_TIMEOUT_MS ?? 500,

@@ -28,7 +28,16 @@ export class DatabaseModule {
         TypeOrmModule.forRootAsync({
           inject: [KILN_CONFIG],
           useFactory: (config: KilnConfig) =>
-            dataSourceOptions(config.databaseUrl, options.asyncCommit ? { extra: { ...POOL, options: '-c synchronous_commit=off' } } : {}),
+            dataSourceOptions(config.databaseUrl, {
+              extra: {
+                ...POOL,
+                // A database that does not answer fails the request (503) instead of holding it.
+                connectionTimeoutMillis: config.databaseConnectTimeoutMs,
+                // A peer that vanished without a reset is noticed on idle connections too.
+                keepAlive: true,
+                ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+              },
+            }),
         }),
         TypeOrmModule.forFeature(ALL_ENTITIES),
       ],

@@ -18,6 +18,9 @@ export async function queryRows<T = Record<string, unknown>>(
   return result as T[];
 }
 
+/** The largest value of a PostgreSQL integer (int4) column: request fields stored in one are bounded by it. */
+export const INT4_MAX = 2_147_483_647;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True for a canonical UUID: anything else would make PostgreSQL's uuid cast fail with a 500. */
@@ -29,4 +32,24 @@ export function isUuid(value: unknown): value is string {
 export function pgError(err: unknown): { code?: string; constraint?: string } {
   const e = err as { code?: string; constraint?: string; driverError?: { code?: string; constraint?: string } };
   return { code: e?.code ?? e?.driverError?.code, constraint: e?.constraint ?? e?.driverError?.constraint };
+}
+
+/**
+ * Codes of a database that cannot be reached or is going away: the socket errors of a
+ * refused, reset or unroutable connection, and PostgreSQL's own (class 08 connection
+ * exceptions; 57P01-57P03 shutdown, crash, starting up; 53300 too many connections).
+ */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
+  '57P01', '57P02', '57P03', '53300',
+]);
+/** node-postgres and pg-pool say these in messages only, without a code. */
+const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i;
+
+/** True when `err` says PostgreSQL is unreachable (worth a 503 and a retry), not that a query was wrong. */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const { code } = pgError(err);
+  if (code && (UNAVAILABLE_CODES.has(code) || /^08/.test(code))) return true;
+  const message = err instanceof Error ? err.message : '';
+  return UNAVAILABLE_MESSAGE.test(message);
 }

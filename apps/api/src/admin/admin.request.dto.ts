@@ -16,6 +16,7 @@ import {
   NotEquals,
   ValidateIf,
 } from 'class-validator';
+import { MAX_IMAGES_PER_BATCH, MAX_REF_IMAGES } from '@app/catalog';
 import type { ProviderRoute, Resolution } from '@app/database';
 
 const PLANS = ['free', 'starter', 'studio', 'scale'] as const;
@@ -71,8 +72,8 @@ export class UpdateModelRequestDto {
   @IsOptional() @IsBoolean()
   enabled?: boolean;
 
-  @ApiPropertyOptional({ type: 'integer', nullable: true })
-  @IsOptional() @ValidateIf((_, v) => v !== null) @IsInt() @Min(0)
+  @ApiPropertyOptional({ type: 'integer', nullable: true, maximum: MAX_REF_IMAGES, description: `null: no declared cap (the ceiling of ${MAX_REF_IMAGES} applies)` })
+  @IsOptional() @ValidateIf((_, v) => v !== null) @IsInt() @Min(0) @Max(MAX_REF_IMAGES)
   maxRefImages?: number | null;
 
   @ApiPropertyOptional({ type: 'integer' })
@@ -91,7 +92,7 @@ export class UpdateModelRequestDto {
 export class UpdatePlanRequestDto {
   @ApiPropertyOptional() @IsOptional() @IsBoolean() apiAccess?: boolean;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(0) @Max(1000) maxKeys?: number;
-  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(100_000) maxImagesPerBatch?: number;
+  @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(MAX_IMAGES_PER_BATCH) maxImagesPerBatch?: number;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000) maxConcurrentBatches?: number;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000_000) requestsPerMinute?: number;
 }

@@ -2,13 +2,19 @@ import express, { NextFunction, Request, Response } from 'express';
 import { ErrorCode } from '@app/errors';
 
 export const MAX_JSON_BYTES = 1024 * 1024;
+/** Far deeper than any Kiln body (a model's provider route is three levels). */
+export const MAX_JSON_DEPTH = 32;
 
 /**
  * JSON parsing with Kiln's error object: body-parser's own errors (malformed JSON, a body
  * over 1 MB, an unsupported charset) would otherwise reach Express's HTML error page.
+ * The raw bytes are checked first (verify runs before JSON.parse): a body nested deeper than
+ * MAX_JSON_DEPTH is refused in one linear scan, before the parser and then the validation
+ * pipe would each walk it, and UTF-8 is the only charset (RFC 8259 8.1), which is what lets
+ * the scan read bytes.
  */
 export function jsonBodyParser() {
-  const parse = express.json({ limit: MAX_JSON_BYTES, strict: true });
+  const parse = express.json({ limit: MAX_JSON_BYTES, strict: true, verify: checkRawJson });
   return (req: Request, res: Response, next: NextFunction) => {
     // Polling GETs carry no body: spare them body-parser's per-request work.
     if (!hasBody(req)) return next();
@@ -24,16 +30,57 @@ export function jsonBodyParser() {
           ? 'too_large'
           : err.type === 'entity.parse.failed'
             ? 'malformed_json'
-            : err.type ?? 'unreadable_body';
+            : err.type === TOO_DEEP || err.type === UNSUPPORTED_CHARSET
+              ? err.type
+              : err.type ?? 'unreadable_body';
       const message =
         reason === 'too_large'
           ? `The JSON body is larger than ${MAX_JSON_BYTES} bytes`
           : reason === 'malformed_json'
             ? 'The request body is not valid JSON'
-            : 'The request body could not be read';
+            : reason === TOO_DEEP
+              ? `The JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`
+              : reason === UNSUPPORTED_CHARSET
+                ? 'A JSON body must be UTF-8'
+                : 'The request body could not be read';
       return sendInvalid(res, message, { field: 'body', reason });
     });
   };
+}
+
+const TOO_DEEP = 'too_deep';
+const UNSUPPORTED_CHARSET = 'unsupported_charset';
+
+/** body-parser's verify hook: a thrown error's `type` comes back to the handler above. */
+function checkRawJson(_req: unknown, _res: unknown, buf: Buffer, encoding: string): void {
+  if (encoding.toLowerCase() !== 'utf-8' && encoding.toLowerCase() !== 'utf8') {
+    throw Object.assign(new Error('unsupported charset'), { type: UNSUPPORTED_CHARSET });
+  }
+  if (jsonDepthExceeds(buf, MAX_JSON_DEPTH)) throw Object.assign(new Error('JSON too deep'), { type: TOO_DEEP });
+}
+
+/**
+ * True when the UTF-8 JSON text opens more than `max` arrays or objects at once. Bytes, not
+ * characters: in UTF-8 no byte of a multi-byte character is an ASCII bracket, quote or
+ * backslash. Malformed text gets some answer here and is refused by the parser anyway.
+ */
+export function jsonDepthExceeds(buf: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next byte (an escaped quote ends nothing)
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
 }
 
 /** type-is's hasBody, the test body-parser makes before reading: a length or a chunked body. */

@@ -1,5 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import { isDatabaseUnavailable } from '@app/database';
 import { ErrorCode, ErrorDetails, KilnError } from '@app/errors';
 
 /** The one map from error code to HTTP status: a new code does not compile until it has one. */
@@ -30,6 +31,9 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
 };
 
+/** Seconds a client is told to wait after a 503: long enough for a database restart or failover to finish. */
+export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
+
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; details?: ErrorDetails };
 }
@@ -53,6 +57,14 @@ export function toErrorBody(exception: unknown): { status: number; body: ErrorBo
             : ErrorCode.InvalidRequest;
     const message = status >= 500 ? 'Internal server error' : httpMessage(exception);
     return { status: STATUS_BY_CODE[code], body: { error: { code, message } }, unexpected: status >= 500 };
+  }
+  if (isDatabaseUnavailable(exception)) {
+    // An outage, not a bug: the client is told to come back (Retry-After), not to report one.
+    return {
+      status: HttpStatus.SERVICE_UNAVAILABLE,
+      body: { error: { code: ErrorCode.ServiceUnavailable, message: 'The service is temporarily unavailable; retry shortly' } },
+      unexpected: false,
+    };
   }
   return {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
@@ -83,7 +95,13 @@ export class ErrorFilter implements ExceptionFilter {
       this.logger.error({ err: exception, requestId }, `Unexpected error on ${req?.method} ${req?.url}`);
       if (requestId) body.error.details = { ...(body.error.details ?? {}), requestId };
     }
+    if (status === HttpStatus.SERVICE_UNAVAILABLE) {
+      this.logger.warn({ err: exception, requestId }, `Service unavailable on ${req?.method} ${req?.url}`);
+    }
     if (res.headersSent) return;
+    if (status === HttpStatus.SERVICE_UNAVAILABLE && !res.getHeader('Retry-After')) {
+      res.setHeader('Retry-After', String(SERVICE_UNAVAILABLE_RETRY_AFTER_S));
+    }
     res.status(status).json(body);
   }
 }

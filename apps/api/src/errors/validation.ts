@@ -1,5 +1,6 @@
-import { ValidationError, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
 import { invalidRequest } from '@app/errors';
+import { findUncleanText } from './clean-text';
 
 /** The first failing field as a path such as `prompts` or `provider.latencyMs`. */
 function firstFailure(errors: ValidationError[], parent = ''): { field: string; reason: string; message: string } | null {
@@ -15,9 +16,27 @@ function firstFailure(errors: ValidationError[], parent = ''): { field: string; 
   return null;
 }
 
+/**
+ * Every body, query and route parameter meets the clean-text rule before its DTO is checked:
+ * one rule for every route (public, dashboard and admin), free-form objects such as a
+ * model's provider route included, so no DTO can forget it.
+ */
+class KilnValidationPipe extends ValidationPipe {
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    if (metadata.type !== 'custom') {
+      const unclean = findUncleanText(value, metadata.type === 'body' || !metadata.data ? '' : metadata.data);
+      if (unclean) {
+        const what = unclean.reason === 'contains_nul' ? 'U+0000' : 'an unpaired UTF-16 surrogate';
+        throw invalidRequest(unclean.field || metadata.type, unclean.reason, `${unclean.field || metadata.type} contains ${what}`);
+      }
+    }
+    return super.transform(value, metadata);
+  }
+}
+
 /** class-validator failures become `invalid_request` with `{ field, reason }` details. */
 export function kilnValidationPipe(): ValidationPipe {
-  return new ValidationPipe({
+  return new KilnValidationPipe({
     whitelist: true,
     forbidNonWhitelisted: true,
     forbidUnknownValues: true,
