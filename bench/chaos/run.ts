@@ -605,13 +605,17 @@ function renderReport(r: ReportInput): string {
     const end = w.end ?? Date.now();
     const inWindow = r.events.filter((e) => e.sentAt >= w.t0 && e.sentAt < end);
     const fivexx = inWindow.filter((e) => e.outcome === 'server_error').length;
+    // Which 5xx: a 503 (dependency down, retry) is the designed answer; a 500 is a defect.
+    const byStatus = new Map<number, number>();
+    for (const e of inWindow) if (e.outcome === 'server_error') byStatus.set(e.status, (byStatus.get(e.status) ?? 0) + 1);
+    const statuses = [...byStatus].map(([status, n]) => `${n}x${status}`).join(' ');
     const lost = inWindow.filter((e) => e.outcome === 'timeout' || e.outcome === 'network').length;
     const healed = w.healedAt;
     const cap = r.profile.capMs;
     const slowest = inWindow.reduce((m, e) => Math.max(m, e.answeredAt - e.sentAt), 0);
     const crashes = r.crashes.filter((c) => c.at >= w.t0 && c.at < end).map((c) => `${c.name} (${c.code})`);
     lines.push(
-      `| ${w.n} | ${w.label} | ${fivexx} / ${inWindow.length} | ${lost} | ${round(slowest / 1000, 1)} | ${apiRecovery(r.events, 'create', w, end)} / ${apiRecovery(r.events, 'poll', w, end)} | ` +
+      `| ${w.n} | ${w.label} | ${fivexx} / ${inWindow.length}${statuses ? ` (${statuses})` : ''} | ${lost} | ${round(slowest / 1000, 1)} | ${apiRecovery(r.events, 'create', w, end)} / ${apiRecovery(r.events, 'poll', w, end)} | ` +
         `${secs(healed, w.progressAt, cap)} | ${w.stranded ?? '-'} | ${w.stranded ? secs(healed, w.strandedRerunAt, cap) : '-'} | ` +
         `${secs(healed, w.caughtUpAt, cap)} | ${crashes.join(', ') || 0} | ${w.notes.join('; ')} |`,
     );
