@@ -3,7 +3,7 @@ import { configureApp } from '../apps/api/src/app.setup';
 import { bootTestApp, TestApp } from '@app/testing';
 import { CatalogService } from '@app/catalog';
 
-/** The interface's error object from every layer (decisions.md 4), and the common headers. */
+/** The interface's error object from every layer (docs/api.md#errors), and the common headers. */
 describe('error envelope, request ids, health and OpenAPI', () => {
   let t: TestApp;
   beforeAll(async () => {
@@ -31,6 +31,21 @@ describe('error envelope, request ids, health and OpenAPI', () => {
     expect(res.status).toBe(400);
     isEnvelope(res.body, 'invalid_request');
     expect(res.body.error.details).toEqual({ field: 'body', reason: 'malformed_json' });
+  });
+
+  it('authentication answers before the body: malformed JSON without a key -> 401, never parsed', async () => {
+    const res = await t.http.post('/v1/batches').set('Content-Type', 'application/json').send('{"prompts": ');
+    expect(res.status).toBe(401);
+    isEnvelope(res.body, 'unauthorized');
+    const admin = await t.http.post('/v1/admin/accounts').set('Authorization', 'Bearer wrong-admin-token-0123456789').set('Content-Type', 'application/json').send('{"email": ');
+    expect(admin.status).toBe(401);
+  });
+
+  it("the body parser's refusals carry X-Request-Id (echoed) and the security headers", async () => {
+    const res = await t.admin('post', '/v1/admin/accounts').set('X-Request-Id', 'client-req-42').set('Content-Type', 'application/json').send('{"email": ');
+    expect(res.status).toBe(400);
+    expect(res.headers['x-request-id']).toBe('client-req-42');
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
   });
 
   it('a GET carrying a body is parsed like any other: malformed JSON -> 400 invalid_request', async () => {

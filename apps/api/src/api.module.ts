@@ -3,8 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
 import { TerminusModule } from '@nestjs/terminus';
 import { LoggerModule } from 'nestjs-pino';
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { AccountsModule } from '@app/accounts';
 import { BatchesModule, KilnQueueModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
@@ -27,17 +26,8 @@ import { DashboardApiModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
 import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
+import { requestId } from './http/request-id';
 import { UploadsController } from './uploads/uploads.controller';
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** Echo a sane client X-Request-Id, else mint one; every response carries it. */
-function requestId(req: IncomingMessage, res: ServerResponse): string {
-  const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-  res.setHeader('X-Request-Id', id);
-  return id;
-}
 
 @Module({
   imports: [

@@ -4,7 +4,8 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { jsonBodyParser } from './errors/body-parser.middleware';
+import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-parser.middleware';
+import { assignRequestId } from './http/request-id';
 import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
 import { ErrorResponseDto } from './common/error.response.dto';
@@ -28,9 +29,11 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   trustProxies(app, config.trustProxy);
   limitHttpServer(app.getHttpServer(), config.http);
   // First, so every answer carries them, the body parser's refusals included.
+  app.use(assignRequestId);
   app.use(securityHeaders);
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
+  app.useGlobalInterceptors(new DeferredBodyErrorInterceptor());
   app.useGlobalPipes(kilnValidationPipe());
   app.enableShutdownHooks();
   const document = buildOpenApi(app);

@@ -1,5 +1,7 @@
+import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import express, { NextFunction, Request, Response } from 'express';
-import { ErrorCode } from '@app/errors';
+import { Observable } from 'rxjs';
+import { invalidRequest, KilnError } from '@app/errors';
 
 export const MAX_JSON_BYTES = 1024 * 1024;
 /** Far deeper than any Kiln body (a model's provider route is three levels). */
@@ -12,6 +14,11 @@ export const MAX_JSON_DEPTH = 32;
  * MAX_JSON_DEPTH is refused in one linear scan, before the parser and then the validation
  * pipe would each walk it, and UTF-8 is the only charset (RFC 8259 8.1), which is what lets
  * the scan read bytes.
+ *
+ * A refusal is not answered here but kept on the request and thrown by
+ * DeferredBodyErrorInterceptor, after the guards: authentication and the rate limit come
+ * before the body's shape, as the documented validation order says, and the body is never
+ * parsed for a caller who would be refused anyway.
  */
 export function jsonBodyParser() {
   const parse = express.json({ limit: MAX_JSON_BYTES, strict: true, verify: checkRawJson });
@@ -21,7 +28,7 @@ export function jsonBodyParser() {
     parse(req, res, (err?: { type?: string; status?: number; message?: string }) => {
       if (!err) {
         if (req.body !== undefined && req.is('application/json') && (typeof req.body !== 'object' || Array.isArray(req.body))) {
-          return sendInvalid(res, 'The JSON body must be an object', { field: 'body', reason: 'not_an_object' });
+          return defer(req, next, 'The JSON body must be an object', 'not_an_object');
         }
         return next();
       }
@@ -43,7 +50,7 @@ export function jsonBodyParser() {
               : reason === UNSUPPORTED_CHARSET
                 ? 'A JSON body must be UTF-8'
                 : 'The request body could not be read';
-      return sendInvalid(res, message, { field: 'body', reason });
+      return defer(req, next, message, reason);
     });
   };
 }
@@ -88,6 +95,21 @@ export function hasBody(req: Pick<Request, 'headers'>): boolean {
   return req.headers['transfer-encoding'] !== undefined || !Number.isNaN(Number(req.headers['content-length']));
 }
 
-function sendInvalid(res: Response, message: string, details: Record<string, unknown>): void {
-  res.status(400).json({ error: { code: ErrorCode.InvalidRequest, message, details } });
+const BODY_ERROR = Symbol('kiln:body-error');
+type WithBodyError = Request & { [BODY_ERROR]?: KilnError };
+
+function defer(req: Request, next: NextFunction, message: string, reason: string): void {
+  (req as WithBodyError)[BODY_ERROR] = invalidRequest('body', reason, message);
+  req.body = undefined;
+  next();
+}
+
+/** Throws the body parser's refusal once the guards have let the request through. */
+@Injectable()
+export class DeferredBodyErrorInterceptor implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const error = context.switchToHttp().getRequest<WithBodyError>()[BODY_ERROR];
+    if (error) throw error;
+    return next.handle();
+  }
 }
