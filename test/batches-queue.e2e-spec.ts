@@ -1,7 +1,7 @@
 import { getQueueToken } from '@nestjs/bull';
 import Bull, { Queue } from 'bull';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
-import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
+import { TASK_QUEUE, TaskDispatchService } from '@app/tasks';
 import { TestApp } from '@app/testing';
 import { bootBatchesApp, getJson, postBatch, taskRows } from './batches-support';
 import { FileEnvironment, fileEnvironment } from './helpers/generator-harness';

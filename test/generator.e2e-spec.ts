@@ -3,18 +3,11 @@ import sharp from 'sharp';
 import { DataSource } from 'typeorm';
 import { BillingService } from '@app/billing';
 import { KilnConfig } from '@app/config';
-import {
-  ClaimedTask,
-  ModelConcurrencyLimiter,
-  RetentionService,
-  TallyResult,
-  TaskReconcilerService,
-  TaskRunnerService,
-  TaskStateStore,
-} from '@app/generation';
+import { ModelConcurrencyLimiter, RetentionService, TaskReconcilerService, TaskRunnerService } from '@app/generation';
 import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
+import { ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
 import { TestApp } from '@app/testing';
 import {
   batchRow,
@@ -460,7 +453,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const [task] = await taskRows(api, id);
       const billing = api.app.get(BillingService);
       await api.db.transaction((m) =>
-        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, apiKeyId: a.keyId, chargeDay: new Date().toISOString().slice(0, 10), amount: 5 }),
+        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, amount: 5 }),
       );
       expect(await runner.run(task.id)).toBe('failed');
       expect(await refundRows(api, id)).toHaveLength(1);

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { Logger } from 'nestjs-pino';
 import { Client } from 'pg';
 import sharp from 'sharp';
-import { TASK_QUEUE } from '@app/batches';
+import { TASK_QUEUE } from '@app/tasks';
 import { buildConfig, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ProviderRoute, runMigrations } from '@app/database';
 import { TestAccount, TestApp } from '@app/testing';

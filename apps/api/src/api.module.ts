@@ -6,7 +6,8 @@ import { LoggerModule } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AccountsModule } from '@app/accounts';
-import { BatchesModule, KilnQueueModule } from '@app/batches';
+import { BatchesModule } from '@app/batches';
+import { KilnQueueModule, TasksModule } from '@app/tasks';
 import { BillingModule } from '@app/billing';
 import { CatalogModule } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
@@ -64,6 +65,7 @@ function requestId(req: IncomingMessage, res: ServerResponse): string {
     KeysModule,
     CatalogModule,
     BatchesModule,
+    TasksModule,
     DashboardApiModule,
     StorageModule,
     UploadsModule,

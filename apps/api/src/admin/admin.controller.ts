@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags
 import { AccountsService } from '@app/accounts';
 import { BillingService } from '@app/billing';
 import { CatalogService } from '@app/catalog';
-import { TaskDispatchService } from '@app/batches';
+import { TaskDispatchService } from '@app/tasks';
 import { decodeCursor, parseLimit } from '@app/database';
 import { KeysService } from '@app/keys';
 import { AccountDto, AccountResponseDto } from '../common/account.response.dto';
