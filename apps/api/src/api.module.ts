@@ -16,18 +16,21 @@ import { KeysModule } from '@app/keys';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
-import { MeController } from './account/me.controller';
-import { AdminController } from './admin/admin.controller';
+import { AdminAccountsController } from './admin/admin-accounts.controller';
 import { AdminGuard } from './admin/admin.guard';
+import { AdminModelsController } from './admin/admin-models.controller';
+import { AdminPlansController } from './admin/admin-plans.controller';
+import { AdminQueuesController } from './admin/admin-queues.controller';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
 import { ApiAuthModule } from './auth/api-auth.module';
-import { CatalogController } from './catalog/catalog.controller';
 import { DashboardApiModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
 import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
+import { MeController } from './me/me.controller';
+import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -70,7 +73,18 @@ function requestId(req: IncomingMessage, res: ServerResponse): string {
     StorageModule,
     UploadsModule,
   ],
-  controllers: [HealthController, CatalogController, MeController, AdminController, BatchesController, UploadsController, FilesController],
+  controllers: [
+    HealthController,
+    ModelsController,
+    MeController,
+    BatchesController,
+    UploadsController,
+    FilesController,
+    AdminAccountsController,
+    AdminModelsController,
+    AdminPlansController,
+    AdminQueuesController,
+  ],
   providers: [
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,
