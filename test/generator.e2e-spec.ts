@@ -8,27 +8,8 @@ import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
 import { ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
-import { TestApp } from '@app/testing';
-import {
-  batchRow,
-  bootApi,
-  bootGenerator,
-  countColour,
-  createBatch,
-  download,
-  fileEnvironment,
-  FileEnvironment,
-  getBatch,
-  pixelAt,
-  queueOf,
-  refundRows,
-  routeModel,
-  solidPng,
-  taskRows,
-  upload,
-  waitFor,
-  waitForBatchDone,
-} from './helpers/generator-harness';
+import { TestApp, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { bootApi, bootGenerator } from './helpers/apps';
 
 const GREEN = { r: 0, g: 255, b: 0 };
 const BLUE = { r: 0, g: 0, b: 255 };
