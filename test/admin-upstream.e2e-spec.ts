@@ -1,5 +1,5 @@
-import { TestApp } from '@app/testing';
-import { bootApi, fileEnvironment, FileEnvironment } from './helpers/generator-harness';
+import { TestApp, fileEnvironment, FileEnvironment } from '@app/testing';
+import { bootApi } from './helpers/apps';
 
 const MODEL = 'beta-2-lite';
 

@@ -1,6 +1,6 @@
 import { BatchesService } from '@app/batches';
-import { TestApp } from '@app/testing';
-import { batchCount, bootBatchesApp, getJson, postBatch } from './batches-support';
+import { TestApp, batchCount, getJson, postBatch } from '@app/testing';
+import { bootBatchesApp } from './helpers/apps';
 
 /** Money and plan limits when one account fires many creations at once (decisions.md 3). */
 describe('Batches under concurrency', () => {

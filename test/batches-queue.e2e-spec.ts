@@ -1,10 +1,9 @@
 import { getQueueToken } from '@nestjs/bull';
 import Bull, { Queue } from 'bull';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
-import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
-import { TestApp } from '@app/testing';
-import { bootBatchesApp, getJson, postBatch, taskRows } from './batches-support';
-import { FileEnvironment, fileEnvironment } from './helpers/generator-harness';
+import { TASK_QUEUE, TaskDispatchService } from '@app/tasks';
+import { TestApp, getJson, postBatch, taskRows, FileEnvironment, fileEnvironment } from '@app/testing';
+import { bootBatchesApp } from './helpers/apps';
 
 /**
  * Handing tasks to the generator: a new batch's window of Bull jobs, the fair feed of the

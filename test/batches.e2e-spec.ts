@@ -1,6 +1,6 @@
 import { nextUtcMidnight } from '@app/billing';
-import { TestAccount, TestApp } from '@app/testing';
-import { batchCount, bootBatchesApp, getJson, insertUpload, postBatch, taskRows } from './batches-support';
+import { TestAccount, TestApp, batchCount, getJson, insertUpload, postBatch, taskRows } from '@app/testing';
+import { bootBatchesApp } from './helpers/apps';
 
 /** POST /v1/batches validation (decisions.md 4), fan-out (interface 2.2), detail and /me. */
 describe('Batches: creation, validation and detail', () => {

@@ -328,8 +328,6 @@ describe('Dashboard API (decisions.md 9)', () => {
             accountId,
             batchId,
             taskId: randomUUID(),
-            apiKeyId: keyId,
-            chargeDay: new Date().toISOString().slice(0, 10),
             amount: refund,
           }),
         );
@@ -579,8 +577,6 @@ describe('Dashboard API (decisions.md 9)', () => {
           accountId: h.id,
           batchId: apiBatch.body.id,
           taskId: task.id,
-          apiKeyId: k.body.key.id,
-          chargeDay: new Date().toISOString().slice(0, 10),
           amount: 1,
         });
       });

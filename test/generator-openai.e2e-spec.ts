@@ -7,22 +7,8 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { TestAccount, TestApp } from '@app/testing';
-import {
-  bootApi,
-  bootGenerator,
-  createBatch,
-  download,
-  fileEnvironment,
-  FileEnvironment,
-  getBatch,
-  refundRows,
-  routeModel,
-  solidPng,
-  taskRows,
-  upload,
-  waitForBatchDone,
-} from './helpers/generator-harness';
+import { TestAccount, TestApp, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import { bootApi, bootGenerator } from './helpers/apps';
 
 const UPSTREAM_KEY = 'sk-test-kiln-upstream';
 const OTHER_KEY = 'sk-test-kiln-other';

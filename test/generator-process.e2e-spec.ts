@@ -1,20 +1,6 @@
 import { KilnConfig } from '@app/config';
-import { TestApp } from '@app/testing';
-import {
-  batchRow,
-  bootApi,
-  createBatch,
-  fileEnvironment,
-  FileEnvironment,
-  GeneratorProcess,
-  queueOf,
-  refundRows,
-  routeModel,
-  spawnGenerator,
-  taskRows,
-  waitFor,
-  waitForBatchDone,
-} from './helpers/generator-harness';
+import { TestApp, batchRow, createBatch, fileEnvironment, FileEnvironment, GeneratorProcess, queueOf, refundRows, routeModel, spawnGenerator, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { bootApi } from './helpers/apps';
 
 /** Short Bull locks so a killed worker's jobs come back within about a second. */
 const CHILD_ENV = {

@@ -4,21 +4,8 @@ import * as path from 'node:path';
 import { buildConfig, KilnConfig } from '@app/config';
 import { OrphanSweepService } from '@app/generation';
 import { LocalStorageDriver } from '@app/storage';
-import { TestApp } from '@app/testing';
-import {
-  batchRow,
-  bootApi,
-  createBatch,
-  fileEnvironment,
-  FileEnvironment,
-  GeneratorProcess,
-  refundRows,
-  routeModel,
-  spawnGenerator,
-  taskRows,
-  waitFor,
-  waitForBatchDone,
-} from './helpers/generator-harness';
+import { TestApp, batchRow, createBatch, fileEnvironment, FileEnvironment, GeneratorProcess, refundRows, routeModel, spawnGenerator, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { bootApi } from './helpers/apps';
 
 const LOCK_MS = 4000;
 const RECONCILE_MS = 1000;

@@ -3,39 +3,13 @@ import sharp from 'sharp';
 import { DataSource } from 'typeorm';
 import { BillingService } from '@app/billing';
 import { KilnConfig } from '@app/config';
-import {
-  ClaimedTask,
-  ModelConcurrencyLimiter,
-  RetentionService,
-  TallyResult,
-  TaskReconcilerService,
-  TaskRunnerService,
-  TaskStateStore,
-} from '@app/generation';
+import { ModelConcurrencyLimiter, RetentionService, TaskReconcilerService, TaskRunnerService } from '@app/generation';
 import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
-import { TestApp } from '@app/testing';
-import {
-  batchRow,
-  bootApi,
-  bootGenerator,
-  countColour,
-  createBatch,
-  download,
-  fileEnvironment,
-  FileEnvironment,
-  getBatch,
-  pixelAt,
-  queueOf,
-  refundRows,
-  routeModel,
-  solidPng,
-  taskRows,
-  upload,
-  waitFor,
-  waitForBatchDone,
-} from './helpers/generator-harness';
+import { ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
+import { TestApp, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { bootApi, bootGenerator } from './helpers/apps';
 
 const GREEN = { r: 0, g: 255, b: 0 };
 const BLUE = { r: 0, g: 0, b: 255 };
@@ -460,7 +434,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const [task] = await taskRows(api, id);
       const billing = api.app.get(BillingService);
       await api.db.transaction((m) =>
-        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, apiKeyId: a.keyId, chargeDay: new Date().toISOString().slice(0, 10), amount: 5 }),
+        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, amount: 5 }),
       );
       expect(await runner.run(task.id)).toBe('failed');
       expect(await refundRows(api, id)).toHaveLength(1);

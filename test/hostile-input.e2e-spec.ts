@@ -1,5 +1,5 @@
-import { TestAccount, TestApp } from '@app/testing';
-import { batchCount, bootBatchesApp, insertUpload, postBatch } from './batches-support';
+import { TestAccount, TestApp, batchCount, insertUpload, postBatch } from '@app/testing';
+import { bootBatchesApp } from './helpers/apps';
 
 /**
  * Bodies built to cost the api more than they are worth: a batch that would expand into

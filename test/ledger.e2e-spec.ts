@@ -60,7 +60,7 @@ describe('credit ledger invariant under concurrency', () => {
     const taskId = randomUUID();
     const refund = () =>
       db.transaction((m) =>
-        billing.refundTask(m, { accountId: a.id, batchId, taskId, apiKeyId: a.keyId, chargeDay: new Date().toISOString().slice(0, 10), amount: 5 }),
+        billing.refundTask(m, { accountId: a.id, batchId, taskId, amount: 5 }),
       );
     const results = await Promise.allSettled([refund(), refund(), refund()]);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);

@@ -5,7 +5,8 @@ import { TerminusModule } from '@nestjs/terminus';
 import { LoggerModule } from 'nestjs-pino';
 import type { IncomingMessage } from 'node:http';
 import { AccountsModule } from '@app/accounts';
-import { BatchesModule, KilnQueueModule } from '@app/batches';
+import { BatchesModule } from '@app/batches';
+import { KilnQueueModule, TasksModule } from '@app/tasks';
 import { BillingModule } from '@app/billing';
 import { CatalogModule } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
@@ -14,19 +15,22 @@ import { KeysModule } from '@app/keys';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
-import { MeController } from './account/me.controller';
-import { AdminController } from './admin/admin.controller';
+import { AdminAccountsController } from './admin/admin-accounts.controller';
 import { AdminGuard } from './admin/admin.guard';
+import { AdminModelsController } from './admin/admin-models.controller';
+import { AdminPlansController } from './admin/admin-plans.controller';
+import { AdminQueuesController } from './admin/admin-queues.controller';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
 import { ApiAuthModule } from './auth/api-auth.module';
-import { CatalogController } from './catalog/catalog.controller';
 import { DashboardApiModule } from './dashboard/dashboard.module';
 import { ErrorFilter } from './errors/error.filter';
 import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
 import { requestId } from './http/request-id';
+import { MeController } from './me/me.controller';
+import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
 
 @Module({
@@ -54,11 +58,23 @@ import { UploadsController } from './uploads/uploads.controller';
     KeysModule,
     CatalogModule,
     BatchesModule,
+    TasksModule,
     DashboardApiModule,
     StorageModule,
     UploadsModule,
   ],
-  controllers: [HealthController, CatalogController, MeController, AdminController, BatchesController, UploadsController, FilesController],
+  controllers: [
+    HealthController,
+    ModelsController,
+    MeController,
+    BatchesController,
+    UploadsController,
+    FilesController,
+    AdminAccountsController,
+    AdminModelsController,
+    AdminPlansController,
+    AdminQueuesController,
+  ],
   providers: [
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,

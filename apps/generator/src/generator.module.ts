@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
-import { KilnQueueModule } from '@app/batches';
+import { KilnQueueModule } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';

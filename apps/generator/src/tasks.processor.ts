@@ -1,7 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
 import type { Job, Queue } from 'bull';
-import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/batches';
+import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { QueueFeeder, TaskRunnerService } from '@app/generation';
 

@@ -14,6 +14,7 @@ import {
 import { BillingService } from '@app/billing';
 import { ErrorCode, KilnError } from '@app/errors';
 import { hashPassword } from './password';
+import { countActiveBatches } from './plan-limits';
 
 export interface AccountView {
   account: AccountEntity;
@@ -72,11 +73,7 @@ export class AccountsService {
   }
 
   async activeBatches(accountId: string): Promise<number> {
-    const [{ count }] = await this.db.query(
-      `SELECT count(*)::int AS count FROM batches WHERE account_id = $1 AND finished_at IS NULL`,
-      [accountId],
-    );
-    return count;
+    return countActiveBatches(this.db, accountId);
   }
 
   async update(id: string, patch: { plan?: PlanKey; status?: AccountStatus }): Promise<AccountEntity> {

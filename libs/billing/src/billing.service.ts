@@ -15,9 +15,6 @@ export interface RefundTask {
   accountId: string;
   batchId: string;
   taskId: string;
-  apiKeyId: string | null;
-  /** UTC day (YYYY-MM-DD) of the batch's charge, so the refund lowers that day's key usage. */
-  chargeDay: string;
   amount: number;
 }
 
@@ -94,10 +91,17 @@ export class BillingService {
 
   /**
    * Refunds one failed task inside the caller's transaction (the one that marks it failed).
-   * The partial unique index on ledger_entries(task_id) makes a second refund of the same
-   * task fail, which rolls the caller's whole transaction back: refunded exactly once.
+   * The refund carries the key and UTC day of its batch's charge row, so it lowers the usage
+   * of the key and day that the charge counted against. The partial unique index on
+   * ledger_entries(task_id) makes a second refund of the same task fail, which rolls the
+   * caller's whole transaction back: refunded exactly once.
    */
   async refundTask(m: EntityManager, refund: RefundTask): Promise<number> {
+    const [charge] = await m.query(
+      `SELECT api_key_id, charge_day::text AS charge_day FROM ledger_entries
+        WHERE batch_id = $1 AND kind = 'batch_charge' LIMIT 1`,
+      [refund.batchId],
+    );
     const rows = await queryRows<{ balance: string }>(m,
       `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`,
       [refund.accountId, refund.amount],
@@ -111,10 +115,20 @@ export class BillingService {
       reason: 'Refund for a failed task',
       batchId: refund.batchId,
       taskId: refund.taskId,
-      apiKeyId: refund.apiKeyId,
-      chargeDay: refund.chargeDay,
+      // No charge row (a repaired database): the refund counts against no key's day.
+      apiKeyId: charge?.api_key_id ?? null,
+      chargeDay: charge?.charge_day ?? undefined,
     });
     return balance;
+  }
+
+  /** Credits refunded so far for a batch's failed tasks. */
+  async refundedForBatch(m: EntityManager, batchId: string): Promise<number> {
+    const [row] = await m.query(
+      `SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM ledger_entries WHERE batch_id = $1 AND kind = 'task_refund'`,
+      [batchId],
+    );
+    return row.refunded;
   }
 
   /** Credits charged through a key today (UTC) minus refunds of those same charges. */

@@ -1,17 +1,16 @@
 import { Inject, Module, OnModuleInit } from '@nestjs/common';
 import { availableParallelism } from 'node:os';
 import sharp from 'sharp';
-import { BatchesModule } from '@app/batches';
-import { BillingModule } from '@app/billing';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
-import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
-import { OrphanSweepService } from './orphan-sweep.service';
-import { QueueFeeder } from './queue-feeder.service';
-import { RetentionService } from './retention.service';
-import { TaskReconcilerService } from './task-reconciler.service';
-import { TaskRunnerService } from './task-runner.service';
-import { TaskStateStore } from './task-state.store';
+import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
+import { ProviderRegistry } from './running/provider-registry';
+import { TaskRunnerService } from './running/task-runner.service';
+import { OrphanSweepService } from './upkeep/orphan-sweep.service';
+import { QueueFeeder } from './upkeep/queue-feeder.service';
+import { RetentionService } from './upkeep/retention.service';
+import { TaskReconcilerService } from './upkeep/task-reconciler.service';
 
 /**
  * libvips threads per image operation. Renders already run `renderConcurrency` at a time,
@@ -28,14 +27,15 @@ export function configureSharp(renderConcurrency: number, cores: number): number
 }
 
 /**
- * The generator's logic: task lifecycle, limits, feeding the queue, reconciliation, retention and orphan sweeps. Needs what each app
- * provides globally: KilnConfigModule, DatabaseModule, RedisModule, StorageModule and
- * KilnQueueModule.forRoot().
+ * The generator's logic, a folder per concern: running/ (one task's lifecycle), limits/
+ * (local and per-model concurrency), upkeep/ (feeding the queue, reconciliation, retention
+ * and orphan sweeps). Needs what each app provides globally: KilnConfigModule,
+ * DatabaseModule, RedisModule, StorageModule and KilnQueueModule.forRoot().
  */
 @Module({
-  imports: [BillingModule, BatchesModule, UploadsModule],
-  providers: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
-  exports: [TaskStateStore, TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  imports: [TasksModule, UploadsModule],
+  providers: [TaskRunnerService, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  exports: [TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

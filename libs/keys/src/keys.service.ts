@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
-import { DataSource, IsNull, Repository } from 'typeorm';
+import { DataSource, EntityManager, IsNull, Repository } from 'typeorm';
 import { AccountEntity, AccountStatus, ApiKeyEntity, isUuid, PlanEntity, PlanKey } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { ALL_SCOPES, Scope } from './key-scopes';
@@ -44,6 +44,16 @@ export interface CreateKeyInput {
   name?: string;
   scopes?: Scope[];
   creditCapPerDay?: number | null;
+}
+
+/**
+ * The key's daily credit cap, read under a row lock for the rest of the caller's transaction
+ * (the one that charges a batch), so an edit of the cap cannot race the check. Null when the
+ * key has no cap.
+ */
+export async function lockKeyCreditCap(m: EntityManager, apiKeyId: string): Promise<number | null> {
+  const [row] = await m.query(`SELECT credit_cap_per_day FROM api_keys WHERE id = $1 FOR UPDATE`, [apiKeyId]);
+  return row?.credit_cap_per_day ?? null;
 }
 
 /** lastUsedAt is written at most this often per key, not on every request. */

@@ -1,6 +1,7 @@
 import { INestApplication, ModuleMetadata } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { Test } from '@nestjs/testing';
+import { Test, TestingModule } from '@nestjs/testing';
+import { Logger } from 'nestjs-pino';
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import type TestAgent from 'supertest/lib/agent';
@@ -15,23 +16,48 @@ export interface TestAccount {
   keyId: string;
 }
 
+type RootModule = NonNullable<ModuleMetadata['imports']>[number];
+
+/** A provider replaced by token: with a value, or built by a factory from other providers. */
+export type ProviderOverride =
+  | [token: unknown, value: unknown]
+  | { token: unknown; useFactory: (...deps: any[]) => unknown; inject: unknown[] };
+
+function compile(rootModule: RootModule, overrides: ProviderOverride[]): Promise<TestingModule> {
+  const builder = Test.createTestingModule({ imports: [rootModule] });
+  for (const o of overrides) {
+    if (Array.isArray(o)) builder.overrideProvider(o[0]).useValue(o[1]);
+    else builder.overrideProvider(o.token).useFactory({ factory: o.useFactory, inject: o.inject as never[] });
+  }
+  return builder.compile();
+}
+
 /**
  * Boots a module (normally the real ApiModule) through `configure` (normally the real
- * configureApp), against the run's own database and Redis prefix. `values` replace
- * providers by token (a KILN_CONFIG of the test's own, limits, ...).
+ * configureApp), against the run's own database and Redis prefix. `overrides` replace
+ * providers by token (a KILN_CONFIG of the test's own, limits, a catalog, ...).
  */
 export async function bootTestApp(
-  rootModule: NonNullable<ModuleMetadata['imports']>[number],
+  rootModule: RootModule,
   configure: (app: NestExpressApplication) => unknown,
-  values: [token: unknown, value: unknown][] = [],
+  overrides: ProviderOverride[] = [],
 ): Promise<TestApp> {
-  const builder = Test.createTestingModule({ imports: [rootModule] });
-  for (const [token, value] of values) builder.overrideProvider(token).useValue(value);
-  const moduleRef = await builder.compile();
+  const moduleRef = await compile(rootModule, overrides);
   const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
   configure(app);
   await app.init();
   return new TestApp(app);
+}
+
+/**
+ * Boots a module without HTTP (normally the real GeneratorModule, which then consumes from
+ * Redis as the deployed one does), logging through its own pino logger.
+ */
+export async function bootTestContext(rootModule: RootModule, overrides: ProviderOverride[] = []): Promise<TestingModule> {
+  const moduleRef = await compile(rootModule, overrides);
+  moduleRef.useLogger(moduleRef.get(Logger));
+  await moduleRef.init();
+  return moduleRef;
 }
 
 export class TestApp {

@@ -96,6 +96,20 @@ export class UploadsService {
   }
 
   /**
+   * The storage keys and types of these uploads, in the given order; null where an upload no
+   * longer exists (removed by retention). What a render reads its reference images by.
+   */
+  async findStoredByIds(ids: readonly string[]): Promise<(Pick<UploadEntity, 'id' | 'storageKey' | 'contentType'> | null)[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.uploads.find({
+      select: { id: true, storageKey: true, contentType: true },
+      where: { id: In([...new Set(ids)]) },
+    });
+    const byId = new Map(rows.map((u) => [u.id, u]));
+    return ids.map((id) => byId.get(id) ?? null);
+  }
+
+  /**
    * Deletes uploads older than the retention period (config.storage.retentionDays), objects
    * first and rows second, so a crash midway leaves rows that the next run retries rather
    * than objects nothing points to. Returns how many uploads were purged.

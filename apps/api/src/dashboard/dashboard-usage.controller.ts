@@ -1,20 +1,19 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { AuthenticatedSession, parseDays, UsageService } from '@app/dashboard';
-import { parseLimit } from '@app/database';
 import { ErrorResponseDto } from '../common/error.response.dto';
-import { LedgerQueryDto, UsageQueryDto } from './dto/dashboard.request.dto';
-import { LedgerEntryDto, LedgerResponseDto, UsageResponseDto } from './dto/dashboard.response.dto';
+import { UsageQueryDto } from './dto/dashboard.request.dto';
+import { UsageResponseDto } from './dto/dashboard.response.dto';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
 @ApiTags('Dashboard')
 @SessionAuth()
-@ApiResponse({ status: 400, description: 'invalid_request (days, limit or cursor)', type: ErrorResponseDto })
-@Controller('dashboard')
+@ApiResponse({ status: 400, description: 'invalid_request (days)', type: ErrorResponseDto })
+@Controller('dashboard/usage')
 export class DashboardUsageController {
   constructor(private readonly usage: UsageService) {}
 
-  @Get('usage')
+  @Get()
   @ApiOperation({
     summary: 'Credits charged and refunded per UTC day and per key over the last `days` days',
     description:
@@ -24,13 +23,5 @@ export class DashboardUsageController {
   @ApiOkResponse({ type: UsageResponseDto })
   async get(@CurrentSession() auth: AuthenticatedSession, @Query() q: UsageQueryDto): Promise<UsageResponseDto> {
     return UsageResponseDto.from(await this.usage.usage(auth.account.id, parseDays(q.days)));
-  }
-
-  @Get('ledger')
-  @ApiOperation({ summary: 'The credit ledger, newest first: every change of balance and why' })
-  @ApiOkResponse({ type: LedgerResponseDto })
-  async ledger(@CurrentSession() auth: AuthenticatedSession, @Query() q: LedgerQueryDto): Promise<LedgerResponseDto> {
-    const page = await this.usage.ledger(auth.account.id, parseLimit(q.limit), q.cursor);
-    return { entries: page.entries.map(LedgerEntryDto.from), nextCursor: page.nextCursor };
   }
 }

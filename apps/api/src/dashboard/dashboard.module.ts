@@ -8,6 +8,7 @@ import { DashboardAccountController } from './dashboard-account.controller';
 import { DashboardAuthController } from './dashboard-auth.controller';
 import { DashboardBatchesController } from './dashboard-batches.controller';
 import { DashboardKeysController } from './dashboard-keys.controller';
+import { DashboardLedgerController } from './dashboard-ledger.controller';
 import { DashboardUsageController } from './dashboard-usage.controller';
 import { DASHBOARD_AUTH_LIMITS, DEFAULT_DASHBOARD_AUTH_LIMITS, LoginThrottle } from './login-throttle.service';
 import { SessionGuard } from './session.guard';
@@ -20,6 +21,7 @@ import { SessionGuard } from './session.guard';
     DashboardAccountController,
     DashboardKeysController,
     DashboardUsageController,
+    DashboardLedgerController,
     DashboardBatchesController,
   ],
   providers: [

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchView, TaskView } from '@app/batches';
-import type { BatchEntity } from '@app/database';
+import type { BatchView, CreatedBatch } from '@app/batches';
+import type { TaskView } from '@app/tasks';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
@@ -95,7 +95,7 @@ export class CreatedBatchResponseDto {
   @ApiProperty({ type: 'integer' }) creditsCharged: number;
   @ApiProperty({ enum: BATCH_STATUSES, example: 'pending' }) status: string;
 
-  static from(b: BatchEntity): CreatedBatchResponseDto {
+  static from(b: Pick<CreatedBatch, 'id' | 'total' | 'creditsCharged' | 'status'>): CreatedBatchResponseDto {
     return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
   }
 }

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { StorageDriver, retentionCutoff, sweepObjects } from '@app/storage';
+import { clearResultKeys, selectExpiredResults } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 
 export interface RetentionReport {
@@ -38,37 +39,31 @@ export class RetentionService {
     const uploads = await this.uploads.purgeExpired(now);
     const results = await this.sweepRows(
       'result',
-      `SELECT id, result_key AS key FROM tasks WHERE result_key IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
-      `UPDATE tasks SET result_key = NULL WHERE id = ANY($1::uuid[])`,
-      cutoff,
+      () => selectExpiredResults(this.db, cutoff, CHUNK),
+      (ids) => clearResultKeys(this.db, ids),
     );
     // A preview URL of another storage (none this driver can name) is cleared without a removal.
     const previews = await this.sweepRows(
       'preview',
-      `SELECT id, preview_url AS key FROM batches WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
-      `UPDATE batches SET preview_url = NULL WHERE id = ANY($1::uuid[])`,
-      cutoff,
-      (url) => this.storage.keyFromPublicUrl(url),
+      async () =>
+        ((await this.db.query(
+          `SELECT id, preview_url AS key FROM batches WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
+          [cutoff],
+        )) as { id: string; key: string }[]).map((r) => ({ id: r.id, key: this.storage.keyFromPublicUrl(r.key) })),
+      (ids) => this.db.query(`UPDATE batches SET preview_url = NULL WHERE id = ANY($1::uuid[])`, [ids]),
     );
     const report = { uploads, results, previews };
     if (uploads + results + previews > 0) this.logger.log(`Retention sweep removed ${JSON.stringify(report)}`);
     return report;
   }
 
-  /** sweepObjects over the rows `select` finds (id, key), cleared by `clear`. */
+  /** sweepObjects over the objects `select` finds, forgotten by `clear`. */
   private async sweepRows(
     what: string,
-    select: string,
-    clear: string,
-    cutoff: Date,
-    keyOf: (value: string) => string | null = (key) => key,
+    select: () => Promise<{ id: string; key: string | null }[]>,
+    clear: (ids: string[]) => Promise<unknown>,
   ): Promise<number> {
-    const { swept, failed, failure } = await sweepObjects(
-      this.storage,
-      CHUNK,
-      async () => ((await this.db.query(select, [cutoff])) as { id: string; key: string }[]).map((r) => ({ id: r.id, key: keyOf(r.key) })),
-      (ids) => this.db.query(clear, [ids]),
-    );
+    const { swept, failed, failure } = await sweepObjects(this.storage, CHUNK, select, clear);
     if (failed > 0) this.logger.warn({ err: failure }, `Could not remove ${failed} expired ${what} objects`);
     return swept;
   }

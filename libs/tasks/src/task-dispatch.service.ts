@@ -1,28 +1,12 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { JobOptions, Queue } from 'bull';
+import type { Queue } from 'bull';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
-import { RenderJobData, TASK_QUEUE, TaskJob } from './queue.contract';
-
-/**
- * A task's first job. No Bull priority: Bull places a prioritized job by walking the wait
- * list (LINSERT), so every add got slower as the queue grew and blocked the Redis that the
- * workers and the rate limiter share. Fairness comes from what is let into the queue instead
- * (see TaskDispatchService).
- */
-export function renderJob(taskId: string): { name: string; data: RenderJobData; opts: JobOptions } {
-  return {
-    name: TaskJob.Render,
-    data: { taskId },
-    // jobId = task id makes enqueueing idempotent: Bull ignores a second add of a live job.
-    // attempts: 1 because the generator retries upstream failures itself (decisions.md 11).
-    opts: { jobId: taskId, attempts: 1 },
-  };
-}
+import { renderJob, TASK_QUEUE } from './task-queue.contract';
 
 /**
  * Moves up to $1 pending tasks to `queued`, fairest first: every batch's n-th task before

@@ -2,7 +2,7 @@ import { BullModule } from '@nestjs/bull';
 import { DynamicModule, Module } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { redisClientOptions } from '@app/redis';
-import { TASK_QUEUE } from './queue.contract';
+import { TASK_QUEUE } from './task-queue.contract';
 
 export interface KilnQueueOptions {
   /**
@@ -16,7 +16,7 @@ export interface KilnQueueOptions {
 
 /**
  * Bull on the configured Redis, under the run's prefix, with the task queue registered.
- * Global, so library modules (BatchesModule) can inject the one queue without opening
+ * Global, so library modules (TasksModule, GenerationModule) can inject the one queue without opening
  * a second set of Redis connections.
  */
 @Module({})

@@ -4,12 +4,10 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import type { Job, Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { TASK_QUEUE } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
-import { nextRenderJob, renderJobId } from './render-jobs';
-import { describeError } from './task-failure';
-import { TaskStateStore } from './task-state.store';
+import { nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { describeError } from '../running/task-failure';
 
 export interface ReconcileReport {
   /** `queued` or stale `running` tasks without a live job (or with a dead one), given a job again. */

@@ -1,34 +1,18 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
-import { TASK_QUEUE } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import {
-  createProvider,
-  ImageProvider,
-  ProviderRoute,
-  ReferenceImage,
-  RenderQuality,
-  RenderRequest,
-  RenderResolution,
-  RenderResult,
-} from '@app/providers';
-import { newObjectKey, resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
-import { makePreview } from './preview';
-import { PrioritySemaphore } from './priority-semaphore';
+import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
+import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
+import { ClaimedTask, Fence, nextRenderJob, RenderBatch, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { UploadsService } from '@app/uploads';
+import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
+import { PrioritySemaphore } from '../limits/priority-semaphore';
+import { BatchPreviews, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
-import { nextRenderJob } from './render-jobs';
+import { ProviderRegistry } from './provider-registry';
 import { retryDelayMs } from './retry-policy';
-import {
-  classifyFailure,
-  describeError,
-  exhaustedMessage,
-  oneLine,
-  ShutdownInterruption,
-  TaskFailure,
-} from './task-failure';
-import { ClaimedTask, Fence, ReferenceRow, RenderBatch, TaskStateStore } from './task-state.store';
+import { classifyFailure, describeError, exhaustedMessage, oneLine, ShutdownInterruption, TaskFailure } from './task-failure';
 
 /** What one delivery of a task's job did. */
 export type RunOutcome =
@@ -53,8 +37,6 @@ const EXTENSION: Record<RenderResult['contentType'], string> = {
 
 /** How long in-flight runs get to record their give-back once the grace period is over. */
 const REQUEUE_GRACE_MS = 5000;
-/** Batch ids remembered for previews; forgetting them only costs a spare thumbnail. */
-const MAX_PREVIEW_MEMORY = 10_000;
 
 /**
  * One task's whole lifecycle for one job delivery: claim (fenced), render through the
@@ -69,12 +51,7 @@ export class TaskRunnerService {
   /** CPU-bound local work (builtin renders, thumbnails), one slot per core by default. */
   readonly renderSlots: PrioritySemaphore;
   private readonly inFlight = new Set<Promise<RunOutcome>>();
-  /**
-   * Batches this process is making (or has made) a preview for. Without it, every task of a
-   * batch's first wave renders, stores and throws away a preview of its own, because none of
-   * them has succeeded when the others look. Bounded: cleared when it grows past MAX_PREVIEW_MEMORY.
-   */
-  private readonly previewing = new Set<string>();
+  private readonly previews: BatchPreviews;
   /**
    * Aborted when a shutdown's grace period runs out: renders in progress and runs still
    * waiting for a slot are interrupted and give their tasks back to the queue.
@@ -85,10 +62,13 @@ export class TaskRunnerService {
     private readonly store: TaskStateStore,
     private readonly storage: StorageDriver,
     private readonly limiter: ModelConcurrencyLimiter,
+    private readonly providers: ProviderRegistry,
+    private readonly uploads: UploadsService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {
     this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
+    this.previews = new BatchPreviews(storage, this.renderSlots);
   }
 
   get inFlightCount(): number {
@@ -125,11 +105,13 @@ export class TaskRunnerService {
     return claim ? this.attempt(claim) : 'skipped';
   }
 
+  /**
+   * One attempt: render through the batch's provider, store the image (and the batch's
+   * preview if this image makes it), record the success; or, on any failure, a retry or the
+   * task's failure for good.
+   */
   private async attempt(claim: ClaimedTask): Promise<RunOutcome> {
     const fence: Fence = { taskId: claim.id, attempt: claim.attempts };
-    // Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th,
-    // the order the feeder fills the queue in.
-    const priority = claim.seq;
     const maxAttempts = this.config.generator.maxAttempts;
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
@@ -140,67 +122,89 @@ export class TaskRunnerService {
     // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
     // is removed only when the task fails for good. A preview is this run's own.
     let resultKey: string | null = null;
-    let preview: { key: string; url: string } | null = null;
+    let preview: StoredPreview | null = null;
     try {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
-      const references = await this.loadReferences(await this.store.references(claim));
-      const provider = this.providerFor(batch.provider);
-      const request: RenderRequest = {
-        prompt: claim.prompt,
-        seed: claim.seed,
-        width: batch.width,
-        height: batch.height,
-        resolution: batch.resolution as RenderResolution,
-        aspectRatio: batch.aspectRatio,
-        quality: batch.supportsQuality ? (batch.quality as RenderQuality) : null,
-        background: batch.supportsBackground ? batch.background : null,
-        references,
-        signal: this.interrupting.signal,
-        onProgress: (pct) => progress.report(pct),
-      };
-      const result = await this.render(batch, provider, request, priority);
-
-      const key = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
-      // The image and, if this one makes it, the batch's preview are stored side by side: the
-      // task that makes a preview would otherwise finish its wave last.
-      const [put, made] = await Promise.all([
-        this.storage.put(key, result.data, result.contentType).then(
-          () => null,
-          (err: unknown) => ({ err }),
-        ),
-        this.previewFor(batch, result.data, priority),
-      ]);
-      preview = made;
-      resultKey = key;
-      if (put) throw put.err;
+      const result = await this.render(claim, batch, progress);
+      resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
+      const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
+      preview = stored.preview;
+      if (stored.failed) throw stored.failed.err;
       progress.stop();
-
-      const tally = await this.store.succeed({
-        fence,
-        batchId: batch.id,
-        resultUrl: this.storage.publicUrl(key),
-        resultKey: key,
-        previewUrl: preview?.url ?? null,
-      });
-      if (!tally) {
-        // The attempt that took the task over writes (or wrote) the same result key.
-        this.forgetPreview(batch.id, preview);
-        await this.removeQuietly(preview ? [preview.key] : []);
-        return 'superseded';
-      }
-      if (preview && tally.previewUrl !== preview.url) await this.removeQuietly([preview.key]);
-      if (tally.finished) this.logger.log(`Batch ${claim.batchId} finished: ${tally.status}`);
-      return 'succeeded';
+      return await this.recordSuccess(fence, claim, batch, resultKey, preview);
     } catch (err) {
       progress.stop();
-      // A preview made for a run that then failed is removed: another image must make one.
-      if (claim.batch) this.forgetPreview(claim.batch.id, preview);
-      await this.removeQuietly(preview ? [preview.key] : []);
+      await this.previews.discard(claim.batchId, preview);
       const outcome = await this.afterFailure(claim, fence, err);
       if (outcome === 'failed' && resultKey) await this.removeQuietly([resultKey]);
       return outcome;
     }
+  }
+
+  /** The image, within the local or the model's concurrency limits (see renderWithin). */
+  private async render(claim: ClaimedTask, batch: RenderBatch, progress: ProgressReporter): Promise<RenderResult> {
+    const references = await this.loadReferences(claim.refUploadIds);
+    const provider = this.providers.forRoute(batch.provider);
+    const request: RenderRequest = {
+      prompt: claim.prompt,
+      seed: claim.seed,
+      width: batch.width,
+      height: batch.height,
+      resolution: batch.resolution as RenderResolution,
+      aspectRatio: batch.aspectRatio,
+      quality: batch.supportsQuality ? (batch.quality as RenderQuality) : null,
+      background: batch.supportsBackground ? batch.background : null,
+      references,
+      signal: this.interrupting.signal,
+      onProgress: (pct) => progress.report(pct),
+    };
+    return this.renderWithin(batch, provider, request, priorityOf(claim));
+  }
+
+  /**
+   * Stores the image and, if this one makes it, the batch's preview, side by side (the task
+   * that makes a preview would otherwise finish its wave last). Both settle before this
+   * returns, so a failed store still hands back the preview for removal.
+   */
+  private async storeImage(
+    key: string,
+    result: RenderResult,
+    batch: RenderBatch,
+    priority: number,
+  ): Promise<{ preview: StoredPreview | null; failed: { err: unknown } | null }> {
+    const [failed, preview] = await Promise.all([
+      this.storage.put(key, result.data, result.contentType).then(
+        () => null,
+        (err: unknown) => ({ err }),
+      ),
+      this.previews.make(batch, result.data, priority),
+    ]);
+    return { preview, failed };
+  }
+
+  private async recordSuccess(
+    fence: Fence,
+    claim: ClaimedTask,
+    batch: RenderBatch,
+    resultKey: string,
+    preview: StoredPreview | null,
+  ): Promise<RunOutcome> {
+    const tally = await this.store.succeed({
+      fence,
+      batchId: batch.id,
+      resultUrl: this.storage.publicUrl(resultKey),
+      resultKey,
+      previewUrl: preview?.url ?? null,
+    });
+    if (!tally) {
+      // The attempt that took the task over writes (or wrote) the same result key.
+      await this.previews.discard(batch.id, preview);
+      return 'superseded';
+    }
+    await this.previews.recorded(preview, tally.previewUrl);
+    if (tally.finished) this.logger.log(`Batch ${claim.batchId} finished: ${tally.status}`);
+    return 'succeeded';
   }
 
   private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown): Promise<RunOutcome> {
@@ -245,27 +249,12 @@ export class TaskRunnerService {
     return true;
   }
 
-  private providerFor(route: ProviderRoute): ImageProvider {
-    try {
-      return createProvider(route, {
-        openaiApiKey: (envName) =>
-          !envName || envName === 'OPENAI_API_KEY'
-            ? this.config.openaiApiKey
-            : (this.config.providerApiKeys?.[envName] ?? null),
-        timeoutMs: this.config.generator.providerTimeoutMs,
-        upstream: this.config.upstream,
-      });
-    } catch {
-      throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`);
-    }
-  }
-
   /**
    * CPU-bound builtin renders take a local slot (one per core); upstream calls take one of
    * the model's slots shared by every replica (as many as the batch's route allows, else
    * MODEL_CONCURRENCY_CAP). Both lines are ordered by the job's priority.
    */
-  private async render(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
+  private async renderWithin(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
     if (batch.provider.type === 'builtin') {
       return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
     }
@@ -278,7 +267,9 @@ export class TaskRunnerService {
     }
   }
 
-  private async loadReferences(rows: ReferenceRow[]): Promise<ReferenceImage[]> {
+  /** The task's reference images, in its order; one that is gone fails the task for good. */
+  private async loadReferences(uploadIds: string[]): Promise<ReferenceImage[]> {
+    const rows = await this.uploads.findStoredByIds(uploadIds);
     return Promise.all(
       rows.map(async (ref, i) => {
         if (!ref) throw new TaskFailure(`Reference image ${i + 1} is no longer available`);
@@ -294,37 +285,17 @@ export class TaskRunnerService {
     );
   }
 
-  /**
-   * The first image to succeed becomes the batch's preview. Made before the success is
-   * recorded, so a batch is never done without one; one attempt per batch at a time in this
-   * process, and a run that loses the race to another replica (the batch got a preview
-   * meanwhile) deletes its own. A thumbnail that fails never fails the task, and lets the
-   * batch's next image try.
-   */
-  private async previewFor(batch: RenderBatch, image: Buffer, priority: number): Promise<{ key: string; url: string } | null> {
-    if (batch.previewUrl || this.previewing.has(batch.id)) return null;
-    if (this.previewing.size >= MAX_PREVIEW_MEMORY) this.previewing.clear();
-    this.previewing.add(batch.id);
-    try {
-      const webp = await this.renderSlots.use(priority, undefined, () => makePreview(image));
-      const key = newObjectKey('previews', 'preview.webp');
-      await this.storage.put(key, webp, 'image/webp');
-      return { key, url: this.storage.publicUrl(key) };
-    } catch (err) {
-      this.previewing.delete(batch.id);
-      this.logger.warn(`No preview for batch ${batch.id} from this image: ${describeError(err)}`);
-      return null;
-    }
-  }
-
-  /** Lets the batch's next image make a preview, when this run made one that will not be used. */
-  private forgetPreview(batchId: string, preview: { key: string } | null): void {
-    if (preview) this.previewing.delete(batchId);
-  }
-
   private async removeQuietly(keys: string[]): Promise<void> {
     await Promise.all(keys.map((key) => this.storage.remove(key).catch(() => undefined)));
   }
+}
+
+/**
+ * Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th, the
+ * order the feeder fills the queue in.
+ */
+function priorityOf(claim: ClaimedTask): number {
+  return claim.seq;
 }
 
 async function raceTimeout(promise: Promise<unknown>, ms: number): Promise<boolean> {

@@ -2,11 +2,11 @@ import { Controller, Get } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { CatalogService } from '@app/catalog';
 import { ApiKeyAuth } from '../auth/auth.decorators';
-import { CatalogResponseDto } from './catalog.response.dto';
+import { CatalogResponseDto } from './models.response.dto';
 
 @ApiTags('Public API')
 @Controller('models')
-export class CatalogController {
+export class ModelsController {
   constructor(private readonly catalog: CatalogService) {}
 
   @Get()

@@ -1,9 +1,9 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
-import { TASK_QUEUE, TaskDispatchService } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { describeError } from './task-failure';
+import { TASK_QUEUE, TaskDispatchService } from '@app/tasks';
+import { describeError } from '../running/task-failure';
 
 /** At most one warning per this long while PostgreSQL or Redis keeps failing. */
 const WARN_EVERY_MS = 30_000;

@@ -1,9 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { BillingService, utcDay } from '@app/billing';
+import { BillingService, RefundTask } from '@app/billing';
 import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
 import { newObjectToken } from '@app/storage';
+import { batchStatusFromCounts, batchStatusFromCountsSql } from './batch-status';
 import { groupWrites } from './group-writes';
 
 /** A claimed attempt: every later write is conditioned on (status = 'running', attempts = attempt). */
@@ -45,9 +46,6 @@ export interface ClaimedTask {
   batch: RenderBatch | null;
 }
 
-/** A reference image row, in the task's order; null where the upload no longer exists. */
-export type ReferenceRow = { id: string; storageKey: string; contentType: string } | null;
-
 export interface TallyResult {
   status: BatchStatus;
   /** This outcome finished the batch (of a group finishing it together, only one says so). */
@@ -76,19 +74,29 @@ interface Progress {
  * refunded, and a preview URL (or NULL). Runs in the same statement or transaction as the
  * tasks' fenced updates, so each task is counted exactly once.
  */
-const tallyAssignments = (succeeded: string, failed: string, refunded: string, preview: string): string => `
-  succeeded_count = succeeded_count + ${succeeded},
-  failed_count = failed_count + ${failed},
+const tallyAssignments = (succeeded: string, failed: string, refunded: string, preview: string): string => {
+  const succeededNow = `succeeded_count + ${succeeded}`;
+  const failedNow = `failed_count + ${failed}`;
+  // The statement cannot tell waiting tasks from running ones, and need not: it runs after a
+  // task ended, so with every unfinished task counted as waiting the rule still says
+  // `running` until the last one ends.
+  const status = batchStatusFromCountsSql({
+    stored: 'status',
+    pending: `GREATEST(total - (${succeededNow}) - (${failedNow}), 0)`,
+    running: '0',
+    succeeded: succeededNow,
+    failed: failedNow,
+  });
+  return `
+  succeeded_count = ${succeededNow},
+  failed_count = ${failedNow},
   credits_refunded = credits_refunded + ${refunded},
   preview_url = COALESCE(preview_url, ${preview}),
-  status = CASE
-    WHEN status = 'cancelled' THEN status
-    WHEN succeeded_count + ${succeeded} + failed_count + ${failed} >= total THEN
-      CASE WHEN failed_count + ${failed} = 0 THEN 'succeeded' WHEN succeeded_count + ${succeeded} = 0 THEN 'failed' ELSE 'partial' END
-    ELSE 'running' END,
+  status = ${status},
   finished_at = CASE
-    WHEN finished_at IS NULL AND succeeded_count + ${succeeded} + failed_count + ${failed} >= total THEN now()
+    WHEN finished_at IS NULL AND ${succeededNow} + ${failedNow} >= total THEN now()
     ELSE finished_at END`;
+};
 
 /** One task's tally: $1 batch, $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null. */
 const TALLY_SQL = `
@@ -171,7 +179,9 @@ const MAX_GROUP = 250;
 const DEADLOCK_ATTEMPTS = 3;
 
 /**
- * The only code that writes task state. Every write after the claim is fenced. Claims,
+ * Task state after creation: claims, progress, outcomes, and the batch tallies that go with
+ * them. With TaskDispatchService (pending <-> queued) and the row inserts (task-rows.ts), the
+ * only code that writes the tasks table. Every write after the claim is fenced. Claims,
  * progress and successes are group-committed (groupWrites): the many runs of a generator
  * share statements, which is most of what a task costs PostgreSQL and this process.
  */
@@ -196,20 +206,6 @@ export class TaskStateStore {
    */
   claim(taskId: string): Promise<ClaimedTask | null> {
     return this.claimOne(taskId);
-  }
-
-  /** The task's reference images' rows, in its order; null where an upload row is gone. */
-  async references(task: ClaimedTask): Promise<ReferenceRow[]> {
-    if (task.refUploadIds.length === 0) return [];
-    const uploads: { id: string; storage_key: string; content_type: string }[] = await this.db.query(
-      `SELECT id, storage_key, content_type FROM uploads WHERE id = ANY($1::uuid[])`,
-      [task.refUploadIds],
-    );
-    const byId = new Map(uploads.map((u) => [u.id, u]));
-    return task.refUploadIds.map((id) => {
-      const u = byId.get(id);
-      return u ? { id: u.id, storageKey: u.storage_key, contentType: u.content_type } : null;
-    });
   }
 
   /** Fire-and-forget friendly: never throws, and never moves progress backwards. */
@@ -307,21 +303,8 @@ export class TaskStateStore {
       );
       if (rows.length === 0) return null;
       const { batch_id: batchId, account_id: accountId } = rows[0];
-      const [batch] = await m.query(
-        `SELECT b.unit_cost, b.api_key_id, b.created_at,
-                (SELECT l.charge_day::text FROM ledger_entries l
-                  WHERE l.batch_id = b.id AND l.kind = 'batch_charge' LIMIT 1) AS charge_day
-           FROM batches b WHERE b.id = $1`,
-        [batchId],
-      );
-      const refunded = await this.refundOnce(m, {
-        accountId,
-        batchId,
-        taskId: fence.taskId,
-        apiKeyId: batch.api_key_id,
-        chargeDay: batch.charge_day ?? utcDay(new Date(batch.created_at)),
-        amount: batch.unit_cost,
-      });
+      const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1`, [batchId]);
+      const refunded = await this.refundOnce(m, { accountId, batchId, taskId: fence.taskId, amount: batch.unit_cost });
       const tally = await this.tally(m, batchId, { succeeded: 0, failed: 1, refunded, previewUrl: null });
       return { ...tally, refunded };
     });
@@ -341,7 +324,7 @@ export class TaskStateStore {
 
   /**
    * Recounts a batch whose tasks are all terminal but which was never marked finished (a
-   * tally lost to a bug or a manual repair): counts from the tasks, refunds from the ledger.
+   * tally lost to a bug or a manual repair): counts from the tasks, refunds from billing.
    * Returns the status it settled on, or null when the batch is not finishable (yet).
    */
   async finishFromTasks(batchId: string): Promise<BatchStatus | null> {
@@ -351,24 +334,23 @@ export class TaskStateStore {
       const [c] = await m.query(
         `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
                 count(*) FILTER (WHERE status = 'failed')::int AS failed,
-                count(*) FILTER (WHERE status IN ('pending', 'queued', 'running'))::int AS unfinished,
-                (SELECT COALESCE(SUM(amount), 0)::int FROM ledger_entries WHERE batch_id = $1 AND kind = 'task_refund') AS refunded
+                count(*) FILTER (WHERE status IN ('pending', 'queued', 'running'))::int AS unfinished
            FROM tasks WHERE batch_id = $1`,
         [batchId],
       );
       if (c.unfinished > 0 || c.succeeded + c.failed === 0) return null;
-      const status: BatchStatus =
-        batch.status === 'cancelled' ? 'cancelled' : c.failed === 0 ? 'succeeded' : c.succeeded === 0 ? 'failed' : 'partial';
+      const status = batchStatusFromCounts(batch.status, { pending: 0, running: 0, succeeded: c.succeeded, failed: c.failed });
+      const refunded = await this.billing.refundedForBatch(m, batchId);
       await m.query(
         `UPDATE batches SET succeeded_count = $2, failed_count = $3, credits_refunded = $4, status = $5, finished_at = now()
           WHERE id = $1`,
-        [batchId, c.succeeded, c.failed, c.refunded, status],
+        [batchId, c.succeeded, c.failed, refunded, status],
       );
       return status;
     });
   }
 
-  private async refundOnce(m: EntityManager, refund: Parameters<BillingService['refundTask']>[1]): Promise<number> {
+  private async refundOnce(m: EntityManager, refund: RefundTask): Promise<number> {
     await m.query('SAVEPOINT task_refund');
     try {
       await this.billing.refundTask(m, refund);

@@ -1,21 +1,22 @@
 import { getQueueToken } from '@nestjs/bull';
-import { NestExpressApplication } from '@nestjs/platform-express';
-import { Test, TestingModule } from '@nestjs/testing';
+import { TestingModule } from '@nestjs/testing';
 import type { Queue } from 'bull';
 import { ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Logger } from 'nestjs-pino';
 import { Client } from 'pg';
 import sharp from 'sharp';
-import { TASK_QUEUE } from '@app/batches';
-import { buildConfig, KILN_CONFIG, KilnConfig } from '@app/config';
+import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute, runMigrations } from '@app/database';
-import { TestAccount, TestApp } from '@app/testing';
-import { ApiModule } from '../../apps/api/src/api.module';
-import { configureApp } from '../../apps/api/src/app.setup';
-import { GeneratorModule } from '../../apps/generator/src/generator.module';
+import { TASK_QUEUE } from '@app/tasks';
+import { TestAccount, TestApp } from './test-app';
+
+/*
+ * What e2e specs share beyond booting an app (test-app.ts): a database of a file's own, the
+ * built generator as a child process, requests, rows and images. The apps themselves are
+ * bound in test/helpers/apps.ts, since a lib never imports an app.
+ */
 
 export type ConfigOverrides = Omit<Partial<KilnConfig>, 'generator'> & { generator?: Partial<KilnConfig['generator']> };
 
@@ -79,34 +80,21 @@ export function withOwnPrefix(config: KilnConfig, name: string, generator: Parti
   };
 }
 
-/** The real ApiModule and configureApp on the given configuration. */
-export async function bootApi(config: KilnConfig): Promise<TestApp> {
-  const moduleRef = await Test.createTestingModule({ imports: [ApiModule] })
-    .overrideProvider(KILN_CONFIG)
-    .useValue(config)
-    .compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ bodyParser: false, logger: false });
-  configureApp(app);
-  await app.init();
-  return new TestApp(app);
-}
-
-/** The real GeneratorModule in this process, consuming from Redis as the deployed one does. */
-export async function bootGenerator(config: KilnConfig): Promise<TestingModule> {
-  const moduleRef = await Test.createTestingModule({ imports: [GeneratorModule] })
-    .overrideProvider(KILN_CONFIG)
-    .useValue(config)
-    .compile();
-  moduleRef.useLogger(moduleRef.get(Logger));
-  await moduleRef.init();
-  return moduleRef;
-}
-
 export function queueOf(moduleRef: { get: TestingModule['get'] }): Queue {
   return moduleRef.get<Queue>(getQueueToken(TASK_QUEUE), { strict: false });
 }
 
 export const bearer = (a: TestAccount) => `Bearer ${a.key}`;
+
+/** POST /v1/batches as the account's key; the response, to assert on. */
+export function postBatch(t: TestApp, a: TestAccount, body: unknown) {
+  return t.http.post('/v1/batches').set('Authorization', bearer(a)).send(body as object);
+}
+
+/** GET a path as the account's key; the response, to assert on. */
+export function getJson(t: TestApp, a: TestAccount, path: string) {
+  return t.http.get(path).set('Authorization', bearer(a));
+}
 
 /** POST /v1/batches; returns the batch id. */
 export async function createBatch(t: TestApp, a: TestAccount, body: Record<string, unknown>): Promise<string> {
@@ -153,8 +141,29 @@ export async function waitForBatchDone(t: TestApp, batchId: string, timeoutMs = 
   );
 }
 
-export async function taskRows(t: TestApp, batchId: string): Promise<any[]> {
+/** A task row as node-postgres returns it: the columns tests read most, and the rest. */
+export type TaskRow = { id: string; seq: number; prompt: string; ref_upload_ids: string[]; seed: number; status: string } & Record<string, any>;
+
+/** The batch's task rows in fan-out order. */
+export async function taskRows(t: TestApp, batchId: string): Promise<TaskRow[]> {
   return t.db.query(`SELECT * FROM tasks WHERE batch_id = $1 ORDER BY seq`, [batchId]);
+}
+
+export async function batchCount(t: TestApp, accountId: string): Promise<number> {
+  const [row] = await t.db.query(`SELECT count(*)::int AS n FROM batches WHERE account_id = $1`, [accountId]);
+  return row.n;
+}
+
+/** An upload row as POST /uploads would write it (that endpoint is tested on its own). */
+export async function insertUpload(t: TestApp, accountId: string, name = 'a.png'): Promise<{ id: string; url: string }> {
+  const token = randomBytes(16).toString('hex');
+  const url = `http://kiln.test/files/uploads/${token}/${name}`;
+  const [row] = await t.db.query(
+    `INSERT INTO uploads (account_id, storage_key, url, name, content_type, bytes, width, height)
+     VALUES ($1, $2, $3, $4, 'image/png', 68, 1, 1) RETURNING id`,
+    [accountId, `uploads/${token}/${name}`, url, name],
+  );
+  return { id: row.id, url };
 }
 
 export async function batchRow(t: TestApp, batchId: string): Promise<any> {
@@ -215,7 +224,7 @@ export async function pixelAt(image: Buffer, x: number, y: number): Promise<[num
   return [data[i], data[i + 1], data[i + 2], data[i + 3]];
 }
 
-export const GENERATOR_MAIN = path.resolve(__dirname, '../../dist/apps/generator/src/main.js');
+export const GENERATOR_MAIN = path.resolve(__dirname, '../../../dist/apps/generator/src/main.js');
 
 export interface GeneratorProcess {
   child: ChildProcess;

@@ -1,0 +1,37 @@
+import { EntityManager } from 'typeorm';
+import { ErrorCode, KilnError, notFound } from '@app/errors';
+
+/** What an account's plan allows a new batch. */
+export interface BatchLimits {
+  maxImagesPerBatch: number;
+  maxConcurrentBatches: number;
+}
+
+/**
+ * Locks the account row for the rest of the caller's transaction and reads its plan's batch
+ * limits: one account's batch creations run one at a time from here to commit, so two of
+ * them cannot both take its last concurrent slot. A disabled account is refused.
+ */
+export async function lockAccountForBatch(m: EntityManager, accountId: string): Promise<BatchLimits> {
+  const [row] = await m.query(
+    `SELECT a.status, p.max_images_per_batch, p.max_concurrent_batches
+       FROM accounts a JOIN plans p ON p.key = a.plan_key
+      WHERE a.id = $1 FOR UPDATE OF a`,
+    [accountId],
+  );
+  if (!row) throw notFound('Account');
+  if (row.status !== 'active') throw new KilnError(ErrorCode.AccountDisabled, 'This account is disabled');
+  return { maxImagesPerBatch: row.max_images_per_batch, maxConcurrentBatches: row.max_concurrent_batches };
+}
+
+/**
+ * Batches that count against the plan's maxConcurrentBatches: those not finished yet. The
+ * one definition, for the limit's check and for what the account is shown.
+ */
+export async function countActiveBatches(m: Pick<EntityManager, 'query'>, accountId: string): Promise<number> {
+  const [{ active }] = await m.query(
+    `SELECT count(*)::int AS active FROM batches WHERE account_id = $1 AND finished_at IS NULL`,
+    [accountId],
+  );
+  return active;
+}

@@ -1,0 +1,29 @@
+import { buildConfig } from '@app/config';
+import { ProviderRoute, SimulatedProvider } from '@app/providers';
+import { ProviderRegistry } from './provider-registry';
+import { TaskFailure } from './task-failure';
+
+describe('ProviderRegistry', () => {
+  const openai = (apiKeyEnv?: string): ProviderRoute => ({ type: 'openai', baseUrl: 'https://api.example.com/v1', model: 'img', ...(apiKeyEnv ? { apiKeyEnv } : {}) }) as ProviderRoute;
+  const registry = new ProviderRegistry(buildConfig({ OPENAI_API_KEY: 'sk-default', OTHER_UPSTREAM_API_KEY: 'sk-other' }));
+
+  it('builds the provider of the route', () => {
+    expect(registry.forRoute({ type: 'simulated' } as ProviderRoute)).toBeInstanceOf(SimulatedProvider);
+  });
+
+  it('hands an upstream route the key its variable holds, OPENAI_API_KEY by default', () => {
+    const keyOf = (route: ProviderRoute) => (registry.forRoute(route) as unknown as { config?: { apiKey?: string } }).config?.apiKey;
+    expect(keyOf(openai())).toBe('sk-default');
+    expect(keyOf(openai('OPENAI_API_KEY'))).toBe('sk-default');
+    expect(keyOf(openai('OTHER_UPSTREAM_API_KEY'))).toBe('sk-other');
+  });
+
+  it('a route with an unset key fails its renders, not the generator', async () => {
+    const provider = registry.forRoute(openai('MISSING_API_KEY'));
+    await expect(provider.render({} as never)).rejects.toThrow(/MISSING_API_KEY is not set/);
+  });
+
+  it('a route that makes no sense fails the task', () => {
+    expect(() => registry.forRoute({ type: 'carrier-pigeon' } as unknown as ProviderRoute)).toThrow(TaskFailure);
+  });
+});

@@ -1,0 +1,93 @@
+import { DataSource, EntityManager } from 'typeorm';
+import { TaskEntity, TaskStatus } from '@app/database';
+import { addToCounts, emptyCounts, TaskCounts } from './batch-status';
+
+/** A task of a new batch, as its creation writes it. */
+export interface NewTask {
+  id: string;
+  /** Position in the batch, 0-based: prompt order, then reference order, then copy index. */
+  seq: number;
+  /** Index into the batch's prompts. */
+  promptIndex: number;
+  refUploadIds: string[];
+  seed: number;
+}
+
+/** The task columns clients see, plus seq, its place in the fan-out. */
+export type TaskView = Pick<TaskEntity, 'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error'>;
+
+/**
+ * Every task of a new batch in one statement, whatever the batch size: parallel arrays
+ * unnested into rows. Prompts travel once and tasks point into them; each task's reference
+ * ids travel as a uuid[] literal because unnest would flatten a two-dimensional array. The
+ * first `dispatchCount` tasks (by seq) are written `queued`: the caller enqueues them right
+ * after the commit (TaskDispatchService.enqueueQueued); the rest wait as `pending` for the
+ * generators' feeder. Runs in the caller's transaction, the one that charges the batch.
+ */
+export async function insertTasks(
+  m: EntityManager,
+  batch: { id: string; accountId: string; prompts: string[] },
+  tasks: readonly NewTask[],
+  dispatchCount: number,
+): Promise<void> {
+  await m.query(
+    `INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status)
+     SELECT t.id, $1, $2, t.seq, ($3::text[])[t.prompt_index], t.refs::uuid[], t.seed,
+            CASE WHEN t.seq < $9 THEN 'queued' ELSE 'pending' END
+       FROM unnest($4::uuid[], $5::int[], $6::int[], $7::text[], $8::int[]) AS t(id, seq, prompt_index, refs, seed)`,
+    [
+      batch.id,
+      batch.accountId,
+      batch.prompts,
+      tasks.map((t) => t.id),
+      tasks.map((t) => t.seq),
+      tasks.map((t) => t.promptIndex + 1),
+      tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
+      tasks.map((t) => t.seed),
+      dispatchCount,
+    ],
+  );
+}
+
+/**
+ * The polling endpoint's task read (its hot path): one constant statement for only the
+ * columns the response shows, aliased to the field names so no entity is hydrated.
+ */
+export async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
+  return db.query(
+    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error
+       FROM tasks WHERE batch_id = $1 ORDER BY seq`,
+    [batchId],
+  );
+}
+
+/** Task counts of each batch, in one query. */
+export async function countTasksByBatch(db: DataSource, batchIds: string[]): Promise<Map<string, TaskCounts>> {
+  const counts = new Map<string, TaskCounts>();
+  if (batchIds.length === 0) return counts;
+  const rows: { batch_id: string; status: TaskStatus; n: number }[] = await db.query(
+    `SELECT batch_id, status, count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY batch_id, status`,
+    [batchIds],
+  );
+  for (const r of rows) {
+    const c = counts.get(r.batch_id) ?? emptyCounts();
+    counts.set(r.batch_id, addToCounts(c, r.status, r.n));
+  }
+  return counts;
+}
+
+/**
+ * Results of tasks finished before `cutoff` whose objects are still stored, oldest first: what
+ * the retention sweep removes. A result's row keeps its URL (which then answers 404).
+ */
+export async function selectExpiredResults(db: DataSource, cutoff: Date, limit: number): Promise<{ id: string; key: string }[]> {
+  return db.query(
+    `SELECT id, result_key AS key FROM tasks WHERE result_key IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT $2`,
+    [cutoff, limit],
+  );
+}
+
+/** Forgets the result objects of these tasks once the retention sweep has removed them. */
+export async function clearResultKeys(db: DataSource, taskIds: string[]): Promise<void> {
+  await db.query(`UPDATE tasks SET result_key = NULL WHERE id = ANY($1::uuid[])`, [taskIds]);
+}

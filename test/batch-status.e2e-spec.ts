@@ -1,0 +1,45 @@
+import { Client } from 'pg';
+import { BatchStatus } from '@app/database';
+import { batchStatusFromCounts, batchStatusFromCountsSql, TaskCounts } from '@app/tasks';
+
+/**
+ * The batch status rule has a TypeScript form (reads) and an SQL form (the generator's tallies).
+ * Both are evaluated over every combination of stored status and counts from 0 to 3, the SQL
+ * form in one query over a VALUES list, and must agree everywhere.
+ */
+describe('batch status from counts: the TypeScript and SQL forms agree', () => {
+  const STORED: BatchStatus[] = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
+  const N = [0, 1, 2, 3];
+  let db: Client;
+
+  beforeAll(async () => {
+    db = new Client({ connectionString: process.env.DATABASE_URL });
+    await db.connect();
+  });
+  afterAll(() => db.end());
+
+  it('over a grid of counts', async () => {
+    const grid: { stored: BatchStatus; counts: TaskCounts }[] = [];
+    for (const stored of STORED)
+      for (const pending of N) for (const running of N) for (const succeeded of N) for (const failed of N)
+        grid.push({ stored, counts: { pending, running, succeeded, failed } });
+
+    const values = grid
+      .map((_, i) => `($${i * 6 + 1}::int, $${i * 6 + 2}::text, $${i * 6 + 3}::int, $${i * 6 + 4}::int, $${i * 6 + 5}::int, $${i * 6 + 6}::int)`)
+      .join(', ');
+    const params = grid.flatMap((g, i) => [i, g.stored, g.counts.pending, g.counts.running, g.counts.succeeded, g.counts.failed]);
+    const status = batchStatusFromCountsSql({ stored: 'g.stored', pending: 'g.p', running: 'g.r', succeeded: 'g.s', failed: 'g.f' });
+    const { rows } = await db.query<{ i: number; status: string }>(
+      `SELECT g.i, ${status} AS status FROM (VALUES ${values}) AS g(i, stored, p, r, s, f) ORDER BY g.i`,
+      params,
+    );
+
+    expect(rows).toHaveLength(grid.length);
+    const disagreements = grid
+      .map((g, i) => ({ ...g, ts: batchStatusFromCounts(g.stored, g.counts), sql: rows[i].status }))
+      .filter((d) => d.ts !== d.sql);
+    expect(disagreements).toEqual([]);
+    // The grid reaches every outcome, so agreement is not agreement on one answer.
+    expect(new Set(rows.map((r) => r.status))).toEqual(new Set(STORED));
+  });
+});
