@@ -6,8 +6,10 @@ import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
+import { WebhooksModule } from '@app/webhooks';
 import { MaintenanceScheduler } from './maintenance.scheduler';
 import { TasksProcessor } from './tasks.processor';
+import { WebhooksProcessor } from './webhooks.processor';
 
 @Module({
   imports: [
@@ -22,7 +24,8 @@ import { TasksProcessor } from './tasks.processor';
     StorageModule,
     KilnQueueModule.forRoot(),
     GenerationModule,
+    WebhooksModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler],
+  providers: [TasksProcessor, MaintenanceScheduler, WebhooksProcessor],
 })
 export class GeneratorModule {}
