@@ -74,7 +74,7 @@ export class WebhookEndpointsService {
   /** Deletes the endpoint and its delivery log; pending deliveries are never sent. */
   async remove(accountId: string, id: string): Promise<void> {
     await this.db.transaction(async (m) => {
-      const [gone] = await m.query(`DELETE FROM webhook_endpoints WHERE id = $1 AND account_id = $2 RETURNING id`, [
+      const [gone] = await queryRows(m, `DELETE FROM webhook_endpoints WHERE id = $1 AND account_id = $2 RETURNING id`, [
         this.endpointId(id),
         accountId,
       ]);
