@@ -51,6 +51,13 @@ interface Claimed {
 
 type Outcome = { delivered: true; statusCode: number } | { delivered: false; statusCode: number | null; error: string };
 
+/** A round's successes, fenced each on its attempt. $1 ids, $2 attempts, $3 status codes. */
+const DELIVERED_GROUP_SQL = `
+UPDATE webhook_deliveries d SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
+       last_status_code = i.code, last_error = NULL
+  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempts, code)
+ WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'`;
+
 /** Every write after the claim is fenced on the attempt, so a late answer of a lost lease changes nothing. */
 const FENCE = `id = $1 AND attempts = $2 AND status = 'pending'`;
 
@@ -120,16 +127,27 @@ export class WebhookSender {
   private async round(): Promise<number> {
     const lease = 2 * this.config.webhooks.timeoutMs + 5000;
     const claimed = await queryRows<Claimed>(this.db, CLAIM_SQL, [ROUND_SIZE, lease]);
-    await Promise.all(claimed.map((c) => this.attempt(c)));
+    const delivered: { c: Claimed; statusCode: number }[] = [];
+    await Promise.all(
+      claimed.map(async (c) => {
+        const outcome = await this.attempt(c);
+        if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
+      }),
+    );
+    // Successes, the common case, are recorded together: one statement per round, not per delivery.
+    if (delivered.length > 0) {
+      await this.db.query(DELIVERED_GROUP_SQL, [delivered.map((d) => d.c.id), delivered.map((d) => d.c.attempts), delivered.map((d) => d.statusCode)]);
+    }
     return claimed.length;
   }
 
-  private async attempt(c: Claimed): Promise<void> {
+  /** One attempt; returns a success for the round to record, having recorded anything else itself. */
+  private async attempt(c: Claimed): Promise<Outcome | null> {
     try {
       if (!c.found) {
         // The endpoint was deleted while this event was being written: nobody to send it to.
         await this.db.query(`DELETE FROM webhook_deliveries WHERE id = $1`, [c.id]);
-        return;
+        return null;
       }
       if (c.disabled_at) {
         await this.db.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = $3 WHERE ${FENCE}`, [
@@ -137,13 +155,16 @@ export class WebhookSender {
           c.attempts,
           'The endpoint is disabled',
         ]);
-        return;
+        return null;
       }
       const outcome = await this.send(c);
-      await this.record(c, outcome);
+      if (outcome.delivered) return outcome;
+      await this.recordFailure(c, outcome);
+      return null;
     } catch (err) {
       // The lease runs out and another round retries it.
       this.logger.warn(`Webhook delivery ${c.id} attempt ${c.attempts}: ${(err as Error).message}`);
+      return null;
     }
   }
 
@@ -174,16 +195,7 @@ export class WebhookSender {
     }
   }
 
-  private async record(c: Claimed, outcome: Outcome): Promise<void> {
-    if (outcome.delivered) {
-      await this.db.query(
-        `UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
-                last_status_code = $3, last_error = NULL
-          WHERE ${FENCE}`,
-        [c.id, c.attempts, outcome.statusCode],
-      );
-      return;
-    }
+  private async recordFailure(c: Claimed, outcome: Extract<Outcome, { delivered: false }>): Promise<void> {
     if (outcome.statusCode === 410) {
       await this.disable(c);
       return;
