@@ -114,7 +114,7 @@ export class MinioStorageDriver extends StorageDriver {
   }
 
   /**
-   * Upload and result URLs are public by design (decisions.md section 6): the 128 random bits
+   * Upload and result URLs are public by design (docs/api.md#result-urls-and-retention): the 128 random bits
    * in each key are the protection, so the bucket allows anonymous GetObject but not listing.
    */
   private async allowAnonymousRead(): Promise<void> {

@@ -18,7 +18,7 @@ export function incomingDir(config: KilnConfig): string {
 /**
  * Parses `multipart/form-data` with a repeated `file` field into `req.files`, and turns every
  * multer/busboy failure into Kiln's error object. Nest's FilesInterceptor would turn them into
- * HttpExceptions and lose which file and why (decisions.md 4 and 6). Runs after the guards,
+ * HttpExceptions and lose which file and why (docs/api.md#validation-order, docs/api.md#uploads). Runs after the guards,
  * so an unauthenticated body is never parsed.
  *
  * Files stream to temp files under incomingDir, not into memory: a request may carry 20 files
