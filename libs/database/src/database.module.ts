@@ -2,7 +2,7 @@ import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ALL_ENTITIES } from './entities';
-import { dataSourceOptions, POOL } from './data-source';
+import { dataSourceOptions } from './data-source';
 
 export interface DatabaseModuleOptions {
   /**
@@ -28,7 +28,12 @@ export class DatabaseModule {
         TypeOrmModule.forRootAsync({
           inject: [KILN_CONFIG],
           useFactory: (config: KilnConfig) =>
-            dataSourceOptions(config.databaseUrl, options.asyncCommit ? { extra: { ...POOL, options: '-c synchronous_commit=off' } } : {}),
+            dataSourceOptions(config.databaseUrl, {
+              extra: {
+                max: config.databasePoolSize,
+                ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+              },
+            }),
         }),
         TypeOrmModule.forFeature(ALL_ENTITIES),
       ],
