@@ -1,5 +1,6 @@
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
+import { builtinFontRenders } from '@app/providers';
 import { BootLogger, exitOnBootFailure, KILN_CONFIG, KilnConfig } from '@app/config';
 import { GeneratorHealthServer } from './health.server';
 import { GeneratorModule } from './generator.module';
@@ -24,6 +25,11 @@ async function bootstrap(): Promise<void> {
   app.useLogger(logger);
   const config = app.get<KilnConfig>(KILN_CONFIG);
   for (const warning of config.warnings) logger.warn(warning, 'Config');
+  // Every model's default route is the builtin renderer: without a font its text is tofu.
+  const fonts = await builtinFontRenders();
+  if (!fonts.ok) {
+    logger.error('Builtin renders will show empty boxes instead of text: no usable font (install fontconfig and fonts-dejavu-core)', 'Generator');
+  }
   const health = app.get(GeneratorHealthServer);
   await health.listen();
 
