@@ -86,8 +86,10 @@ setup_id=$(compose ps -q minio-setup)
 [ "$(docker wait "$setup_id")" = 0 ] || die "minio-setup failed: $(docker logs "$setup_id" 2>&1 | tail -5)"
 if docker logs "$setup_id" 2>&1 | grep -q 'no MinIO admin API'; then
   say "the object store has no MinIO admin API: Kiln uses its root credentials in this run"
-  echo "MINIO_ACCESS_KEY=$(sed -n 's/^MINIO_ROOT_USER=//p' "$ENV_FILE")" >>"$ENV_FILE"
-  echo "MINIO_SECRET_KEY=$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$ENV_FILE")" >>"$ENV_FILE"
+  root_user=$(sed -n 's/^MINIO_ROOT_USER=//p' "$ENV_FILE")
+  root_password=$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$ENV_FILE")
+  sed -i '/^MINIO_ACCESS_KEY=/d; /^MINIO_SECRET_KEY=/d' "$ENV_FILE"
+  printf 'MINIO_ACCESS_KEY=%s\nMINIO_SECRET_KEY=%s\n' "$root_user" "$root_password" >>"$ENV_FILE"
 fi
 compose up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "compose up failed"; }
 API=$(api_url)
@@ -96,10 +98,10 @@ say "up and ready in $((SECONDS - t1)) s at $API"
 curl -fsS "$API/readyz" | field details.storage.status | grep -qx up || die "/readyz does not report storage up"
 
 admin() { curl -fsS -m 10 -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' "$@"; }
-ACCOUNT=$(admin -X POST "$API/v1/admin/accounts" -d '{"email":"smoke@example.com","plan":"scale","credits":100000}' | field id)
+ACCOUNT=$(admin -X POST "$API/v1/admin/accounts" -d '{"email":"smoke@example.com","plan":"scale","credits":100000}' | field account.id)
 KEY=$(admin -X POST "$API/v1/admin/accounts/$ACCOUNT/keys" -d '{"name":"smoke"}' | field secret)
 [ -n "$KEY" ] && [ "$KEY" != undefined ] || die "no key"
-balance() { curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API/v1/me" | field balance; }
+balance() { curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API/v1/me" | field credits.balance; }
 create_batch() { curl -fsS -m 30 -X POST "$API/v1/batches" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$1"; }
 wait_done() { # ID SECONDS
   local i body
