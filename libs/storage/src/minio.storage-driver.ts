@@ -94,7 +94,8 @@ export class MinioStorageDriver extends StorageDriver {
   private describe(error: unknown, what: string): Error {
     const code = errorCode(error);
     const message = (error as Error | undefined)?.message ?? String(error);
-    return new Error(`Bucket "${this.bucket}" at ${this.where} ${what}: ${code ? `${code}: ` : ''}${message}`);
+    // The S3 code stays on the error, for callers that tell failures apart by it.
+    return Object.assign(new Error(`Bucket "${this.bucket}" at ${this.where} ${what}: ${code ? `${code}: ` : ''}${message}`, { cause: error }), { code });
   }
 
   async put(key: string, body: Buffer, contentType: string): Promise<void> {
