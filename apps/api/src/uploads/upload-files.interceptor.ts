@@ -10,9 +10,12 @@ import { UPLOAD_LIMITS, uploadDisplayName, uploadRefusals } from '@app/uploads';
 
 export const UPLOAD_FIELD = 'file';
 
-/** Where multipart files wait on disk while their request is handled: `<DATA_DIR>/incoming`. */
+/**
+ * Where multipart files wait on disk while their request is handled: UPLOAD_TMP_DIR, by
+ * default `<DATA_DIR>/incoming` (a tmpfs in containers, whose root may be read-only).
+ */
 export function incomingDir(config: KilnConfig): string {
-  return path.join(config.storage.dataDir, 'incoming');
+  return config.storage.uploadTmpDir;
 }
 
 /**
