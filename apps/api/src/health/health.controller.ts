@@ -31,7 +31,8 @@ export class HealthController {
       // Not ready is an expected answer for load balancers (503), not an unexpected error.
       const details = err instanceof ServiceUnavailableException ? (err.getResponse() as object) : {};
       res.status(503);
-      return { error: { code: ErrorCode.InternalError, message: 'Not ready', details } };
+      res.setHeader('Retry-After', '5');
+      return { error: { code: ErrorCode.ServiceUnavailable, message: 'Not ready', details } };
     }
   }
 
