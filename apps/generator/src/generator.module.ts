@@ -7,6 +7,7 @@ import { GenerationModule } from '@app/generation';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { WebhooksModule } from '@app/webhooks';
+import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
 import { TasksProcessor } from './tasks.processor';
 import { WebhooksProcessor } from './webhooks.processor';
@@ -26,6 +27,6 @@ import { WebhooksProcessor } from './webhooks.processor';
     GenerationModule,
     WebhooksModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler, WebhooksProcessor],
+  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer, WebhooksProcessor],
 })
 export class GeneratorModule {}
