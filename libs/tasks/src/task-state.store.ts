@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
-import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
+import { BatchStatus, pgError, ProviderRoute, queryRows, TaskErrorCode } from '@app/database';
 import { newObjectToken } from '@app/storage';
 import { batchStatusFromCounts, batchStatusFromCountsSql } from './batch-status';
 import { groupWrites } from './group-writes';
@@ -59,6 +59,9 @@ export interface Success {
   batchId: string;
   resultUrl: string;
   resultKey: string;
+  /** The stored image's real pixel size. */
+  width: number;
+  height: number;
   previewUrl: string | null;
 }
 
@@ -109,17 +112,19 @@ RETURNING status, finished_at, preview_url`;
  * per batch. The batches are locked first and in id order, so two generators recording
  * successes of the same batches at once cannot deadlock. A task whose fence no longer holds
  * changes nothing and has no result row. $1 task ids, $2 attempts, $3 result URLs, $4 result
- * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids.
+ * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids, $7 and $8 the
+ * results' widths and heights.
  */
 const SUCCEED_GROUP_SQL = `
 WITH input AS (
-  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[])
-    AS i(id, attempt, result_url, result_key, preview_url)
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $7::int[], $8::int[])
+    AS i(id, attempt, result_url, result_key, preview_url, width, height)
 ), locked AS (
   SELECT id FROM batches WHERE id = ANY($6::uuid[]) ORDER BY id FOR UPDATE
 ), done AS (
   UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
-         error = NULL, finished_at = now(), updated_at = now()
+         result_width = i.width, result_height = i.height, error = NULL, error_code = NULL,
+         finished_at = now(), updated_at = now()
     FROM input i
    WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
@@ -257,6 +262,8 @@ export class TaskStateStore {
         group.map((s) => s.resultKey),
         group.map((s) => s.previewUrl),
         [...new Set(group.map((s) => s.batchId))],
+        group.map((s) => s.width),
+        group.map((s) => s.height),
       ]),
     );
     // Keyed by attempt too: a stale attempt of a task may share the group with the current one.
@@ -292,14 +299,14 @@ export class TaskStateStore {
    * ledger's unique index on task refunds is the backstop, and a refund it refuses means
    * "already refunded", not an error. Returns null when the fence no longer holds.
    */
-  async fail(fence: Fence, message: string): Promise<(TallyResult & { refunded: number }) | null> {
+  async fail(fence: Fence, message: string, code: TaskErrorCode): Promise<(TallyResult & { refunded: number }) | null> {
     return this.db.transaction(async (m) => {
       const rows = await queryRows<{ batch_id: string; account_id: string }>(
         m,
-        `UPDATE tasks SET status = 'failed', error = $3, finished_at = now(), updated_at = now()
+        `UPDATE tasks SET status = 'failed', error = $3, error_code = $4, finished_at = now(), updated_at = now()
           WHERE id = $1 AND status = 'running' AND attempts = $2
           RETURNING batch_id, account_id`,
-        [fence.taskId, fence.attempt, message],
+        [fence.taskId, fence.attempt, message, code],
       );
       if (rows.length === 0) return null;
       const { batch_id: batchId, account_id: accountId } = rows[0];
