@@ -4,3 +4,4 @@ export * from './content-policy';
 export * from './fan-out';
 export * from './batches.service';
 export * from './batches.module';
+export * from './idempotency';

@@ -14,7 +14,10 @@ export interface NewTask {
 }
 
 /** The task columns clients see, plus seq, its place in the fan-out. */
-export type TaskView = Pick<TaskEntity, 'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error'>;
+export type TaskView = Pick<
+  TaskEntity,
+  'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error' | 'errorCode' | 'resultWidth' | 'resultHeight'
+>;
 
 /**
  * Every task of a new batch in one statement, whatever the batch size: parallel arrays
@@ -55,7 +58,8 @@ export async function insertTasks(
  */
 export async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
   return db.query(
-    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error
+    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error,
+            error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
        FROM tasks WHERE batch_id = $1 ORDER BY seq`,
     [batchId],
   );

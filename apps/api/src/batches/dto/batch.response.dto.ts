@@ -1,9 +1,9 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchView, CreatedBatch } from '@app/batches';
-import type { TaskView } from '@app/tasks';
+import type { BatchTask, BatchView, CreatedBatch } from '@app/batches';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
+export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'];
 
 /** Interface 2.5: `pending` includes queued tasks. */
 export class CountsDto {
@@ -74,16 +74,39 @@ export class TaskDto {
   progress: number;
   @ApiProperty({ type: [String], description: 'One public URL once succeeded, else empty' }) resultUrls: string[];
   @ApiProperty({ type: 'string', nullable: true, description: 'Short reason when failed' }) error: string | null;
+  @ApiProperty({ type: 'integer', description: '1-based position in the batch: prompt order, then reference image, then copy', example: 1 })
+  index: number;
+  @ApiProperty({ type: 'integer', description: '0-based index into the batch\'s prompts', example: 0 }) promptIndex: number;
+  @ApiProperty({ type: 'string', nullable: true, description: 'The reference URL this task pairs with under refMode "each", else null' })
+  refImage: string | null;
+  @ApiProperty({ type: 'integer', description: '1-based copy number within its prompt (and reference) combination', example: 1 })
+  copy: number;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'Pixel width of the stored image as it really is; null until succeeded' })
+  width: number | null;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'Pixel height of the stored image; null until succeeded' })
+  height: number | null;
+  @ApiProperty({ type: 'string', enum: TASK_ERROR_CODES, nullable: true, description: 'Why it failed, to branch on; null unless failed' })
+  errorCode: string | null;
 
-  static from(t: TaskView): TaskDto {
+  static from(t: BatchTask): TaskDto {
+    const succeeded = t.status === 'succeeded';
+    const failed = t.status === 'failed';
     return {
       id: t.id,
       batchId: t.batchId,
       prompt: t.prompt,
       status: t.status,
       progress: t.progress,
-      resultUrls: t.status === 'succeeded' && t.resultUrl ? [t.resultUrl] : [],
+      resultUrls: succeeded && t.resultUrl ? [t.resultUrl] : [],
       error: t.error,
+      index: t.index,
+      promptIndex: t.promptIndex,
+      refImage: t.refImage,
+      copy: t.copy,
+      width: succeeded ? t.resultWidth : null,
+      height: succeeded ? t.resultHeight : null,
+      // A task failed before error codes were recorded is still a failure with a cause.
+      errorCode: failed ? (t.errorCode ?? 'internal') : null,
     };
   }
 }
@@ -115,7 +138,7 @@ export class BatchDetailResponseDto {
   @ApiProperty({ type: [TaskDto], description: 'In fan-out order: prompt, then reference image, then copy' })
   tasks: TaskDto[];
 
-  static from(d: { batch: BatchView; tasks: TaskView[] }): BatchDetailResponseDto {
+  static from(d: { batch: BatchView; tasks: BatchTask[] }): BatchDetailResponseDto {
     return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
   }
 }
