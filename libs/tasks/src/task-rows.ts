@@ -65,6 +65,12 @@ export async function selectTaskViews(db: DataSource, batchId: string): Promise<
   );
 }
 
+/** The stored result object of each of a batch's tasks (null when it has none, or no longer has one). */
+export async function selectResultKeys(db: DataSource, batchId: string): Promise<Map<string, string | null>> {
+  const rows: { id: string; key: string | null }[] = await db.query(`SELECT id, result_key AS key FROM tasks WHERE batch_id = $1`, [batchId]);
+  return new Map(rows.map((r) => [r.id, r.key]));
+}
+
 /** Task counts of each batch, in one query. */
 export async function countTasksByBatch(db: DataSource, batchIds: string[]): Promise<Map<string, TaskCounts>> {
   const counts = new Map<string, TaskCounts>();

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchTask, BatchView, CreatedBatch } from '@app/batches';
+import type { BatchEstimate, BatchTask, BatchView, RememberedCreation } from '@app/batches';
+import { ErrorObjectDto } from '../../common/error.response.dto';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
@@ -118,7 +119,7 @@ export class CreatedBatchResponseDto {
   @ApiProperty({ type: 'integer' }) creditsCharged: number;
   @ApiProperty({ enum: BATCH_STATUSES, example: 'pending' }) status: string;
 
-  static from(b: Pick<CreatedBatch, 'id' | 'total' | 'creditsCharged' | 'status'>): CreatedBatchResponseDto {
+  static from(b: RememberedCreation): CreatedBatchResponseDto {
     return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
   }
 }
@@ -142,3 +143,35 @@ export class BatchDetailResponseDto {
     return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
   }
 }
+
+export class DailyCapEstimateDto {
+  @ApiProperty({ type: 'integer', example: 500 }) cap: number;
+  @ApiProperty({ type: 'integer', description: 'Credits charged through this key today (UTC), minus refunds', example: 120 }) used: number;
+  @ApiProperty({ type: 'integer', example: 380 }) remaining: number;
+  @ApiProperty({ type: 'integer', description: 'Unix ms of the next 00:00 UTC', example: 1767312000000 }) resetsAt: number;
+}
+
+/** POST /v1/batches/estimate: what create would charge and answer now; nothing is charged or reserved. */
+export class BatchEstimateResponseDto {
+  @ApiProperty({ type: 'integer', description: 'Number of images (tasks)', example: 8 }) total: number;
+  @ApiProperty({ type: 'integer', description: 'Credits per image at the resolution', example: 5 }) creditCost: number;
+  @ApiProperty({ type: 'integer', description: 'total x creditCost: what create would charge', example: 40 }) creditsRequired: number;
+  @ApiProperty({ type: 'integer', example: 1000 }) balance: number;
+  @ApiProperty({ type: DailyCapEstimateDto, nullable: true, description: "The key's daily cap; null without one (and for the dashboard)" })
+  dailyCap: DailyCapEstimateDto | null;
+  @ApiProperty({ description: 'True when create would succeed now', example: true }) wouldCreate: boolean;
+  @ApiProperty({
+    type: ErrorObjectDto,
+    nullable: true,
+    description: 'What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null',
+    example: null,
+  })
+  refusal: ErrorObjectDto | null;
+
+  static from(e: BatchEstimate): BatchEstimateResponseDto {
+    return { ...e };
+  }
+}
+
+/** How an archive's manifest shows a batch and its tasks: the wire shapes of GET /v1/batches/{id}. */
+export const ARCHIVE_JSON = { batch: BatchDto.from, task: (t: BatchTask) => ({ ...TaskDto.from(t) }) };
