@@ -1,7 +1,7 @@
 import { getQueueToken } from '@nestjs/bull';
 import Bull, { Queue } from 'bull';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
-import { TASK_QUEUE, TaskDispatchService } from '@app/tasks';
+import { BatchChangePublisher, TASK_QUEUE, TaskDispatchService } from '@app/tasks';
 import { TestApp, getJson, postBatch, taskRows, FileEnvironment, fileEnvironment } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
@@ -181,7 +181,7 @@ describe('Batches: dispatch to the task queue', () => {
     });
     deadQueue.on('error', () => undefined);
     try {
-      const offline = new TaskDispatchService(deadQueue, t.db, env.config);
+      const offline = new TaskDispatchService(deadQueue, t.db, env.config, t.app.get(BatchChangePublisher));
       offline.enqueueTimeoutMs = 300;
       const started = Date.now();
       expect(await offline.enqueueQueued(tasks.map((x) => x.id))).toBe(0);

@@ -3,13 +3,15 @@ import { BillingModule } from '@app/billing';
 import { CatalogModule } from '@app/catalog';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
+import { BatchPolling } from './batch-polling';
+import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
 import { ContentPolicy } from './content-policy';
 
 /** Batch creation, listing and polling. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule],
-  providers: [BatchesService, ContentPolicy],
-  exports: [BatchesService, ContentPolicy],
+  providers: [BatchesService, ContentPolicy, BatchPolling, BatchWatcher],
+  exports: [BatchesService, ContentPolicy, BatchPolling, BatchWatcher],
 })
 export class BatchesModule {}

@@ -4,3 +4,5 @@ export * from './content-policy';
 export * from './fan-out';
 export * from './batches.service';
 export * from './batches.module';
+export * from './batch-polling';
+export * from './batch-watcher';

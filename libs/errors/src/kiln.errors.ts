@@ -25,6 +25,8 @@ export enum ErrorCode {
   InvalidCredentials = 'invalid_credentials',
   RateLimited = 'rate_limited',
   NotFound = 'not_found',
+  /** A batch that finished without a cancel cannot be cancelled. */
+  BatchNotCancellable = 'batch_not_cancellable',
   InternalError = 'internal_error',
   /** A dependency (PostgreSQL, Redis) is unreachable; retry after Retry-After. */
   ServiceUnavailable = 'service_unavailable',

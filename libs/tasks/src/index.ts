@@ -6,3 +6,6 @@ export * from './task-rows';
 export * from './task-dispatch.service';
 export * from './task-state.store';
 export * from './tasks.module';
+export * from './batch-changes';
+export * from './batch-tally';
+export * from './task-cancellation';

@@ -1,18 +1,23 @@
-import { Body, Controller, Get, Param, Post, Query } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { BatchesService } from '@app/batches';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { ApiConflictResponse, ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { BatchesService, BatchPolling } from '@app/batches';
 import { decodeCursor, parseLimit } from '@app/database';
 import { AuthenticatedKey } from '@app/keys';
 import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { BatchListQueryDto } from './dto/batch-list.query.dto';
-import { BatchDetailResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from './dto/batch.response.dto';
+import { ApiBatchPoll, answerPoll } from './batch-poll';
+import { BatchDto, BatchListResponseDto, CreatedBatchResponseDto } from './dto/batch.response.dto';
 import { CreateBatchRequestDto } from './dto/create-batch.request.dto';
 
 @ApiTags('Public API')
 @Controller('batches')
 export class BatchesController {
-  constructor(private readonly batches: BatchesService) {}
+  constructor(
+    private readonly batches: BatchesService,
+    private readonly polling: BatchPolling,
+  ) {}
 
   @Post()
   @ApiKeyAuth('batches:write')
@@ -34,10 +39,27 @@ export class BatchesController {
 
   @Get(':id')
   @ApiKeyAuth('batches:read')
-  @ApiOperation({ summary: 'Poll a batch: its counts, done flag and tasks' })
-  @ApiOkResponse({ type: BatchDetailResponseDto })
+  @ApiOperation({
+    operationId: 'getBatch',
+    summary: 'Poll a batch: its counts, done flag and tasks; conditional (If-None-Match) and long (Prefer: wait=N)',
+  })
+  @ApiBatchPoll()
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
-  async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDetailResponseDto> {
-    return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    await answerPoll(this.polling, req, res, { accountId: auth.account.id, batchId: id, holder: `key:${auth.key.id}` });
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @ApiKeyAuth('batches:write')
+  @ApiOperation({
+    operationId: 'cancelBatch',
+    summary: 'Cancel a batch: every task not yet sent to its provider is cancelled and refunded; sent ones finish',
+  })
+  @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel (again, unchanged, for a batch already cancelled)' })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
+  async cancel(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDto> {
+    return BatchDto.from(await this.batches.cancel(auth.account.id, id));
   }
 }

@@ -1,10 +1,12 @@
-import { Body, Controller, Get, Param, Post, Query } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { BatchesService } from '@app/batches';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { ApiConflictResponse, ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { BatchesService, BatchPolling } from '@app/batches';
 import type { AuthenticatedSession } from '@app/dashboard';
 import { decodeCursor, parseLimit } from '@app/database';
 import { BatchListQueryDto } from '../batches/dto/batch-list.query.dto';
-import { BatchDetailResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
+import { ApiBatchPoll, answerPoll } from '../batches/batch-poll';
+import { BatchDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
 import { CreateBatchRequestDto } from '../batches/dto/create-batch.request.dto';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { CurrentSession, SessionAuth } from './session.decorators';
@@ -19,7 +21,10 @@ import { CurrentSession, SessionAuth } from './session.decorators';
 @ApiResponse({ status: 400, description: 'invalid_request and the other validation codes of POST /v1/batches', type: ErrorResponseDto })
 @Controller('dashboard/batches')
 export class DashboardBatchesController {
-  constructor(private readonly batches: BatchesService) {}
+  constructor(
+    private readonly batches: BatchesService,
+    private readonly polling: BatchPolling,
+  ) {}
 
   @Post()
   @ApiOperation({ summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
@@ -39,10 +44,28 @@ export class DashboardBatchesController {
   }
 
   @Get(':id')
-  @ApiOperation({ summary: 'A batch with its counts, done flag and tasks' })
-  @ApiOkResponse({ type: BatchDetailResponseDto })
+  @ApiOperation({
+    operationId: 'dashboardGetBatch',
+    summary: 'A batch with its counts, done flag and tasks; conditional and long polling as GET /v1/batches/{id}',
+  })
+  @ApiBatchPoll()
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
-  async detail(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDetailResponseDto> {
-    return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  async detail(
+    @CurrentSession() auth: AuthenticatedSession,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
+    await answerPoll(this.polling, req, res, { accountId: auth.account.id, batchId: id, holder: `session:${auth.session.id}` });
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @ApiOperation({ operationId: 'dashboardCancelBatch', summary: 'Cancel a batch, as POST /v1/batches/{id}/cancel' })
+  @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel' })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
+  async cancel(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDto> {
+    return BatchDto.from(await this.batches.cancel(auth.account.id, id));
   }
 }
