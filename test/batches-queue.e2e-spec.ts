@@ -59,7 +59,7 @@ describe('Batches: dispatch to the task queue', () => {
     }
     // The pending counts as pending in the API, as queued does (decisions.md).
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
-    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0 });
+    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
     expect(await feedAll()).toBe(2);
     expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
   });
