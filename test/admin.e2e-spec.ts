@@ -3,7 +3,7 @@ import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
 import { bootTestApp, TestApp } from '@app/testing';
 
-describe('Operator admin API (decisions.md 10)', () => {
+describe('Operator admin API (docs/admin.md)', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await bootTestApp(ApiModule, configureApp);

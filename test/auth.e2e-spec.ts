@@ -2,7 +2,7 @@ import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
 import { bootTestApp, TestApp } from '@app/testing';
 
-describe('API-key authentication (interface 5, decisions 8)', () => {
+describe('API-key authentication (docs/api.md#authentication)', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await bootTestApp(ApiModule, configureApp);

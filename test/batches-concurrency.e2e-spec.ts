@@ -2,7 +2,7 @@ import { BatchesService } from '@app/batches';
 import { TestApp, batchCount, getJson, postBatch } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
-/** Money and plan limits when one account fires many creations at once (decisions.md 3). */
+/** Money and plan limits when one account fires many creations at once (docs/credits.md#guarantees). */
 describe('Batches under concurrency', () => {
   let t: TestApp;
   beforeAll(async () => {

@@ -57,7 +57,7 @@ describe('Batches: dispatch to the task queue', () => {
       expect(job!.opts.priority).toBeUndefined();
       expect(await job!.getState()).toBe('waiting');
     }
-    // The pending counts as pending in the API, as queued does (decisions.md).
+    // The pending counts as pending in the API, as queued does (docs/api.md#counts-object).
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
     expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
     expect(await feedAll()).toBe(2);

@@ -2,7 +2,7 @@ import { nextUtcMidnight } from '@app/billing';
 import { TestAccount, TestApp, batchCount, getJson, insertUpload, postBatch, taskRows } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
-/** POST /v1/batches validation (decisions.md 4), fan-out (interface 2.2), detail and /me. */
+/** POST /v1/batches validation (docs/api.md#validation-order), fan-out (docs/api.md#image-count-per-refmode), detail and /me. */
 describe('Batches: creation, validation and detail', () => {
   let t: TestApp;
   beforeAll(async () => {

@@ -2,7 +2,7 @@ import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
 import { bootTestApp, TestApp } from '@app/testing';
 
-/** interface-v1 2.7 price table: model -> [1K, 2K, 4K, max refs]. */
+/** docs/api.md#model-catalog price table: model -> [1K, 2K, 4K, max refs]. */
 const PRICES: Record<string, [number | null, number | null, number | null, number | null]> = {
   'alpha-image-2': [5, 10, 20, 4],
   'alpha-image-2-5': [5, 10, 16, 8],
@@ -63,7 +63,7 @@ describe('GET /v1/models and GET /v1/me', () => {
     }
   });
 
-  it('carries the defaults and limits of decisions.md 5', async () => {
+  it('carries the defaults and limits of docs/api.md#model-catalog', async () => {
     const a = await t.account();
     const res = await t.http.get('/v1/models').set('Authorization', `Bearer ${a.key}`).expect(200);
     expect(res.body.defaults).toEqual({ aspectRatio: '1:1', resolution: '1K', countPerCombo: 1, refMode: 'none', quality: 'auto' });

@@ -31,7 +31,7 @@ const expectError = (res: { status: number; body: any }, status: number, code: s
   expect(typeof res.body.error.message).toBe('string');
 };
 
-describe('Dashboard API (decisions.md 9)', () => {
+describe('Dashboard API (docs/dashboard.md)', () => {
   let t: TestApp;
   beforeAll(async () => {
     t = await bootDashboardApp({ loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 });

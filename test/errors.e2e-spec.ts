@@ -127,7 +127,7 @@ describe('error envelope, request ids, health and OpenAPI', () => {
     expect((await t.http.get('/healthz').expect(200)).body).toEqual({ status: 'ok' });
     const ready = await t.http.get('/readyz').expect(200);
     expect(ready.body.status).toBe('ok');
-    expect(ready.body.details).toMatchObject({ database: { status: 'up' }, redis: { status: 'up' } });
+    expect(ready.body.details).toMatchObject({ database: { status: 'up' }, redis: { status: 'up' }, storage: { status: 'up' } });
   });
 
   it('serves an OpenAPI 3 document generated from the code', async () => {

@@ -75,6 +75,10 @@ describe('the api while its Redis is down or frozen', () => {
 
     const queues = await expectAnswers(t.admin('get', '/v1/admin/queues'), 503, REFUSING_MS);
     expect(queues.body.error.code).toBe('service_unavailable');
+    // Readiness tells the load balancer, with the same code and a retry hint.
+    const ready = await expectAnswers(t.http.get('/readyz'), 503, REFUSING_MS);
+    expect(ready.body.error.code).toBe('service_unavailable');
+    expect(ready.headers['retry-after']).toBe('5');
 
     // The per-session limit still holds, counted in this process.
     const session = { Authorization: `Bearer ${login.body.token}` };

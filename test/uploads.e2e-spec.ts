@@ -20,7 +20,7 @@ interface FilePart {
   body: Buffer;
 }
 
-describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', () => {
+describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
   let t: TestApp;
   let a: TestAccount;
   let server: http.Server;
@@ -417,7 +417,7 @@ describe('POST /v1/uploads and GET /files (interface 2.9, 4.6; decisions 6)', ()
     });
   });
 
-  describe('retention (decisions 6)', () => {
+  describe('retention (docs/api.md#result-urls-and-retention)', () => {
     it('purgeExpired removes rows and objects older than RETENTION_DAYS, and nothing newer', async () => {
       const owner = await t.account();
       const png = await sampleImage('png');

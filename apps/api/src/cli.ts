@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AccountsModule, AccountsService } from '@app/accounts';
 import { BillingModule, BillingService } from '@app/billing';
-import { buildConfig, KilnConfigModule } from '@app/config';
+import { bootLogger, buildConfig, exitOnBootFailure, KilnConfigModule } from '@app/config';
 import { DatabaseModule, runMigrations } from '@app/database';
 import { KeysModule, KeysService } from '@app/keys';
 
@@ -46,8 +46,12 @@ async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
   switch (command) {
     case 'migrate': {
-      const applied = await runMigrations(buildConfig().databaseUrl);
-      console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Schema is up to date.');
+      // JSON lines: in a container this is the migrate service's (or the api's first) log.
+      const log = bootLogger.child({ context: 'Migrate' });
+      const applied = await runMigrations(buildConfig().databaseUrl, {
+        onWait: () => log.info('Another migration run holds the lock; waiting for it to finish'),
+      });
+      log.info({ applied }, applied.length ? `Applied: ${applied.join(', ')}` : 'Schema is up to date.');
       return;
     }
     case 'demo':
@@ -58,7 +62,4 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((err) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+main(process.argv.slice(2)).catch((err) => exitOnBootFailure(err, 'Cli'));

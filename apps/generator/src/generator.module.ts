@@ -6,6 +6,7 @@ import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
+import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
 import { TasksProcessor } from './tasks.processor';
 
@@ -23,6 +24,6 @@ import { TasksProcessor } from './tasks.processor';
     KilnQueueModule.forRoot(),
     GenerationModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler],
+  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
 })
 export class GeneratorModule {}

@@ -1,6 +1,8 @@
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
-import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { builtinFontRenders } from '@app/providers';
+import { BootLogger, exitOnBootFailure, KILN_CONFIG, KilnConfig } from '@app/config';
+import { GeneratorHealthServer } from './health.server';
 import { GeneratorModule } from './generator.module';
 
 /** Margin past the grace period for closing connections before the process gives up. */
@@ -17,10 +19,19 @@ async function bootstrap(): Promise<void> {
   process.on('SIGINT', (s) => onSignal(s));
 
   // An application context, not an HTTP app: the generator only consumes the queue.
-  const app = await NestFactory.createApplicationContext(GeneratorModule, { bufferLogs: true });
+  // BootLogger until pino is attached: a failed boot is a JSON line too.
+  const app = await NestFactory.createApplicationContext(GeneratorModule, { bufferLogs: true, logger: new BootLogger() });
   const logger = app.get(Logger);
   app.useLogger(logger);
   const config = app.get<KilnConfig>(KILN_CONFIG);
+  for (const warning of config.warnings) logger.warn(warning, 'Config');
+  // Every model's default route is the builtin renderer: without a font its text is tofu.
+  const fonts = await builtinFontRenders();
+  if (!fonts.ok) {
+    logger.error('Builtin renders will show empty boxes instead of text: no usable font (install fontconfig and fonts-dejavu-core)', 'Generator');
+  }
+  const health = app.get(GeneratorHealthServer);
+  await health.listen();
 
   // A bug that leaves a promise rejection unhandled must not kill every task in flight here;
   // it is logged loudly instead.
@@ -32,6 +43,7 @@ async function bootstrap(): Promise<void> {
   onSignal = (signal) => {
     if (closing) return;
     closing = true;
+    health.shuttingDown();
     logger.log(`${signal}: finishing in-flight tasks (up to ${config.generator.shutdownGraceMs} ms)`, 'Generator');
     setTimeout(() => {
       logger.error('Shutdown did not complete in time; exiting', 'Generator');
@@ -51,8 +63,4 @@ async function bootstrap(): Promise<void> {
   if (pendingSignal) onSignal(pendingSignal);
 }
 
-bootstrap().catch((err) => {
-  // Configuration errors name the variable; print them plainly, not as a stack trace.
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+bootstrap().catch((err) => exitOnBootFailure(err, 'Generator'));

@@ -3,7 +3,7 @@ import { RefMode, Resolution } from '@app/database';
 import { invalidRequest } from '@app/errors';
 
 /**
- * Shape rules of a batch request (interface 2.1, decisions.md 4 step 2). The api's DTO
+ * Shape rules of a batch request (docs/api.md#batch-creation-request, docs/api.md#step-2-request-shape). The api's DTO
  * decorates the same constants, so the OpenAPI document and these checks cannot drift.
  */
 export const REF_MODES = ['none', 'each', 'combined'] as const satisfies readonly RefMode[];
@@ -47,7 +47,7 @@ export interface BatchRequest {
 }
 
 /**
- * Step 2 of decisions.md 4 for what a DTO cannot express (per-item prompt rules with the
+ * Step 2 of docs/api.md#validation-order for what a DTO cannot express (per-item prompt rules with the
  * item's path, and refMode/refImages consistency), plus a backstop of the DTO's type rules
  * for callers that skip it: the charge is computed from these fields, so they are never
  * trusted blindly.

@@ -1,6 +1,6 @@
 import { fanOut, imageCount } from './fan-out';
 
-describe('fanOut (interface 2.2, decisions.md 1)', () => {
+describe('fanOut (docs/api.md#image-count-per-refmode)', () => {
   it('none: prompts x copies, no references', () => {
     expect(fanOut(2, [], 'none', 2)).toEqual([
       { seq: 0, promptIndex: 0, refUploadIds: [] },

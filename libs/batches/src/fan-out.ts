@@ -8,13 +8,13 @@ export interface FannedTask {
   refUploadIds: string[];
 }
 
-/** Number of images (= tasks) a request produces (interface 2.2). */
+/** Number of images (= tasks) a request produces (docs/api.md#image-count-per-refmode). */
 export function imageCount(prompts: number, refs: number, refMode: RefMode, countPerCombo: number): number {
   return prompts * (refMode === 'each' ? refs : 1) * countPerCombo;
 }
 
 /**
- * Expands a request into its tasks in the order decisions.md 1 fixes:
+ * Expands a request into its tasks in the task order of docs/api.md#image-count-per-refmode:
  * `each` gives one task per (prompt, reference, copy) with that one reference;
  * `combined` attaches every reference to every task; `none` attaches none.
  */

@@ -36,6 +36,10 @@ export class EnvSchema {
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   DATABASE_URL?: string;
 
+  /** node-postgres connections each process (api, generator) may open. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  DATABASE_POOL_SIZE?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   REDIS_URL?: string;
 
@@ -62,6 +66,10 @@ export class EnvSchema {
 
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   DATA_DIR?: string;
+
+  /** Where upload requests' files wait while they are handled (default `<DATA_DIR>/incoming`); a tmpfs in containers. */
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  UPLOAD_TMP_DIR?: string;
 
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   MINIO_ENDPOINT?: string;
@@ -96,6 +104,10 @@ export class EnvSchema {
 
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(64)
   RENDER_CONCURRENCY?: number;
+
+  /** The generator's HTTP listener for /healthz and /readyz (0 or unset: none). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(0) @Max(65535)
+  GENERATOR_HEALTH_PORT?: number;
 
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(20)
   TASK_MAX_ATTEMPTS?: number;
@@ -179,6 +191,41 @@ export class EnvSchema {
     message: 'TRUST_PROXY must be true, false, a hop count, or a comma-separated list of addresses, subnets, loopback, linklocal, uniquelocal',
   })
   TRUST_PROXY?: string;
+}
+
+/**
+ * Variables that may instead be read from a file named by `<NAME>_FILE` (Docker and Compose
+ * secrets), besides every provider key (`*_API_KEY`).
+ */
+export const SECRET_VARIABLES = ['ADMIN_TOKEN', 'DATABASE_URL', 'REDIS_URL', 'MINIO_ACCESS_KEY', 'MINIO_SECRET_KEY'];
+
+/**
+ * The environment with each `<NAME>_FILE` replaced by `<NAME>` set to that file's content (one
+ * trailing newline dropped). Setting both is refused, as is a file that cannot be read.
+ */
+export function resolveSecretFiles(
+  raw: Record<string, unknown>,
+  readFile: (file: string) => string,
+): Record<string, unknown> {
+  const resolved: Record<string, unknown> = { ...raw };
+  const problems: string[] = [];
+  for (const [fileVar, file] of Object.entries(raw)) {
+    if (!fileVar.endsWith('_FILE') || typeof file !== 'string' || file === '') continue;
+    const name = fileVar.slice(0, -'_FILE'.length);
+    if (!SECRET_VARIABLES.includes(name) && !/^[A-Z][A-Z0-9_]*_API_KEY$/.test(name)) continue;
+    if (raw[name] !== undefined && raw[name] !== '') {
+      problems.push(`  ${fileVar}: ${name} is set too; set only one of them`);
+      continue;
+    }
+    try {
+      resolved[name] = readFile(file).replace(/\r?\n$/, '');
+    } catch (err) {
+      problems.push(`  ${fileVar}=${JSON.stringify(file)}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    delete resolved[fileVar];
+  }
+  if (problems.length > 0) throw new Error(`Invalid Kiln configuration:\n${problems.join('\n')}`);
+  return resolved;
 }
 
 /** Validates the environment once; the message names every variable that is wrong. */

@@ -1,3 +1,5 @@
 export * from './env.schema';
 export * from './kiln.config';
 export * from './config.module';
+export * from './cpus';
+export * from './boot-logger';

@@ -63,3 +63,52 @@ describe('configuration', () => {
     expect(() => buildConfig({ STORAGE_DRIVER: 'minio' })).toThrow(/MINIO_ACCESS_KEY/);
   });
 });
+
+describe('container settings', () => {
+  const noFiles = (file: string): string => {
+    throw Object.assign(new Error(`ENOENT: ${file}`), { code: 'ENOENT' });
+  };
+
+  it('reads secrets from <NAME>_FILE, dropping one trailing newline', () => {
+    const read = (file: string) => ({ '/run/secrets/admin': 'a-very-long-admin-token\n', '/run/secrets/openai': 'sk-x' })[file] ?? noFiles(file);
+    const c = buildConfig({ ADMIN_TOKEN_FILE: '/run/secrets/admin', OPENAI_API_KEY_FILE: '/run/secrets/openai' }, read);
+    expect(c.adminToken).toBe('a-very-long-admin-token');
+    expect(c.openaiApiKey).toBe('sk-x');
+    expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-x' });
+  });
+
+  it('refuses both NAME and NAME_FILE, and an unreadable file, naming the variable', () => {
+    expect(() => buildConfig({ ADMIN_TOKEN: 'x'.repeat(20), ADMIN_TOKEN_FILE: '/x' }, noFiles)).toThrow(/ADMIN_TOKEN_FILE: ADMIN_TOKEN is set too/);
+    expect(() => buildConfig({ MINIO_SECRET_KEY_FILE: '/missing' }, noFiles)).toThrow(/MINIO_SECRET_KEY_FILE="\/missing": cannot read it \(ENOENT\)/);
+  });
+
+  it('leaves other *_FILE variables alone', () => {
+    expect(() => buildConfig({ SOME_OTHER_FILE: '/missing' }, noFiles)).not.toThrow();
+  });
+
+  it('DATABASE_POOL_SIZE defaults to 20 and is validated', () => {
+    expect(buildConfig({}).databasePoolSize).toBe(20);
+    expect(buildConfig({ DATABASE_POOL_SIZE: '5' }).databasePoolSize).toBe(5);
+    expect(() => buildConfig({ DATABASE_POOL_SIZE: '0' })).toThrow(/DATABASE_POOL_SIZE/);
+  });
+
+  it('UPLOAD_TMP_DIR defaults to <DATA_DIR>/incoming', () => {
+    expect(buildConfig({ DATA_DIR: '/srv/kiln' }).storage.uploadTmpDir).toBe('/srv/kiln/incoming');
+    expect(buildConfig({ DATA_DIR: '/srv/kiln', UPLOAD_TMP_DIR: '/tmp/up' }).storage.uploadTmpDir).toBe('/tmp/up');
+  });
+
+  it('GENERATOR_HEALTH_PORT: none unless set', () => {
+    expect(buildConfig({}).generator.healthPort).toBeNull();
+    expect(buildConfig({ GENERATOR_HEALTH_PORT: '8081' }).generator.healthPort).toBe(8081);
+  });
+
+  it('warns in production about public URLs left at localhost', () => {
+    expect(buildConfig({}).warnings).toEqual([]);
+    const minio = { NODE_ENV: 'production', STORAGE_DRIVER: 'minio', MINIO_ACCESS_KEY: 'k', MINIO_SECRET_KEY: 's' };
+    const unset = buildConfig(minio).warnings;
+    expect(unset).toEqual([expect.stringMatching(/^PUBLIC_BASE_URL is not set/), expect.stringMatching(/^MINIO_PUBLIC_URL is not set/)]);
+    const loopback = buildConfig({ ...minio, PUBLIC_BASE_URL: 'http://127.0.0.1:8080', MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln' }).warnings;
+    expect(loopback).toEqual([expect.stringMatching(/^PUBLIC_BASE_URL=http:\/\/127\.0\.0\.1:8080 points at localhost/)]);
+    expect(buildConfig({ ...minio, PUBLIC_BASE_URL: 'https://kiln.example.com', MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln' }).warnings).toEqual([]);
+  });
+});

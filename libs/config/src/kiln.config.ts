@@ -1,6 +1,7 @@
-import * as os from 'node:os';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { EnvSchema, validateEnv } from './env.schema';
+import { availableCpus } from './cpus';
+import { EnvSchema, resolveSecretFiles, validateEnv } from './env.schema';
 
 export interface KilnConfig {
   env: 'development' | 'production' | 'test';
@@ -16,6 +17,8 @@ export interface KilnConfig {
     /** 0: no cap. Counted per socket address, so behind a proxy it counts the proxy. */
     maxConnectionsPerIp: number;
   };
+  /** node-postgres pool size of each process. */
+  databasePoolSize: number;
   redisUrl: string;
   redisPrefix: string;
   /** ioredis commandTimeout for Kiln's own client and the api's queue client. */
@@ -29,6 +32,8 @@ export interface KilnConfig {
   storage: {
     driver: 'local' | 'minio';
     dataDir: string;
+    /** Where multipart upload files wait while their request is handled. */
+    uploadTmpDir: string;
     retentionDays: number;
     /** Objects no row references are removed once they are this old (OrphanSweepService). */
     orphanGraceMs: number;
@@ -44,6 +49,10 @@ export interface KilnConfig {
   };
   generator: {
     concurrency: number;
+    /** CPUs this process may use (cores capped by the cgroup quota): the default render concurrency. */
+    cpus: number;
+    /** Port of the generator's /healthz and /readyz listener; null: none. */
+    healthPort: number | null;
     renderConcurrency: number;
     maxAttempts: number;
     backoffMs: number;
@@ -84,12 +93,18 @@ export interface KilnConfig {
   logLevel: string;
   /** Express's `trust proxy`: false (the default), true, a hop count, or a list of addresses. */
   trustProxy: boolean | number | string;
+  /** Settings that work but are likely wrong for this deployment; each app logs them at boot. */
+  warnings: string[];
 }
 
 export const KILN_CONFIG = Symbol('KILN_CONFIG');
 
 /** Turns the validated environment into the typed config object every module injects. */
-export function buildConfig(raw: Record<string, unknown> = process.env): KilnConfig {
+export function buildConfig(
+  given: Record<string, unknown> = process.env,
+  readFile: (file: string) => string = (file) => readFileSync(file, 'utf8'),
+): KilnConfig {
+  const raw = resolveSecretFiles(given, readFile);
   const env: EnvSchema = validateEnv(raw);
   const port = env.PORT ?? 8080;
   const concurrency = env.GENERATOR_CONCURRENCY ?? 50;
@@ -104,6 +119,8 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
   }
   const bucket = env.MINIO_BUCKET ?? 'kiln';
   const requestTimeout = env.HTTP_REQUEST_TIMEOUT_MS ?? 30000;
+  const dataDir = path.resolve(env.DATA_DIR ?? './data');
+  const cpus = availableCpus();
   return {
     env: (env.NODE_ENV ?? 'development') as KilnConfig['env'],
     port,
@@ -116,6 +133,7 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
       headersTimeoutMs: Math.min(env.HTTP_HEADERS_TIMEOUT_MS ?? requestTimeout, requestTimeout),
       maxConnectionsPerIp: env.MAX_CONNECTIONS_PER_IP ?? 256,
     },
+    databasePoolSize: env.DATABASE_POOL_SIZE ?? 20,
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: env.REDIS_PREFIX ?? 'kiln',
     redisCommandTimeoutMs: env.REDIS_COMMAND_TIMEOUT_MS ?? 500,
@@ -126,7 +144,8 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     adminToken: env.ADMIN_TOKEN ?? null,
     storage: {
       driver,
-      dataDir: path.resolve(env.DATA_DIR ?? './data'),
+      dataDir,
+      uploadTmpDir: path.resolve(env.UPLOAD_TMP_DIR ?? path.join(dataDir, 'incoming')),
       retentionDays: env.RETENTION_DAYS ?? 30,
       // Far longer than any run takes between storing its image and recording it.
       orphanGraceMs: env.ORPHAN_GRACE_MS ?? 3_600_000,
@@ -144,8 +163,10 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     },
     generator: {
       concurrency,
-      // Builtin renders are CPU-bound: one at a time per core by default.
-      renderConcurrency: env.RENDER_CONCURRENCY ?? Math.max(1, Math.min(64, os.availableParallelism())),
+      cpus,
+      healthPort: env.GENERATOR_HEALTH_PORT ? env.GENERATOR_HEALTH_PORT : null,
+      // Builtin renders are CPU-bound: one at a time per CPU the container may use by default.
+      renderConcurrency: env.RENDER_CONCURRENCY ?? Math.min(64, cpus),
       maxAttempts: env.TASK_MAX_ATTEMPTS ?? 4,
       backoffMs: env.TASK_BACKOFF_MS ?? 1000,
       providerTimeoutMs: env.PROVIDER_TIMEOUT_MS ?? 120000,
@@ -172,7 +193,30 @@ export function buildConfig(raw: Record<string, unknown> = process.env): KilnCon
     providerApiKeys: providerApiKeys(raw),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
     trustProxy: trustProxyOf(env.TRUST_PROXY),
+    warnings: publicUrlWarnings(env, driver),
   };
+}
+
+const LOCAL_HOSTS = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/i;
+
+/**
+ * In production, links Kiln hands out (result and upload URLs, webhooks' payloads) must reach
+ * clients on other machines: a default or loopback public URL is almost always a forgotten
+ * setting, and every link would point at the client's own machine.
+ */
+function publicUrlWarnings(env: EnvSchema, driver: 'local' | 'minio'): string[] {
+  if (env.NODE_ENV !== 'production') return [];
+  const warnings: string[] = [];
+  const check = (name: string, value: string | undefined, usedFor: string) => {
+    if (value === undefined) {
+      warnings.push(`${name} is not set: ${usedFor} default to a localhost URL that clients on other machines cannot reach`);
+    } else if (LOCAL_HOSTS.test(new URL(value).hostname)) {
+      warnings.push(`${name}=${value} points at localhost: ${usedFor} will not reach clients on other machines`);
+    }
+  };
+  check('PUBLIC_BASE_URL', env.PUBLIC_BASE_URL, driver === 'local' ? 'the api\'s links and file URLs' : 'the api\'s links');
+  if (driver === 'minio') check('MINIO_PUBLIC_URL', env.MINIO_PUBLIC_URL, 'image and upload URLs');
+  return warnings;
 }
 
 const PROVIDER_KEY_NAME = /^[A-Z][A-Z0-9_]*_API_KEY$/;

@@ -2,7 +2,7 @@ import { DynamicModule, Global, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ALL_ENTITIES } from './entities';
-import { dataSourceOptions, POOL } from './data-source';
+import { dataSourceOptions } from './data-source';
 
 export interface DatabaseModuleOptions {
   /**
@@ -30,11 +30,11 @@ export class DatabaseModule {
           useFactory: (config: KilnConfig) =>
             dataSourceOptions(config.databaseUrl, {
               extra: {
-                ...POOL,
                 // A database that does not answer fails the request (503) instead of holding it.
                 connectionTimeoutMillis: config.databaseConnectTimeoutMs,
                 // A peer that vanished without a reset is noticed on idle connections too.
                 keepAlive: true,
+                max: config.databasePoolSize,
                 ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
               },
             }),

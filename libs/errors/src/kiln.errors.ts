@@ -1,5 +1,5 @@
 /**
- * Every error code a client can see (interface section 7, plus the codes decisions.md adds).
+ * Every error code a client can see (docs/api.md#errors).
  * Libs throw KilnError with one of these; only the api's error filter knows HTTP statuses.
  */
 export enum ErrorCode {

@@ -1,5 +1,4 @@
 import { Inject, Module, OnModuleInit } from '@nestjs/common';
-import { availableParallelism } from 'node:os';
 import sharp from 'sharp';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { TasksModule } from '@app/tasks';
@@ -41,6 +40,6 @@ export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}
 
   onModuleInit(): void {
-    configureSharp(this.config.generator.renderConcurrency, availableParallelism());
+    configureSharp(this.config.generator.renderConcurrency, this.config.generator.cpus);
   }
 }

@@ -7,7 +7,7 @@ import { reportProgress, throwIfAborted } from './provider.utils';
 const MAX_EDGE = 8192;
 /** Long prompts are shown abbreviated: the picture is a placeholder, not a transcript. */
 const MAX_SHOWN_PROMPT_CHARS = 400;
-const FONT = 'DejaVu Sans';
+import { BUILTIN_FONT as FONT } from './builtin-fonts';
 const LABEL = 'Kiln builtin renderer';
 
 /** PNG is lossless, so "quality" can only mean how hard the encoder works on the file size. */

@@ -18,7 +18,7 @@ export function parseAspectRatio(aspectRatio: string): { w: number; h: number } 
 }
 
 /**
- * decisions.md 5: N = 1024/2048/4096, width = round(N*sqrt(w/h)/16)*16,
+ * docs/api.md#pixel-sizes: N = 1024/2048/4096, width = round(N*sqrt(w/h)/16)*16,
  * height = round(N*sqrt(h/w)/16)*16. The area stays about N*N whatever the ratio, and
  * multiples of 16 suit every upstream model we know of.
  */

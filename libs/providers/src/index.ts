@@ -9,3 +9,4 @@ export type { SimulatedProviderConfig } from './simulated.provider';
 export { createProvider } from './provider.factory';
 export type { ProviderFactoryDeps } from './provider.factory';
 export { sniffImageType } from './provider.utils';
+export { builtinFontRenders, BUILTIN_FONT } from './builtin-fonts';

@@ -5,3 +5,4 @@ export * from './local.storage-driver';
 export * from './minio.storage-driver';
 export * from './storage.module';
 export * from './sweep-objects';
+export * from './shared-volume.check';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Dir, mkdir, promises as fs, rename, writeFile } from 'node:fs';
+import { constants as fsConstants, Dir, mkdir, promises as fs, rename, writeFile } from 'node:fs';
 import { promisify } from 'node:util';
 import * as path from 'node:path';
 import { StorageObjectNotFoundError } from './storage.errors';
@@ -55,6 +55,14 @@ export class LocalStorageDriver extends StorageDriver {
 
   async init(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true });
+  }
+
+  async check(_timeoutMs: number): Promise<void> {
+    try {
+      await fs.access(this.root, fsConstants.W_OK);
+    } catch (error) {
+      throw new Error(`Storage directory ${this.root} is not writable (${(error as NodeJS.ErrnoException).code})`);
+    }
   }
 
   /** Same as the exported resolveLocalPath, bound to this driver's data directory. */

@@ -116,6 +116,10 @@ describe('MinioStorageDriver against s3rver', () => {
 
   it('does not swallow real failures such as bad credentials', async () => {
     const driver = new MinioStorageDriver({ ...options, bucket: 'kiln-denied', accessKey: 'WRONG' });
-    await expect(driver.init()).rejects.toMatchObject({ code: 'InvalidAccessKeyId' });
+    await expect(driver.init()).rejects.toMatchObject({
+      code: 'InvalidAccessKeyId',
+      // An operator reading the log learns where: the endpoint and the bucket.
+      message: expect.stringMatching(/^Bucket "kiln-denied" at http:\/\/127\.0\.0\.1:\d+ cannot be set up: InvalidAccessKeyId/),
+    });
   });
 });

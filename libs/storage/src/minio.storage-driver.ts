@@ -17,6 +17,17 @@ export interface MinioStorageOptions {
   publicUrl: string;
 }
 
+/** Each call at boot; the client itself has no timeout. */
+const INIT_TIMEOUT_MS = 10_000;
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${ms} ms`), { code: 'Timeout' })), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | undefined)?.code;
 }
@@ -32,6 +43,8 @@ export class MinioStorageDriver extends StorageDriver {
   private readonly client: Client;
   private readonly bucket: string;
   private readonly urlBase: string;
+  /** The endpoint, for error messages. */
+  private readonly where: string;
 
   constructor(options: MinioStorageOptions) {
     super();
@@ -46,20 +59,43 @@ export class MinioStorageDriver extends StorageDriver {
       pathStyle: true,
     });
     this.bucket = options.bucket;
+    this.where = `${options.useSSL ? 'https' : 'http'}://${options.endPoint}:${options.port}`;
     this.urlBase = options.publicUrl.replace(/\/+$/, '');
   }
 
   async init(): Promise<void> {
-    if (!(await this.client.bucketExists(this.bucket))) {
-      try {
-        await this.client.makeBucket(this.bucket);
-      } catch (error) {
-        // The api and the generator both init at boot; whichever loses the race lands here.
-        const code = errorCode(error);
-        if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw error;
+    try {
+      if (!(await withTimeout(this.client.bucketExists(this.bucket), INIT_TIMEOUT_MS))) {
+        try {
+          await withTimeout(this.client.makeBucket(this.bucket), INIT_TIMEOUT_MS);
+        } catch (error) {
+          // The api and the generator both init at boot; whichever loses the race lands here.
+          const code = errorCode(error);
+          if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw error;
+        }
       }
+      await this.allowAnonymousRead();
+    } catch (error) {
+      throw this.describe(error, 'cannot be set up');
     }
-    await this.allowAnonymousRead();
+  }
+
+  async check(timeoutMs: number): Promise<void> {
+    let exists: boolean;
+    try {
+      exists = await withTimeout(this.client.bucketExists(this.bucket), timeoutMs);
+    } catch (error) {
+      throw this.describe(error, 'cannot be reached');
+    }
+    if (!exists) throw new Error(`Bucket "${this.bucket}" at ${this.where} does not exist`);
+  }
+
+  /** S3 errors say what went wrong, never where: this names the endpoint and the bucket too. */
+  private describe(error: unknown, what: string): Error {
+    const code = errorCode(error);
+    const message = (error as Error | undefined)?.message ?? String(error);
+    // The S3 code stays on the error, for callers that tell failures apart by it.
+    return Object.assign(new Error(`Bucket "${this.bucket}" at ${this.where} ${what}: ${code ? `${code}: ` : ''}${message}`, { cause: error }), { code });
   }
 
   async put(key: string, body: Buffer, contentType: string): Promise<void> {
@@ -114,7 +150,7 @@ export class MinioStorageDriver extends StorageDriver {
   }
 
   /**
-   * Upload and result URLs are public by design (decisions.md section 6): the 128 random bits
+   * Upload and result URLs are public by design (docs/api.md#result-urls-and-retention): the 128 random bits
    * in each key are the protection, so the bucket allows anonymous GetObject but not listing.
    */
   private async allowAnonymousRead(): Promise<void> {
@@ -130,7 +166,7 @@ export class MinioStorageDriver extends StorageDriver {
       ],
     };
     try {
-      await this.client.setBucketPolicy(this.bucket, JSON.stringify(policy));
+      await withTimeout(this.client.setBucketPolicy(this.bucket, JSON.stringify(policy)), INIT_TIMEOUT_MS);
     } catch (error) {
       // Some S3-compatible servers (s3rver, used in tests) have no bucket policies at all and
       // serve objects anonymously anyway; anything else is a real failure.

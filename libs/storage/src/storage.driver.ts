@@ -16,6 +16,12 @@ export abstract class StorageDriver {
   /** Creates the bucket or directory when missing; safe to call from several processes at once. */
   abstract init(): Promise<void>;
 
+  /**
+   * For readiness probes: resolves when the store answers within timeoutMs and can be written
+   * to, else rejects with a message naming where it looked (endpoint and bucket, or directory).
+   */
+  abstract check(timeoutMs: number): Promise<void>;
+
   /** Stores the object, replacing any previous one; readers never see a partial body. */
   abstract put(key: string, body: Buffer, contentType: string): Promise<void>;
 

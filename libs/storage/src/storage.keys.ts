@@ -12,7 +12,7 @@ const KEY_PATTERN = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 
 /**
  * `<prefix>/<128 random bits as hex>/<sanitised name>`: the random segment is what makes public
- * URLs unguessable (decisions.md section 6); the name only helps people who download the file.
+ * URLs unguessable (docs/api.md#result-urls-and-retention); the name only helps people who download the file.
  */
 export function newObjectKey(prefix: ObjectKeyPrefix, fileName: string): string {
   return `${prefix}/${newObjectToken()}/${sanitizeFileName(fileName)}`;

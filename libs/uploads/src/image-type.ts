@@ -10,13 +10,13 @@ export interface ImageType {
   sharpFormat: 'png' | 'jpeg' | 'webp' | 'gif';
 }
 
-/** The types the catalog publishes (GET /v1/catalog), each detected below by its magic bytes. */
+/** The types the catalog publishes (GET /v1/models), each detected below by its magic bytes. */
 export const ACCEPTED_UPLOAD_TYPES: readonly UploadContentType[] = CATALOG_LIMITS.upload.types;
 
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /**
- * The image type from the file's magic bytes alone (decisions.md 6): the name and the
+ * The image type from the file's magic bytes alone (docs/api.md#uploads): the name and the
  * declared content type are client claims and are ignored. Null for anything else.
  */
 export function detectImageType(body: Buffer): ImageType | null {

@@ -1,12 +1,12 @@
 import { CATALOG_LIMITS } from '@app/catalog';
 
 /**
- * Upload limits. Bytes, count and types are those of the interface (8.2) and decisions.md 5;
+ * Upload limits. Bytes, count and types are those of docs/api.md#limits-and-plans;
  * the pixel caps are Kiln's own guard against decompression bombs: a small file whose header
  * claims a huge canvas would otherwise cost gigabytes of memory in whoever decodes it.
  */
 export const UPLOAD_LIMITS = {
-  /** 10 MB each; a file of exactly this size is accepted. The catalog publishes it (GET /v1/catalog). */
+  /** 10 MB each; a file of exactly this size is accepted. The catalog publishes it (GET /v1/models). */
   maxBytes: CATALOG_LIMITS.upload.maxBytes,
   maxFiles: CATALOG_LIMITS.upload.maxFiles,
   /** Pixels of one frame (width x height); consumers decode the first frame only. */

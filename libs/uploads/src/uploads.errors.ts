@@ -2,10 +2,10 @@ import { ErrorCode, KilnError } from '@app/errors';
 import { ACCEPTED_UPLOAD_TYPES } from './image-type';
 import { UPLOAD_LIMITS } from './upload.limits';
 
-/** The reasons of decisions.md 6, plus Kiln's decompression-bomb guard. */
+/** The reasons of docs/api.md#uploads, plus Kiln's decompression-bomb guard. */
 export type UploadRefusalReason = 'too_large' | 'unsupported_type' | 'too_many_files' | 'no_files' | 'too_many_pixels';
 
-/** Every upload refusal is `invalid_request` with `{ file, reason }` details (decisions.md 6). */
+/** Every upload refusal is `invalid_request` with `{ file, reason }` details (docs/api.md#uploads). */
 export class UploadRefusedError extends KilnError {
   constructor(
     readonly reason: UploadRefusalReason,

@@ -15,7 +15,7 @@ import {
   UpdateAccountRequestDto,
 } from './admin.request.dto';
 
-/** Operator API: accounts, their credits and keys (decisions.md 10). Thin: every rule lives in the libs. */
+/** Operator API: accounts, their credits and keys (docs/admin.md). Thin: every rule lives in the libs. */
 @ApiTags('Admin')
 @ApiBearerAuth('adminToken')
 @UseGuards(AdminGuard)

@@ -10,7 +10,7 @@ import { RateLimitService } from './rate-limit.service';
 export const REQUIRED_SCOPE = 'kiln:required-scope';
 
 /**
- * Public-API guard, in the order of decisions.md 4: authenticate the key (401/403),
+ * Public-API guard, in the order of docs/api.md#validation-order: authenticate the key (401/403),
  * then its rate limit (429), then its scope (403 insufficient_scope). An address that keeps
  * presenting unknown keys is refused 429 before the key is looked up (AuthFailureThrottle).
  */

@@ -13,7 +13,7 @@ import { DashboardUsageController } from './dashboard-usage.controller';
 import { DASHBOARD_AUTH_LIMITS, DEFAULT_DASHBOARD_AUTH_LIMITS, LoginThrottle } from './login-throttle.service';
 import { SessionGuard } from './session.guard';
 
-/** The /v1/dashboard routes (decisions.md 9), for account holders signed in with a session. */
+/** The /v1/dashboard routes (docs/dashboard.md), for account holders signed in with a session. */
 @Module({
   imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule, ApiAuthModule],
   controllers: [

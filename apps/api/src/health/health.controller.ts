@@ -4,8 +4,9 @@ import { ErrorCode } from '@app/errors';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { HealthCheckService, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { RedisService } from '@app/redis';
+import { StorageDriver } from '@app/storage';
 
-/** /healthz: the process answers. /readyz: PostgreSQL and Redis answer too. */
+/** /healthz: the process answers. /readyz: PostgreSQL, Redis and the object store answer too. */
 @ApiExcludeController()
 @Controller()
 export class HealthController {
@@ -14,6 +15,7 @@ export class HealthController {
     private readonly db: TypeOrmHealthIndicator,
     private readonly indicators: HealthIndicatorService,
     private readonly redis: RedisService,
+    private readonly storage: StorageDriver,
   ) {}
 
   @Get('healthz')
@@ -29,7 +31,8 @@ export class HealthController {
       // Not ready is an expected answer for load balancers (503), not an unexpected error.
       const details = err instanceof ServiceUnavailableException ? (err.getResponse() as object) : {};
       res.status(503);
-      return { error: { code: ErrorCode.InternalError, message: 'Not ready', details } };
+      res.setHeader('Retry-After', '5');
+      return { error: { code: ErrorCode.ServiceUnavailable, message: 'Not ready', details } };
     }
   }
 
@@ -39,6 +42,15 @@ export class HealthController {
       async () => {
         const indicator = this.indicators.check('redis');
         return (await this.redis.ping(1500)) ? indicator.up() : indicator.down({ message: 'Redis did not answer PING' });
+      },
+      async () => {
+        const indicator = this.indicators.check('storage');
+        try {
+          await this.storage.check(1500);
+          return indicator.up();
+        } catch (err) {
+          return indicator.down({ message: (err as Error).message });
+        }
       },
     ]);
   }

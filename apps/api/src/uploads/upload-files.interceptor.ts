@@ -10,15 +10,18 @@ import { UPLOAD_LIMITS, uploadDisplayName, uploadRefusals } from '@app/uploads';
 
 export const UPLOAD_FIELD = 'file';
 
-/** Where multipart files wait on disk while their request is handled: `<DATA_DIR>/incoming`. */
+/**
+ * Where multipart files wait on disk while their request is handled: UPLOAD_TMP_DIR, by
+ * default `<DATA_DIR>/incoming` (a tmpfs in containers, whose root may be read-only).
+ */
 export function incomingDir(config: KilnConfig): string {
-  return path.join(config.storage.dataDir, 'incoming');
+  return config.storage.uploadTmpDir;
 }
 
 /**
  * Parses `multipart/form-data` with a repeated `file` field into `req.files`, and turns every
  * multer/busboy failure into Kiln's error object. Nest's FilesInterceptor would turn them into
- * HttpExceptions and lose which file and why (decisions.md 4 and 6). Runs after the guards,
+ * HttpExceptions and lose which file and why (docs/api.md#validation-order, docs/api.md#uploads). Runs after the guards,
  * so an unauthenticated body is never parsed.
  *
  * Files stream to temp files under incomingDir, not into memory: a request may carry 20 files

@@ -1,6 +1,6 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-/** Plans of interface 8.1; rate limits are Kiln's own defaults, editable by the operator. */
+/** Plans of docs/api.md#limits-and-plans; rate limits are Kiln's own defaults, editable by the operator. */
 const PLANS = [
   { key: 'free', apiAccess: false, maxKeys: 0, maxImages: 4, maxConcurrent: 1, rpm: 60 },
   { key: 'starter', apiAccess: true, maxKeys: 2, maxImages: 10, maxConcurrent: 1, rpm: 120 },
@@ -19,7 +19,7 @@ interface SeedModel {
   background?: boolean;
 }
 
-/** The sixteen models and prices of interface 2.7, in its order. */
+/** The sixteen models and prices of docs/api.md#model-catalog, in its order. */
 const MODELS: SeedModel[] = [
   { key: 'alpha-image-2', name: 'Alpha Image 2', blurb: 'General-purpose model with quality levels and transparent backgrounds.', cost: { '1K': 5, '2K': 10, '4K': 20 }, maxRefs: 4, quality: true, background: true },
   { key: 'alpha-image-2-5', name: 'Alpha Image 2.5', blurb: 'Newer Alpha model; more reference images, cheaper 4K.', cost: { '1K': 5, '2K': 10, '4K': 16 }, maxRefs: 8, quality: true, background: true },
@@ -41,7 +41,7 @@ const MODELS: SeedModel[] = [
 
 const RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
 
-/** decisions.md 5: every ratio at every priced resolution, except 21:9 at 4K. */
+/** docs/api.md#model-catalog: every ratio at every priced resolution, except 21:9 at 4K. */
 function resolutionsByRatio(cost: Partial<Record<Res, number>>): Record<string, Res[]> {
   const priced = (['1K', '2K', '4K'] as Res[]).filter((r) => cost[r] !== undefined);
   const out: Record<string, Res[]> = {};

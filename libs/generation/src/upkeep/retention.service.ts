@@ -16,7 +16,7 @@ export interface RetentionReport {
 const CHUNK = 200;
 
 /**
- * Deletes what RETENTION_DAYS promises to keep no longer (decisions.md 6: URLs are stable for
+ * Deletes what RETENTION_DAYS promises to keep no longer (docs/api.md#result-urls-and-retention: URLs are stable for
  * the retention period): uploads (UploadsService.purgeExpired), the images of tasks finished
  * before the cutoff, and the previews of batches finished before it (sweepObjects: objects
  * first, then the rows' keys, so an interrupted sweep is redone by the next). A result's row

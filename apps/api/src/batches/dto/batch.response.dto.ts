@@ -5,7 +5,7 @@ import type { TaskView } from '@app/tasks';
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
 
-/** Interface 2.5: `pending` includes queued tasks. */
+/** docs/api.md#counts-object: `pending` includes queued tasks. */
 export class CountsDto {
   @ApiProperty({ type: 'integer', description: 'pending and queued tasks' }) pending: number;
   @ApiProperty({ type: 'integer' }) running: number;
@@ -14,7 +14,7 @@ export class CountsDto {
   @ApiProperty({ type: 'integer', description: 'Tasks cancelled before they were sent (refunded)' }) cancelled: number;
 }
 
-/** Interface 2.4 plus the added fields of decisions.md 2-3 (status, done, credits, quality). */
+/** docs/api.md#batch-object, with Kiln's added fields (status, done, credits, quality). */
 export class BatchDto {
   @ApiProperty() id: string;
   @ApiProperty({ type: 'integer', description: 'Unix milliseconds' }) createdAt: number;
@@ -74,7 +74,7 @@ export class BatchDto {
   }
 }
 
-/** Interface 2.6. */
+/** docs/api.md#task-object */
 export class TaskDto {
   @ApiProperty() id: string;
   @ApiProperty() batchId: string;
@@ -98,7 +98,7 @@ export class TaskDto {
   }
 }
 
-/** Interface 2.3. */
+/** docs/api.md#creation-response */
 export class CreatedBatchResponseDto {
   @ApiProperty() id: string;
   @ApiProperty({ type: 'integer' }) total: number;

@@ -27,7 +27,7 @@ import {
 import type { RefMode, Resolution } from '@app/database';
 
 /**
- * Body of `POST /v1/batches` (interface 2.1). Types, enums and ranges are checked here;
+ * Body of `POST /v1/batches` (docs/api.md#batch-creation-request). Types, enums and ranges are checked here;
  * the per-prompt rules (non-blank, no U+0000, reported as `prompts[i]`) and the
  * refMode/refImages pairing are checked by the batches lib right after, still as step 2.
  */

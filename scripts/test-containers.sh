@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# npm run test:containers: builds the images from docker/Dockerfile, runs docker/compose.yaml
+# for real and checks what an operator relies on (not part of npm test):
+#   1. the stack comes up; an account and a key are made through the admin API;
+#   2. a batch runs to done, its images download anonymously, the builtin text is real letters;
+#   3. with two generators, one is stopped mid-batch: it exits 0 within its grace period, the
+#      batch finishes, no task runs twice, the credits are exact;
+#   4. every line the apps logged is JSON;
+#   5. two api replicas start at once on a fresh database (both migrate, under the lock);
+#   then everything is torn down, volumes included.
+# Needs Docker with Compose v2 (`docker compose`), or KILN_COMPOSE set to another compose
+# command (e.g. a wrapper around Compose v1). Host tools: curl, node (no node_modules needed:
+# the images install their own).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[test-containers] %s\n' "$*" >&2; }
+die() { say "FAIL: $*"; exit 1; }
+
+if [ -n "${KILN_COMPOSE:-}" ]; then
+  read -r -a COMPOSE_CMD <<<"$KILN_COMPOSE"
+elif docker compose version >/dev/null 2>&1; then
+  COMPOSE_CMD=(docker compose)
+else
+  die "needs Docker Compose v2 (docker compose), or KILN_COMPOSE set to a compose command"
+fi
+
+PROJECT=kilnsmoke
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-containers.XXXXXX")
+ENV_FILE=$WORK/env
+API_PORTS=${KILN_TEST_HTTP_PORTS:-127.0.0.1:18080-18081}
+MINIO_PORT=${KILN_TEST_MINIO_PORT:-19000}
+GRACE_S=45
+
+bash docker/setup.sh "$ENV_FILE" >/dev/null
+# Compose takes the last value of a variable: these override the example's.
+{
+  echo "KILN_HTTP_PORT=$API_PORTS"
+  echo "KILN_MINIO_PORT=127.0.0.1:$MINIO_PORT"
+  echo "MINIO_PUBLIC_URL=http://127.0.0.1:$MINIO_PORT/kiln"
+  echo "KILN_VERSION=smoke"
+  echo "KILN_REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+} >>"$ENV_FILE"
+sed -i '/^MINIO_PUBLIC_URL=$/d; /^KILN_HTTP_PORT=127.0.0.1:8080$/d' "$ENV_FILE"
+ADMIN_TOKEN=$(sed -n 's/^ADMIN_TOKEN=//p' "$ENV_FILE")
+
+compose() { "${COMPOSE_CMD[@]}" -p "$PROJECT" --env-file "$ENV_FILE" -f docker/compose.yaml -f docker/compose.expose-minio.yaml "$@"; }
+teardown() {
+  local status=$?
+  if [ "$status" -ne 0 ]; then
+    say "logs of the failed run:"
+    compose logs --no-color --tail=40 >&2 2>/dev/null || true
+  fi
+  say "tearing down"
+  compose down -v --remove-orphans >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+  exit "$status"
+}
+trap teardown EXIT
+
+js() { node -e "$1" "${@:2}"; }
+# field PATH: a field of the JSON on stdin (objects printed as JSON).
+field() { js 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{const v=process.argv[1].split(".").reduce((o,k)=>o?.[k],JSON.parse(s));console.log(typeof v==="object"?JSON.stringify(v):v)})' "$1"; }
+api_url() { echo "http://$(compose port --index="${1:-1}" api 8080 | tail -1)"; }
+wait_ready() { # URL SECONDS
+  local i
+  for ((i = 0; i < $2; i++)); do
+    curl -fsS -m 3 "$1/readyz" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  return 1
+}
+psql_q() { compose exec -T postgres psql -U kiln -d kiln -tAc "$1"; }
+
+t0=$SECONDS
+say "building the images"
+compose build >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; die "build failed"; }
+say "built in $((SECONDS - t0)) s"
+
+say "1. compose up, an account and a key"
+t1=$SECONDS
+# An S3 server without MinIO's admin API (a test stand-in) cannot have a user for Kiln: then
+# only its root credentials open the bucket, and this run gives Kiln those.
+compose up -d minio-setup >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "minio-setup did not start"; }
+setup_id=$(compose ps -q minio-setup)
+[ "$(docker wait "$setup_id")" = 0 ] || die "minio-setup failed: $(docker logs "$setup_id" 2>&1 | tail -5)"
+if docker logs "$setup_id" 2>&1 | grep -q 'no MinIO admin API'; then
+  say "the object store has no MinIO admin API: Kiln uses its root credentials in this run"
+  root_user=$(sed -n 's/^MINIO_ROOT_USER=//p' "$ENV_FILE")
+  root_password=$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$ENV_FILE")
+  sed -i '/^MINIO_ACCESS_KEY=/d; /^MINIO_SECRET_KEY=/d' "$ENV_FILE"
+  printf 'MINIO_ACCESS_KEY=%s\nMINIO_SECRET_KEY=%s\n' "$root_user" "$root_password" >>"$ENV_FILE"
+fi
+compose up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "compose up failed"; }
+API=$(api_url)
+wait_ready "$API" 120 || die "the api at $API never became ready"
+say "up and ready in $((SECONDS - t1)) s at $API"
+curl -fsS "$API/readyz" | field details.storage.status | grep -qx up || die "/readyz does not report storage up"
+
+admin() { curl -fsS -m 10 -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' "$@"; }
+ACCOUNT=$(admin -X POST "$API/v1/admin/accounts" -d '{"email":"smoke@example.com","plan":"scale","credits":100000}' | field account.id)
+KEY=$(admin -X POST "$API/v1/admin/accounts/$ACCOUNT/keys" -d '{"name":"smoke"}' | field secret)
+[ -n "$KEY" ] && [ "$KEY" != undefined ] || die "no key"
+balance() { curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API/v1/me" | field credits.balance; }
+create_batch() { curl -fsS -m 30 -X POST "$API/v1/batches" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d "$1"; }
+wait_done() { # ID SECONDS
+  local i body
+  for ((i = 0; i < $2; i++)); do
+    body=$(curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API/v1/batches/$1") || true
+    [ "$(printf '%s' "$body" | field batch.done 2>/dev/null)" = true ] && { printf '%s' "$body"; return 0; }
+    sleep 1
+  done
+  return 1
+}
+
+say "2. a batch to done, its images anonymously"
+B1=$(create_batch '{"prompts":["Kiln smoke test"],"model":"beta-2","aspectRatio":"1:1","countPerCombo":2}' | field id)
+DONE=$(wait_done "$B1" 120) || die "batch $B1 did not finish"
+[ "$(printf '%s' "$DONE" | field batch.status)" = succeeded ] || die "batch $B1: $(printf '%s' "$DONE" | field batch.counts)"
+URLS=$(printf '%s' "$DONE" | js 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{for(const t of JSON.parse(s).tasks)for(const u of t.resultUrls)console.log(u)})')
+n=0
+for url in $URLS; do
+  curl -fsS -m 10 -o "$WORK/img.png" "$url" || die "anonymous GET $url failed"
+  head -c 4 "$WORK/img.png" | od -An -tx1 | grep -q '89 50 4e 47' || die "$url is not a PNG"
+  n=$((n + 1))
+done
+[ "$n" -eq 2 ] || die "expected 2 result URLs, got $n"
+FONTS=$(compose exec -T generator node -e 'require("./dist/libs/providers/src/builtin-fonts").builtinFontRenders().then((r)=>console.log(JSON.stringify(r)))')
+printf '%s' "$FONTS" | field ok | grep -qx true || die "the builtin renderer's text is tofu in the image: $FONTS"
+say "2 images fetched anonymously; the text renders as letters ($FONTS)"
+
+say "3. two generators, one stopped mid-batch"
+compose up -d --no-recreate --scale generator=2 generator >/dev/null 2>&1
+before=$(balance)
+B2=$(create_batch '{"prompts":["stop test a","stop test b","stop test c","stop test d"],"model":"beta-2","aspectRatio":"16:9","resolution":"4K","countPerCombo":10}' | field id)
+for _ in $(seq 1 60); do
+  running=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id = '$B2' AND status = 'running'")
+  [ "$running" -ge 2 ] && break
+  sleep 0.5
+done
+VICTIM=$(compose ps -q generator | head -1)
+t2=$SECONDS
+docker stop -t "$GRACE_S" "$VICTIM" >/dev/null
+took=$((SECONDS - t2))
+code=$(docker inspect -f '{{.State.ExitCode}}' "$VICTIM")
+[ "$code" = 0 ] || die "the stopped generator exited $code"
+[ "$took" -lt "$GRACE_S" ] || die "the stop took $took s, not under the $GRACE_S s grace period"
+say "a generator stopped in $took s ($running tasks were running), exit 0"
+DONE=$(wait_done "$B2" 900) || die "batch $B2 did not finish"
+[ "$(printf '%s' "$DONE" | field batch.status)" = succeeded ] || die "batch $B2: $(printf '%s' "$DONE" | field batch.counts)"
+twice=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id = '$B2' AND attempts <> 1")
+[ "$twice" = 0 ] || die "$twice tasks of batch $B2 ran more than once"
+after=$(balance)
+charged=$(printf '%s' "$DONE" | field batch.creditsCharged)
+[ $((before - after)) -eq "$charged" ] || die "the balance moved by $((before - after)), the batch charged $charged"
+say "a batch of 40 4K images done, every task ran once, $charged credits exact"
+
+say "4. every log line is JSON"
+for id in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"); do
+  name=$(docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$id")
+  case $name in api | generator | migrate) ;; *) continue ;; esac
+  docker logs "$id" >"$WORK/log" 2>&1
+  js 'const lines=require("fs").readFileSync(process.argv[1],"utf8").split("\n").filter(Boolean);const bad=lines.filter((l)=>{try{return typeof JSON.parse(l)!=="object"}catch{return true}});if(bad.length){console.error(bad.slice(0,5).join("\n"));process.exit(1)}' "$WORK/log" \
+    || die "$name ($id) logged lines that are not JSON"
+done
+
+say "5. two api replicas on a fresh database at once"
+compose down -v >/dev/null 2>&1
+compose up -d postgres redis minio minio-setup >/dev/null 2>&1
+for _ in $(seq 1 60); do psql_q 'SELECT 1' >/dev/null 2>&1 && break; sleep 1; done
+# --no-deps: no migrate service first, so both replicas migrate the empty database themselves.
+compose up -d --no-deps --scale api=2 api >/dev/null 2>&1
+wait_ready "$(api_url 1)" 120 || die "api replica 1 never became ready"
+wait_ready "$(api_url 2)" 120 || die "api replica 2 never became ready"
+dupes=$(psql_q 'SELECT count(*) - count(DISTINCT name) FROM migrations')
+[ "$dupes" = 0 ] || die "$dupes migrations applied twice"
+restarts=0
+for id in $(compose ps -q api); do restarts=$((restarts + $(docker inspect -f '{{.RestartCount}}' "$id"))); done
+[ "$restarts" = 0 ] || die "api replicas restarted $restarts times"
+say "both replicas ready (no restart), $(psql_q 'SELECT count(*) FROM migrations') migrations each applied once"
+
+say "PASS in $((SECONDS - t0)) s"
