@@ -64,6 +64,8 @@ export function preferredWait(prefer: string | string[] | undefined): number | n
 @Injectable()
 export class BatchPolling {
   private readonly held = new Map<string, number>();
+  /** Body reads in flight per account and batch, shared by the held polls one change wakes. */
+  private readonly reads = new Map<string, { startedAt: number; read: Promise<{ batch: BatchView; tasks: TaskView[] }> }>();
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -119,7 +121,7 @@ export class BatchPolling {
   private async hold(req: PollRequest, waitSeconds: number): Promise<PollAnswer> {
     const deadline = Date.now() + waitSeconds * 1000;
     // Subscribed before the version is read, so a change committed after the read is announced to it.
-    const watch = await this.watcher.watch(req.batchId);
+    const watch = await this.watcher.watch(req.batchId, waitSeconds * 1000);
     const stopWatching = (): void => watch?.close();
     req.signal?.addEventListener('abort', stopWatching, { once: true });
     try {
@@ -130,9 +132,17 @@ export class BatchPolling {
       for (;;) {
         const remaining = deadline - Date.now();
         if (remaining <= 0 || req.signal?.aborted) break;
-        if (watch?.live) await watch.next(remaining);
-        else await sleep(Math.min(FALLBACK_POLL_MS, remaining), req.signal);
+        const announcedAt = watch?.live ? await watch.next(remaining) : null;
+        if (announcedAt === null && !watch?.live) await sleep(Math.min(FALLBACK_POLL_MS, remaining), req.signal);
         if (req.signal?.aborted) break;
+        if (announcedAt !== null) {
+          // Every poll the change woke answers from one read of the body made after it.
+          const detail = await this.readAfter(req, announcedAt);
+          if (detail.batch.version !== start.version) {
+            return { notModified: false, etag: batchEtag(req.batchId, detail.batch.version), waitApplied: waitSeconds, detail };
+          }
+          continue;
+        }
         const now = await this.head(req.accountId, req.batchId);
         if (now.version !== start.version) return this.full(req, waitSeconds);
       }
@@ -144,6 +154,24 @@ export class BatchPolling {
       req.signal?.removeEventListener('abort', stopWatching);
       watch?.close();
     }
+  }
+
+  /**
+   * The batch's detail as read after `since` (performance.now()): a read already in flight
+   * that started after it is shared, so a thousand polls woken by one announcement cost one
+   * read, not a thousand. The polls of one account only share reads of its own batches.
+   */
+  private readAfter(req: PollRequest, since: number): Promise<{ batch: BatchView; tasks: TaskView[] }> {
+    const key = `${req.accountId}:${req.batchId}`;
+    const inFlight = this.reads.get(key);
+    if (inFlight && inFlight.startedAt >= since) return inFlight.read;
+    const entry = { startedAt: performance.now(), read: this.batches.detail(req.accountId, req.batchId) };
+    this.reads.set(key, entry);
+    const forget = (): void => {
+      if (this.reads.get(key) === entry) this.reads.delete(key);
+    };
+    entry.read.then(forget, forget);
+    return entry.read;
   }
 
   private take(holder: string): boolean {

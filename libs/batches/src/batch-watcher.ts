@@ -3,24 +3,29 @@ import type Redis from 'ioredis';
 import { RedisService } from '@app/redis';
 import { batchChangeChannel } from '@app/tasks';
 
-/** How long a subscription may take before the poll falls back to re-reading the database. */
-const SUBSCRIBE_TIMEOUT_MS = 1000;
+/**
+ * Longest a subscription may take before the poll falls back to re-reading the database. A
+ * burst of held polls keeps the event loop busy, so the confirmation may be slow to be read
+ * while Redis is fine; a poll waits for it at most this long (and never past its own wait).
+ */
+const SUBSCRIBE_TIMEOUT_MS = 5000;
 
 /** One held poll's view of its batch's announcements. */
 export interface BatchWatch {
   /**
-   * Resolves true when a change was announced since the last call (or the watch started),
-   * false after `ms` without one, or at once when the subscription is lost (the caller then
-   * re-reads the database on its own schedule).
+   * Resolves with when (performance.now()) a change was announced since the last call (or
+   * since the watch started), null after `ms` without one, or at once when the subscription
+   * is lost (the caller then re-reads the database on its own schedule).
    */
-  next(ms: number): Promise<boolean>;
+  next(ms: number): Promise<number | null>;
   /** Whether announcements are arriving (the subscriber connection is up). */
   readonly live: boolean;
   close(): void;
 }
 
 interface Waiter {
-  announced: boolean;
+  /** When the latest unconsumed announcement arrived, or null. */
+  announced: number | null;
   wake: (() => void) | null;
 }
 
@@ -56,16 +61,16 @@ export class BatchWatcher implements OnModuleInit, OnApplicationShutdown {
    * committed after that read goes unannounced. Null when Redis does not answer in time: the
    * caller then polls the database.
    */
-  async watch(batchId: string): Promise<BatchWatch | null> {
+  async watch(batchId: string, timeoutMs = SUBSCRIBE_TIMEOUT_MS): Promise<BatchWatch | null> {
     const subscriber = this.connection();
     if (subscriber.status !== 'ready') return null;
     const channel = batchChangeChannel(this.redis, batchId);
-    const waiter: Waiter = { announced: false, wake: null };
+    const waiter: Waiter = { announced: null, wake: null };
     let set = this.waiters.get(channel);
     if (!set) {
       set = new Set();
       this.waiters.set(channel, set);
-      this.subscribed.set(channel, withTimeout(subscriber.subscribe(channel), SUBSCRIBE_TIMEOUT_MS));
+      this.subscribed.set(channel, subscriber.subscribe(channel));
     }
     set.add(waiter);
     const subscribing = this.subscribed.get(channel)!;
@@ -84,9 +89,11 @@ export class BatchWatcher implements OnModuleInit, OnApplicationShutdown {
       }
     };
     try {
-      await subscribing;
+      await withTimeout(subscribing, Math.min(timeoutMs, SUBSCRIBE_TIMEOUT_MS));
     } catch (err) {
       this.logger.debug(`Could not subscribe to ${channel}: ${(err as Error).message}`);
+      // A failed SUBSCRIBE is not kept: the next poll of this batch asks again.
+      subscribing.catch(() => this.subscribed.get(channel) === subscribing && this.subscribed.delete(channel));
       close();
       return null;
     }
@@ -95,10 +102,10 @@ export class BatchWatcher implements OnModuleInit, OnApplicationShutdown {
         return subscriber.status === 'ready';
       },
       next: (ms) =>
-        new Promise<boolean>((resolve) => {
-          if (waiter.announced || closed || subscriber.status !== 'ready') {
+        new Promise<number | null>((resolve) => {
+          if (waiter.announced !== null || closed || subscriber.status !== 'ready') {
             const announced = waiter.announced;
-            waiter.announced = false;
+            waiter.announced = null;
             return resolve(announced);
           }
           const timer = setTimeout(() => settle(), Math.max(0, ms));
@@ -106,7 +113,7 @@ export class BatchWatcher implements OnModuleInit, OnApplicationShutdown {
             clearTimeout(timer);
             waiter.wake = null;
             const announced = waiter.announced;
-            waiter.announced = false;
+            waiter.announced = null;
             resolve(announced);
           };
           waiter.wake = settle;
@@ -126,8 +133,9 @@ export class BatchWatcher implements OnModuleInit, OnApplicationShutdown {
     const subscriber = this.redis.client.duplicate();
     subscriber.on('error', () => undefined);
     subscriber.on('message', (channel: string) => {
+      const at = performance.now();
       for (const w of this.waiters.get(channel) ?? []) {
-        w.announced = true;
+        w.announced = at;
         w.wake?.();
       }
     });
