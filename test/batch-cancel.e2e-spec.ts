@@ -162,6 +162,7 @@ describe('cancel', () => {
       expect(rows.filter((t) => t.sent_at)).toHaveLength(1);
       const { batch } = await getBatch(api, a, id);
       expect(batch).toMatchObject({ status: 'cancelled', done: true, creditsRefunded: 5 * unitCost, counts: { succeeded: 1, cancelled: 5 } });
+      expect((await batchRow(api, id)).status).toBe('cancelled');
       expect(await api.balance(a.id)).toBe(1000 - unitCost);
       expect(await api.ledgerSum(a.id)).toBe(1000 - unitCost);
       expect(await ledger(id)).toEqual([{ kind: 'cancel_refund', amount: String(5 * unitCost), task_id: null, api_key_id: a.keyId }]);
@@ -205,6 +206,8 @@ describe('cancel', () => {
         expect(taskRefunds).toHaveLength(by('failed'));
         expect(cancelRefunds.reduce((s, e) => s + Number(e.amount), 0)).toBe(by('cancelled') * unitCost);
         expect(batch.creditsRefunded).toBe((by('failed') + by('cancelled')) * unitCost);
+        // The stored status (the generator's tallies, in SQL) agrees with the one shown.
+        expect((await batchRow(api, id)).status).toBe(batch.status);
         seen.succeeded += by('succeeded');
         seen.failed += by('failed');
         seen.cancelled += by('cancelled');

@@ -19,7 +19,7 @@ export const tallyAssignments = (d: TallyDelta): string => {
   const succeededNow = `succeeded_count + ${d.succeeded}`;
   const failedNow = `failed_count + ${d.failed}`;
   const cancelledNow = `cancelled_count + ${d.cancelled}`;
-  const settled = `(${succeededNow}) + (${failedNow}) + (${cancelledNow})`;
+  const settled = `((${succeededNow}) + (${failedNow}) + (${cancelledNow}))`;
   // The statement cannot tell waiting tasks from running ones, and need not: it runs after a
   // task ended, so with every unfinished task counted as waiting the rule still says
   // `running` until the last one ends.
