@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import { FAST_MODEL } from '../lib/harness';
-import { readProcStatus } from '../lib/children';
+import { readCpuSeconds, readProcStatus } from '../lib/children';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { log, round, sleep } from '../lib/util';
 
@@ -61,8 +61,11 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   );
   let changedAt = 0;
   try {
-    // Every request sent and parked (the api answers none before the change).
-    await sleep(3000);
+    // Every request sent and parked: the api answers none before the change, and once it has
+    // taken them all in its CPU goes quiet.
+    await sleep(1000);
+    const settledAfter = await untilIdle(api.pid, 120_000);
+    log(`long-poll: the api went idle ${round(settledAfter / 1000)} s after the last request was sent`);
     const [{ busy }] = (
       await stack.db.query<{ busy: number }>(
         `SELECT count(*)::int AS busy FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()`,
@@ -100,7 +103,7 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       title: `Long polling: ${HELD} requests held on one api process, released by one change`,
       method: [
         `${HELD} GET /v1/batches/{id} with Prefer: wait=${WAIT_SECONDS} and the current If-None-Match, one connection each, over ${keys.length} keys of one account (each key may hold ${PER_KEY}) and several loopback addresses (the api caps connections per address).`,
-        'No generator runs, so nothing changes the batch until the bench cancels it through the API 3 s after the last request was sent.',
+        'No generator runs, so nothing changes the batch until the bench cancels it through the API, once the api has taken every request in (its CPU quiet for half a second).',
         'Release latency: from just before the cancel request is sent to each held answer\'s end (it includes the cancel request and its transaction, which commits the change somewhere inside it); also from the cancel\'s answer (a later bound on the commit). RSS sampled every 50 ms from /proc; busy connections from pg_stat_activity while held.',
       ],
       figures,
@@ -112,6 +115,19 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     clearInterval(sampler);
     await Promise.allSettled(held);
   }
+}
+
+/** Waits until the process uses under 5 % of a core over half a second; returns how long that took. */
+async function untilIdle(pid: number, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  let before = readCpuSeconds(pid) ?? 0;
+  while (Date.now() - started < timeoutMs) {
+    await sleep(500);
+    const now = readCpuSeconds(pid) ?? 0;
+    if (now - before < 0.025) break;
+    before = now;
+  }
+  return Date.now() - started;
 }
 
 /** A figure against an absolute bound (met when below it), or none. */

@@ -66,6 +66,8 @@ export class BatchPolling {
   private readonly held = new Map<string, number>();
   /** Body reads in flight per account and batch, shared by the held polls one change wakes. */
   private readonly reads = new Map<string, { startedAt: number; read: Promise<{ batch: BatchView; tasks: TaskView[] }> }>();
+  /** Version reads in flight per account and batch, shared by the polls re-reading without Redis. */
+  private readonly heads = new Map<string, { startedAt: number; read: Promise<{ version: number; done: boolean }> }>();
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -132,6 +134,7 @@ export class BatchPolling {
       for (;;) {
         const remaining = deadline - Date.now();
         if (remaining <= 0 || req.signal?.aborted) break;
+        const sleptFrom = performance.now();
         const announcedAt = watch?.live ? await watch.next(remaining) : null;
         if (announcedAt === null && !watch?.live) await sleep(Math.min(FALLBACK_POLL_MS, remaining), req.signal);
         if (req.signal?.aborted) break;
@@ -143,7 +146,7 @@ export class BatchPolling {
           }
           continue;
         }
-        const now = await this.head(req.accountId, req.batchId);
+        const now = await this.sharedAfter(this.heads, req, sleptFrom, () => this.head(req.accountId, req.batchId));
         if (now.version !== start.version) return this.full(req, waitSeconds);
       }
       // A client that left gets nothing; no need to read a body for it.
@@ -162,13 +165,27 @@ export class BatchPolling {
    * read, not a thousand. The polls of one account only share reads of its own batches.
    */
   private readAfter(req: PollRequest, since: number): Promise<{ batch: BatchView; tasks: TaskView[] }> {
+    return this.sharedAfter(this.reads, req, since, () => this.batches.detail(req.accountId, req.batchId));
+  }
+
+  /**
+   * A read of the account's batch started after `since`: the one in flight if it did, else a
+   * new one. Without Redis, a thousand held polls re-reading every second share their reads
+   * the same way, instead of queueing a thousand statements a second for the pool.
+   */
+  private sharedAfter<T>(
+    reads: Map<string, { startedAt: number; read: Promise<T> }>,
+    req: PollRequest,
+    since: number,
+    read: () => Promise<T>,
+  ): Promise<T> {
     const key = `${req.accountId}:${req.batchId}`;
-    const inFlight = this.reads.get(key);
+    const inFlight = reads.get(key);
     if (inFlight && inFlight.startedAt >= since) return inFlight.read;
-    const entry = { startedAt: performance.now(), read: this.batches.detail(req.accountId, req.batchId) };
-    this.reads.set(key, entry);
+    const entry = { startedAt: performance.now(), read: read() };
+    reads.set(key, entry);
     const forget = (): void => {
-      if (this.reads.get(key) === entry) this.reads.delete(key);
+      if (reads.get(key) === entry) reads.delete(key);
     };
     entry.read.then(forget, forget);
     return entry.read;
