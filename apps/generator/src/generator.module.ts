@@ -8,6 +8,7 @@ import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
+import { RedisBootCheck } from './redis-boot.check';
 import { TasksProcessor } from './tasks.processor';
 
 @Module({
@@ -24,6 +25,6 @@ import { TasksProcessor } from './tasks.processor';
     KilnQueueModule.forRoot(),
     GenerationModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
+  providers: [RedisBootCheck, TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
 })
 export class GeneratorModule {}
