@@ -12,6 +12,7 @@ import { CatalogModule } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { KeysModule } from '@app/keys';
+import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
@@ -30,6 +31,8 @@ import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
 import { requestId } from './http/request-id';
 import { MeController } from './me/me.controller';
+import { ApiMetricsCollector } from './metrics/api-metrics';
+import { MetricsController } from './metrics/metrics.controller';
 import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
 
@@ -42,7 +45,7 @@ import { UploadsController } from './uploads/uploads.controller';
         pinoHttp: {
           level: config.logLevel,
           genReqId: requestId,
-          autoLogging: { ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz' },
+          autoLogging: { ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz' || req.url === '/metrics' },
           redact: ['req.headers.authorization'],
         },
       }),
@@ -62,6 +65,7 @@ import { UploadsController } from './uploads/uploads.controller';
     DashboardApiModule,
     StorageModule,
     UploadsModule,
+    MetricsModule,
   ],
   controllers: [
     HealthController,
@@ -74,12 +78,14 @@ import { UploadsController } from './uploads/uploads.controller';
     AdminModelsController,
     AdminPlansController,
     AdminQueuesController,
+    MetricsController,
   ],
   providers: [
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,
     ApiKeyGuard,
     AdminGuard,
+    ApiMetricsCollector,
   ],
 })
 export class ApiModule {}

@@ -4,16 +4,19 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { KilnMetrics } from '@app/metrics';
 import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-parser.middleware';
 import { assignRequestId } from './http/request-id';
 import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
 import { ErrorResponseDto } from './common/error.response.dto';
+import { httpMetricsMiddleware } from './metrics/api-metrics';
 
 /** Paths outside /v1: probes and public files. */
 export const UNVERSIONED_PATHS = [
   { path: 'healthz', method: RequestMethod.GET },
   { path: 'readyz', method: RequestMethod.GET },
+  { path: 'metrics', method: RequestMethod.GET },
   { path: 'files/{*path}', method: RequestMethod.GET },
 ];
 
@@ -30,6 +33,7 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   limitHttpServer(app.getHttpServer(), config.http);
   // First, so every answer carries them, the body parser's refusals included.
   app.use(assignRequestId);
+  app.use(httpMetricsMiddleware(app.get(KilnMetrics)));
   app.use(securityHeaders);
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });

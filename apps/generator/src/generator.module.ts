@@ -4,6 +4,7 @@ import { KilnQueueModule } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
+import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { GeneratorHealthServer } from './health.server';
@@ -24,6 +25,7 @@ import { TasksProcessor } from './tasks.processor';
     StorageModule,
     KilnQueueModule.forRoot(),
     GenerationModule,
+    MetricsModule,
   ],
   providers: [RedisBootCheck, TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
 })

@@ -11,6 +11,7 @@ import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { BatchPreviews, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
+import { TaskTelemetry } from './task-telemetry';
 import { retryDelayMs } from './retry-policy';
 import { classifyFailure, describeError, exhaustedMessage, oneLine, ShutdownInterruption, TaskFailure } from './task-failure';
 
@@ -66,6 +67,7 @@ export class TaskRunnerService {
     private readonly uploads: UploadsService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+    private readonly telemetry: TaskTelemetry,
   ) {
     this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
     this.previews = new BatchPreviews(storage, this.renderSlots);
@@ -112,11 +114,14 @@ export class TaskRunnerService {
    */
   private async attempt(claim: ClaimedTask): Promise<RunOutcome> {
     const fence: Fence = { taskId: claim.id, attempt: claim.attempts };
+    const startedAt = Date.now();
+    this.telemetry.started(claim);
     const maxAttempts = this.config.generator.maxAttempts;
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
       // interrupted, most likely by crashes. Failing it stops a crash loop.
-      return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts));
+      const message = exhaustedMessage('The generator was interrupted while making this image', maxAttempts);
+      return this.failForGood(claim, fence, message, startedAt, new TaskFailure(message));
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
@@ -132,11 +137,13 @@ export class TaskRunnerService {
       preview = stored.preview;
       if (stored.failed) throw stored.failed.err;
       progress.stop();
-      return await this.recordSuccess(fence, claim, batch, resultKey, preview);
+      const outcome = await this.recordSuccess(fence, claim, batch, resultKey, preview);
+      if (outcome === 'succeeded') this.telemetry.finished(claim, 'succeeded', startedAt);
+      return outcome;
     } catch (err) {
       progress.stop();
       await this.previews.discard(claim.batchId, preview);
-      const outcome = await this.afterFailure(claim, fence, err);
+      const outcome = await this.afterFailure(claim, fence, err, startedAt);
       if (outcome === 'failed' && resultKey) await this.removeQuietly([resultKey]);
       return outcome;
     }
@@ -159,7 +166,7 @@ export class TaskRunnerService {
       signal: this.interrupting.signal,
       onProgress: (pct) => progress.report(pct),
     };
-    return this.renderWithin(batch, provider, request, priorityOf(claim));
+    return this.renderWithin(claim, batch, provider, request, priorityOf(claim));
   }
 
   /**
@@ -207,7 +214,7 @@ export class TaskRunnerService {
     return 'succeeded';
   }
 
-  private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown): Promise<RunOutcome> {
+  private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown, startedAt: number): Promise<RunOutcome> {
     if (err instanceof ShutdownInterruption) {
       return (await this.retry(claim, fence, 0)) ? 'requeued' : 'superseded';
     }
@@ -219,16 +226,19 @@ export class TaskRunnerService {
     }
     const maxAttempts = this.config.generator.maxAttempts;
     if (failure.retryable && fence.attempt < maxAttempts) {
+      this.telemetry.attemptFailed(claim, err, true);
       const delay = retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
       return (await this.retry(claim, fence, delay)) ? 'retrying' : 'superseded';
     }
+    this.telemetry.attemptFailed(claim, err, false);
     const message = failure.retryable ? exhaustedMessage(failure.message, fence.attempt) : failure.message;
-    return this.failForGood(fence, message);
+    return this.failForGood(claim, fence, message, startedAt, err);
   }
 
-  private async failForGood(fence: Fence, message: string): Promise<RunOutcome> {
+  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
     const tally = await this.store.fail(fence, oneLine(message));
     if (!tally) return 'superseded';
+    this.telemetry.finished(claim, 'failed', startedAt, { err, refunded: tally.refunded });
     if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);
     return 'failed';
   }
@@ -254,16 +264,35 @@ export class TaskRunnerService {
    * the model's slots shared by every replica (as many as the batch's route allows, else
    * MODEL_CONCURRENCY_CAP). Both lines are ordered by the job's priority.
    */
-  private async renderWithin(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
+  private async renderWithin(
+    claim: ClaimedTask,
+    batch: RenderBatch,
+    provider: ImageProvider,
+    request: RenderRequest,
+    priority: number,
+  ): Promise<RenderResult> {
     if (batch.provider.type === 'builtin') {
-      return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
+      return this.renderSlots.use(priority, this.interrupting.signal, () => this.timed(claim, () => provider.render(request)));
     }
     const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
     const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal, cap });
     try {
-      return await provider.render(request);
+      return await this.timed(claim, () => provider.render(request));
     } finally {
       lease.release();
+    }
+  }
+
+  /** The render alone, not its wait for a slot: kiln_render_* and kiln_upstream_* latencies. */
+  private async timed(claim: ClaimedTask, render: () => Promise<RenderResult>): Promise<RenderResult> {
+    const started = process.hrtime.bigint();
+    let ok = false;
+    try {
+      const result = await render();
+      ok = true;
+      return result;
+    } finally {
+      this.telemetry.rendered(claim, Number(process.hrtime.bigint() - started) / 1e9, ok);
     }
   }
 
