@@ -21,6 +21,7 @@ import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
 import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
+import { AdminSupportController } from './admin/admin-support.controller';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
@@ -78,6 +79,7 @@ import { UploadsController } from './uploads/uploads.controller';
     AdminModelsController,
     AdminPlansController,
     AdminQueuesController,
+    AdminSupportController,
     MetricsController,
   ],
   providers: [

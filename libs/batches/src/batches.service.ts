@@ -8,13 +8,14 @@ import { CatalogService, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog'
 import { Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
 import { lockKeyCreditCap } from '@app/keys';
+import { KilnMetrics } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import { addToCounts, countTasksByBatch, emptyCounts, insertTasks, NewTask, selectTaskViews, TaskDispatchService, TaskView } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
 import { insertBatch, NewBatch, selectBatchFields, selectBatchPage } from './batch-rows';
 import { BatchView, toBatchView } from './batch-view';
-import { ContentPolicy } from './content-policy';
+import { ContentPolicyService } from './content-policy';
 import { fanOut, imageCount } from './fan-out';
 
 /** Who creates a batch: an API key, or the account holder in the dashboard (no key). */
@@ -30,8 +31,9 @@ export class BatchesService {
     private readonly catalog: CatalogService,
     private readonly uploads: UploadsService,
     private readonly billing: BillingService,
-    private readonly contentPolicy: ContentPolicy,
+    private readonly contentPolicy: ContentPolicyService,
     private readonly dispatcher: TaskDispatchService,
+    private readonly metrics: KilnMetrics,
   ) {}
 
   /**
@@ -46,7 +48,7 @@ export class BatchesService {
     const model = await this.catalog.requireEnabled(req.model);
     const unitCost = priceOf(model, req);
     const refUploadIds = await this.resolveReferences(actor.accountId, model, req);
-    this.checkPrompts(model, req.prompts);
+    await this.checkPrompts(model, req.prompts);
     // Counted, not expanded: the tasks are made only once every check has passed, so a
     // refused request costs work bounded by its body, whatever total it asks for.
     const batch = newBatch(actor, req, model, unitCost);
@@ -69,6 +71,7 @@ export class BatchesService {
       return { createdAt, tasks, dispatchCount };
     });
 
+    this.metrics.creditsCharged.inc({ model: batch.model }, batch.creditsCharged);
     await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
     return { ...batch, status: 'pending', createdAt };
   }
@@ -87,6 +90,13 @@ export class BatchesService {
       batches: page.map((b) => toBatchView(b, counts.get(b.id) ?? emptyCounts())),
       nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
     };
+  }
+
+  /** Any account's batch, for operators (support): the polling view and whose it is. */
+  async detailForOperator(batchId: string): Promise<{ accountId: string; batch: BatchView; tasks: TaskView[] }> {
+    const [owner]: { account_id: string }[] = isUuid(batchId) ? await this.db.query(`SELECT account_id FROM batches WHERE id = $1`, [batchId]) : [];
+    if (!owner) throw notFound('Batch');
+    return { accountId: owner.account_id, ...(await this.detail(owner.account_id, batchId)) };
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
@@ -126,7 +136,7 @@ export class BatchesService {
   }
 
   /** Every prompt's length first, then the content policy. */
-  private checkPrompts(model: ModelEntity, prompts: string[]): void {
+  private async checkPrompts(model: ModelEntity, prompts: string[]): Promise<void> {
     const tooLong = prompts.findIndex((p) => codePointLength(p) > model.maxPromptLength);
     if (tooLong !== -1) {
       throw new KilnError(ErrorCode.PromptTooLong, `Prompt ${tooLong} is longer than ${model.maxPromptLength} characters`, {
@@ -134,7 +144,7 @@ export class BatchesService {
         maxLength: model.maxPromptLength,
       });
     }
-    const blocked = this.contentPolicy.firstBlocked(prompts);
+    const blocked = await this.contentPolicy.firstBlocked(prompts);
     if (blocked !== -1) {
       throw new KilnError(ErrorCode.ContentBlocked, `Prompt ${blocked} was blocked by the content policy; edit it and resubmit`, {
         index: blocked,
