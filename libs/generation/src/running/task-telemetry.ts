@@ -145,7 +145,9 @@ export class GeneratorEnvReporter implements OnApplicationBootstrap, OnApplicati
   ) {}
 
   envNames(): string[] {
-    return Object.keys(this.config.providerApiKeys ?? {});
+    const names = new Set(Object.keys(this.config.providerApiKeys ?? {}));
+    if (this.config.openaiApiKey) names.add('OPENAI_API_KEY');
+    return [...names];
   }
 
   async report(): Promise<void> {
