@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Module, RequestMethod } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
 import { TerminusModule } from '@nestjs/terminus';
@@ -43,6 +43,9 @@ import { UploadsController } from './uploads/uploads.controller';
     LoggerModule.forRootAsync({
       inject: [KILN_CONFIG],
       useFactory: (config: KilnConfig) => ({
+        // Every route, in Express 5's path syntax (nestjs-pino's default '*' draws a
+        // LegacyRouteConverter warning on each boot).
+        forRoutes: [{ path: '{*path}', method: RequestMethod.ALL }],
         pinoHttp: {
           level: config.logLevel,
           genReqId: requestId,

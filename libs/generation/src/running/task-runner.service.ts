@@ -11,6 +11,7 @@ import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { BatchPreviews, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
+import { shutdownInterrupter } from './shutdown-interrupter';
 import { TaskTelemetry } from './task-telemetry';
 import { retryDelayMs } from './retry-policy';
 import { classifyFailure, describeError, exhaustedMessage, oneLine, ShutdownInterruption, TaskFailure } from './task-failure';
@@ -57,7 +58,7 @@ export class TaskRunnerService {
    * Aborted when a shutdown's grace period runs out: renders in progress and runs still
    * waiting for a slot are interrupted and give their tasks back to the queue.
    */
-  private readonly interrupting = new AbortController();
+  private readonly interrupting: AbortController;
 
   constructor(
     private readonly store: TaskStateStore,
@@ -69,6 +70,7 @@ export class TaskRunnerService {
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
     private readonly telemetry: TaskTelemetry,
   ) {
+    this.interrupting = shutdownInterrupter(config.generator.concurrency);
     this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
     this.previews = new BatchPreviews(storage, this.renderSlots);
   }
