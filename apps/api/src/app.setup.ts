@@ -3,7 +3,7 @@ import type { Express } from 'express';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
-import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { ConfigurationError, KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
 import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-parser.middleware';
 import { assignRequestId } from './http/request-id';
@@ -26,10 +26,12 @@ export const UNVERSIONED_PATHS = [
  */
 export function configureApp(app: NestExpressApplication): OpenAPIObject {
   const config = app.get<KilnConfig>(KILN_CONFIG);
+  // Before pino takes over: Nest's own report of this refusal is left to the boot logger,
+  // which leaves it to exitOnBootFailure's one message.
+  trustProxies(app, config.trustProxy);
   app.useLogger(app.get(Logger));
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
-  trustProxies(app, config.trustProxy);
   limitHttpServer(app.getHttpServer(), config.http);
   // First, so every answer carries them, the body parser's refusals included.
   app.use(assignRequestId);
@@ -55,7 +57,7 @@ function trustProxies(app: NestExpressApplication, setting: KilnConfig['trustPro
   try {
     app.set('trust proxy', setting);
   } catch (err) {
-    throw new Error(`Invalid Kiln configuration:\n  TRUST_PROXY=${String(setting)}: ${(err as Error).message}`);
+    throw new ConfigurationError([{ variable: 'TRUST_PROXY', value: String(setting), rule: (err as Error).message }]);
   }
 }
 

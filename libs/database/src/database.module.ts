@@ -51,8 +51,11 @@ export class DatabaseModule {
   }
 }
 
-/** A boot gives PostgreSQL this long to accept connections (a compose stack starting together). */
-const BOOT_RETRY_WINDOW_MS = 6000;
+/**
+ * Refusals are retried until this long after the process started (a compose stack starting
+ * together), counted from the start because loading the code alone can take seconds.
+ */
+const BOOT_RETRY_DEADLINE_MS = 6500;
 const BOOT_RETRY_DELAY_MS = 1000;
 /** Errors that come back at once and may clear up in seconds; a timeout has already waited. */
 const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', '57P03']);
@@ -64,7 +67,6 @@ const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECON
  */
 async function connectAtBoot(options: DataSourceOptions): Promise<DataSource> {
   const url = (options as { url?: string }).url ?? '';
-  const started = Date.now();
   let told = false;
   for (;;) {
     try {
@@ -72,7 +74,7 @@ async function connectAtBoot(options: DataSourceOptions): Promise<DataSource> {
     } catch (err) {
       const code = (err as { code?: string }).code ?? '';
       const cause = `${code && !(err as Error).message.includes(code) ? `${code}: ` : ''}${(err as Error).message}`;
-      if (!TRANSIENT_CODES.has(code) || Date.now() - started + BOOT_RETRY_DELAY_MS > BOOT_RETRY_WINDOW_MS) {
+      if (!TRANSIENT_CODES.has(code) || process.uptime() * 1000 + BOOT_RETRY_DELAY_MS > BOOT_RETRY_DEADLINE_MS) {
         throw new BootDependencyError('PostgreSQL', hostOf(url, 5432), cause);
       }
       if (!told) new Logger('Database').warn(`PostgreSQL at ${hostOf(url, 5432)} is not reachable yet (${cause}); retrying for a few seconds`);
