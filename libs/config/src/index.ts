@@ -4,3 +4,4 @@ export * from './config.module';
 export * from './cpus';
 export * from './boot-logger';
 export * from './lookalike-variables';
+export * from './runtime-env';
