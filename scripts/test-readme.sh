@@ -4,7 +4,7 @@
 # part of npm test (it installs and starts a whole Kiln); CI runs it on a fresh checkout.
 #
 #   scripts/test-readme.sh                 clone HEAD into a temporary directory and test that
-#   KILN_README_NODE_MODULES=<dir>         reuse an installed node_modules instead of npm ci
+#   KILN_README_NODE_MODULES=<dir>         reuse an installed node_modules (hard-linked) instead of npm ci
 #
 # It uses the services npm start finds (or its fallbacks), with a database and Redis prefix
 # of its own and a free port, so a Kiln already running on this machine is left alone.
@@ -19,7 +19,12 @@ git clone -q "$repo" "$work/kiln"
 cd "$work/kiln"
 git -C "$repo" diff HEAD --quiet || log "note: uncommitted changes in $repo are not tested"
 if [ -n "${KILN_README_NODE_MODULES:-}" ]; then
-  ln -s "$KILN_README_NODE_MODULES" node_modules
+  # A hard-linked copy, never a symlink: should anything run npm ci here, it must only ever
+  # empty this clone's copy. A fresh .package-lock.json dates the install after the clone's
+  # lock, so npm start does not reinstall.
+  cp -al "$KILN_README_NODE_MODULES" node_modules
+  rm -f node_modules/.package-lock.json
+  cp "$KILN_README_NODE_MODULES/.package-lock.json" node_modules/.package-lock.json
 else
   log "npm ci"
   npm ci --no-audit --no-fund >"$work/npm-ci.log" 2>&1 || { tail -n 30 "$work/npm-ci.log" >&2; fail "npm ci"; }
