@@ -33,7 +33,8 @@ fi
 port=$(node -e 'const s=require("net").createServer().listen(0,()=>{console.log(s.address().port);s.close()})')
 suffix=$(node -e 'console.log(require("crypto").randomBytes(4).toString("hex"))')
 base_db=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/kiln}
-export PORT=$port REDIS_PREFIX="kiln-readme-$suffix" DATABASE_URL="${base_db%/*}/kiln_readme_$suffix"
+readme_db="${base_db%/*}/kiln_readme_$suffix"
+export PORT=$port REDIS_PREFIX="kiln-readme-$suffix" DATABASE_URL=$readme_db
 node -e '
   const { Client } = require("pg");
   const url = new URL(process.argv[1]); const name = url.pathname.slice(1); url.pathname = "/postgres";
@@ -48,7 +49,7 @@ cleanup() {
     const url = new URL(process.argv[1]); const name = url.pathname.slice(1); url.pathname = "/postgres";
     const c = new Client({ connectionString: url.toString() });
     c.connect().then(() => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)).then(() => c.end(), () => c.end());
-  ' "$DATABASE_URL" 2>/dev/null || true
+  ' "$readme_db" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
