@@ -16,6 +16,7 @@ import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
+import { WebhooksModule } from '@app/webhooks';
 import { AdminAccountsController } from './admin/admin-accounts.controller';
 import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
@@ -36,6 +37,7 @@ import { ApiMetricsCollector } from './metrics/api-metrics';
 import { MetricsController } from './metrics/metrics.controller';
 import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
+import { WebhooksController } from './webhooks/webhooks.controller';
 
 @Module({
   imports: [
@@ -70,6 +72,7 @@ import { UploadsController } from './uploads/uploads.controller';
     StorageModule,
     UploadsModule,
     MetricsModule,
+    WebhooksModule,
   ],
   controllers: [
     HealthController,
@@ -78,6 +81,7 @@ import { UploadsController } from './uploads/uploads.controller';
     BatchesController,
     UploadsController,
     FilesController,
+    WebhooksController,
     AdminAccountsController,
     AdminModelsController,
     AdminPlansController,

@@ -7,10 +7,12 @@ import { GenerationModule } from '@app/generation';
 import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
+import { WebhooksModule } from '@app/webhooks';
 import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
 import { RedisBootCheck } from './redis-boot.check';
 import { TasksProcessor } from './tasks.processor';
+import { WebhooksProcessor } from './webhooks.processor';
 
 @Module({
   imports: [
@@ -26,7 +28,8 @@ import { TasksProcessor } from './tasks.processor';
     KilnQueueModule.forRoot(),
     GenerationModule,
     MetricsModule,
+    WebhooksModule,
   ],
-  providers: [RedisBootCheck, TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
+  providers: [RedisBootCheck, TasksProcessor, MaintenanceScheduler, GeneratorHealthServer, WebhooksProcessor],
 })
 export class GeneratorModule {}

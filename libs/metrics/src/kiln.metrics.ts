@@ -124,6 +124,14 @@ export class KilnMetrics implements OnModuleDestroy {
     registers: [this.registry],
   });
 
+  // --- generator: webhooks ----------------------------------------------------------------
+  readonly webhookAttempts = new Counter({
+    name: 'kiln_webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts by result (delivered, http_error, network_error)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   // --- api: rate limiting ------------------------------------------------------------------
   readonly rateLimitFallback = new Gauge({
     name: 'kiln_rate_limit_fallback_active',

@@ -22,8 +22,8 @@ export const SEEDED_BLOCKED_TERMS: readonly string[] = [
   'pedophile porn',
 ];
 
-export class ContentPolicyTerms1763888400030 implements MigrationInterface {
-  name = 'ContentPolicyTerms1763888400030';
+export class ContentPolicyTerms1763888400150 implements MigrationInterface {
+  name = 'ContentPolicyTerms1763888400150';
 
   public async up(q: QueryRunner): Promise<void> {
     await q.query(`CREATE TABLE "content_policy_terms" ("term" text PRIMARY KEY, "created_at" timestamptz NOT NULL DEFAULT now())`);
