@@ -130,8 +130,8 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     const labels = { model: 'beta-2', provider: 'openai' };
     expect(sample(g, 'kiln_tasks_started_total', labels)).toBe(4);
     expect(sample(g, 'kiln_tasks_succeeded_total', labels)).toBe(2);
-    expect(sample(g, 'kiln_tasks_failed_total', { ...labels, error_code: 'bad_request' })).toBe(1);
-    expect(sample(g, 'kiln_task_retries_total', { ...labels, error_code: 'rate_limited' })).toBe(1);
+    expect(sample(g, 'kiln_tasks_failed_total', { ...labels, error_code: 'upstream_rejected' })).toBe(1);
+    expect(sample(g, 'kiln_task_retries_total', { ...labels, error_code: 'upstream_unavailable' })).toBe(1);
     expect(sample(g, 'kiln_upstream_rate_limited_total', labels)).toBe(1);
     expect(sample(g, 'kiln_refunds_total', { model: 'beta-2' })).toBe(1);
     expect(sample(g, 'kiln_credits_refunded_total', { model: 'beta-2' })).toBe(cost);
@@ -157,14 +157,14 @@ describe('operators: metrics, task logs, route health, support routes', () => {
       expect(l).toMatchObject({ model: 'beta-2', provider: 'openai', durationMs: expect.any(Number), taskId: expect.any(String) });
     }
     expect(finished.map((l) => [l.outcome, l.attempts, l.errorCode]).sort()).toEqual([
-      ['failed', 1, 'bad_request'],
+      ['failed', 1, 'upstream_rejected'],
       ['succeeded', 1, null],
       ['succeeded', 2, null],
     ]);
     const warnings = lines.filter((l) => l.context === 'Tasks' && l.level === 40);
-    expect(warnings.map((l) => [l.status, l.errorCode, l.retrying]).sort()).toEqual([
-      [400, 'bad_request', false],
-      [429, 'rate_limited', true],
+    expect(warnings.map((l) => [l.status, l.errorCode, l.upstreamKind, l.retrying]).sort()).toEqual([
+      [400, 'upstream_rejected', 'bad_request', false],
+      [429, 'upstream_unavailable', 'rate_limited', true],
     ]);
     for (const w of warnings) expect(w.route).toBe(`openai ${upstream.base}/v1 (up-1)`);
   });
@@ -192,7 +192,7 @@ describe('operators: metrics, task logs, route health, support routes', () => {
       const h = await healthOf('beta-pro');
       return h.state === 'failing' ? h : null;
     });
-    expect(failing).toMatchObject({ state: 'failing', errorCode: 'bad_request', status: 400, lastError: expect.stringContaining('Rejected by the safety system') });
+    expect(failing).toMatchObject({ state: 'failing', errorCode: 'upstream_rejected', status: 400, lastError: expect.stringContaining('Rejected by the safety system') });
     expect(Date.parse(failing.lastErrorAt)).toBeGreaterThanOrEqual(before - 1000);
 
     await waitForBatchDone(api, await createBatch(api, a, { model: 'beta-pro', prompts: ['good'] }));

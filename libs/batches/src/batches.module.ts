@@ -4,13 +4,14 @@ import { CatalogModule } from '@app/catalog';
 import { MetricsModule } from '@app/metrics';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
+import { BatchArchiveService } from './batch-archive';
 import { BatchesService } from './batches.service';
 import { ContentPolicyService } from './content-policy';
 
-/** Batch creation, listing and polling. Needs the database module and the task queue (see TasksModule). */
+/** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule, MetricsModule],
-  providers: [BatchesService, ContentPolicyService],
-  exports: [BatchesService, ContentPolicyService],
+  providers: [BatchesService, BatchArchiveService, ContentPolicyService],
+  exports: [BatchesService, BatchArchiveService, ContentPolicyService],
 })
 export class BatchesModule {}

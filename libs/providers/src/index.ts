@@ -6,7 +6,7 @@ export { OpenAiProvider } from './openai.provider';
 export type { OpenAiProviderConfig } from './openai.provider';
 export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated.provider';
 export type { SimulatedProviderConfig } from './simulated.provider';
-export { createProvider, NOT_CONFIGURED_CODE } from './provider.factory';
+export { createProvider } from './provider.factory';
 export type { ProviderFactoryDeps } from './provider.factory';
 export { sniffImageType } from './provider.utils';
 export { builtinFontRenders, BUILTIN_FONT } from './builtin-fonts';

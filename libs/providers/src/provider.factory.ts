@@ -50,9 +50,6 @@ export function createProvider(route: ProviderRoute, deps: ProviderFactoryDeps):
   }
 }
 
-/** ProviderError.upstreamCode of a render refused because the route's key is not set. */
-export const NOT_CONFIGURED_CODE = 'kiln_provider_not_configured';
-
 /**
  * A route whose key is missing fails each render with a clear, non-retryable message rather
  * than at creation: one misconfigured model must not stop the generator serving the others.
@@ -61,9 +58,6 @@ class UnconfiguredProvider implements ImageProvider {
   constructor(private readonly envName: string) {}
 
   async render(): Promise<never> {
-    throw new ProviderError('upstream_error', `The image provider is not configured: ${this.envName} is not set`, {
-      retryable: false,
-      upstreamCode: NOT_CONFIGURED_CODE,
-    });
+    throw new ProviderError('not_configured', `The image provider is not configured: ${this.envName} is not set`);
   }
 }

@@ -2,6 +2,7 @@ import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import type { TaskErrorCode } from '@app/database';
 import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, TASK_QUEUE, TaskStateStore } from '@app/tasks';
@@ -123,7 +124,7 @@ export class TaskRunnerService {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
       // interrupted, most likely by crashes. Failing it stops a crash loop.
       const message = exhaustedMessage('The generator was interrupted while making this image', maxAttempts);
-      return this.failForGood(claim, fence, message, startedAt, new TaskFailure(message));
+      return this.failForGood(claim, fence, message, startedAt, new TaskFailure(message, 'internal'));
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
@@ -139,7 +140,7 @@ export class TaskRunnerService {
       preview = stored.preview;
       if (stored.failed) throw stored.failed.err;
       progress.stop();
-      const outcome = await this.recordSuccess(fence, claim, batch, resultKey, preview);
+      const outcome = await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview);
       if (outcome === 'succeeded') this.telemetry.finished(claim, 'succeeded', startedAt);
       return outcome;
     } catch (err) {
@@ -196,14 +197,17 @@ export class TaskRunnerService {
     fence: Fence,
     claim: ClaimedTask,
     batch: RenderBatch,
-    resultKey: string,
+    result: { key: string; width: number; height: number },
     preview: StoredPreview | null,
   ): Promise<RunOutcome> {
     const tally = await this.store.succeed({
       fence,
       batchId: batch.id,
-      resultUrl: this.storage.publicUrl(resultKey),
-      resultKey,
+      resultUrl: this.storage.publicUrl(result.key),
+      resultKey: result.key,
+      // What the provider made, which a route's size map may have changed from what was asked.
+      width: result.width,
+      height: result.height,
       previewUrl: preview?.url ?? null,
     });
     if (!tally) {
@@ -238,7 +242,7 @@ export class TaskRunnerService {
   }
 
   private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
-    const tally = await this.store.fail(fence, oneLine(message));
+    const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code);
     if (!tally) return 'superseded';
     this.telemetry.finished(claim, 'failed', startedAt, { err, refunded: tally.refunded });
     if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);

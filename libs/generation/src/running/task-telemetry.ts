@@ -4,18 +4,25 @@ import { randomBytes } from 'node:crypto';
 import { ENV_REPORT_INTERVAL_MS, RouteHealthStore, RouteOutcome } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { isProviderError, NOT_CONFIGURED_CODE, ProviderRoute } from '@app/providers';
+import { isProviderError, ProviderRoute } from '@app/providers';
 import { ClaimedTask } from '@app/tasks';
-import { describeError, TaskFailure } from './task-failure';
+import { classifyFailure, describeError } from './task-failure';
 
 /** One route outcome per model reaches Redis at most this often, unless the state changes. */
 const OUTCOME_REPORT_INTERVAL_MS = 5000;
 
-/** A short, stable name for why an attempt failed: a metric label and a log field. */
+/**
+ * Why an attempt failed, as a metric label and a log field: the task's own errorCode
+ * (upstream_rejected, upstream_unavailable, provider_not_configured, internal), the vocabulary
+ * clients see on the task.
+ */
 export function failureCode(err: unknown): string {
-  if (isProviderError(err)) return err.upstreamCode === NOT_CONFIGURED_CODE ? 'provider_not_configured' : err.kind;
-  if (err instanceof TaskFailure) return 'task_refused';
-  return 'internal';
+  return classifyFailure(err).code;
+}
+
+/** The provider error's own kind (rate_limited, timeout, bad_request, ...), for logs; null otherwise. */
+export function upstreamKind(err: unknown): string | null {
+  return isProviderError(err) ? err.kind : null;
 }
 
 /** Where a route sends its calls, for logs: never a key. */
@@ -79,6 +86,7 @@ export class TaskTelemetry {
         route: routeLabel(claim.batch.provider),
         status: err.status ?? null,
         errorCode: code,
+        upstreamKind: err.kind,
         attempt: claim.attempts,
         retrying,
         msg: `Upstream failure on ${model}: ${err.message}`,
