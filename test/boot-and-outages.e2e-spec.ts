@@ -42,6 +42,16 @@ function run(main: string, config: KilnConfig, env: Record<string, string>): Run
   return { child, lines, raw: () => out, exited };
 }
 
+/**
+ * The bound is the process's own: it gives up within 10 s of its start (uptimeMs in its last
+ * line). The wall clock around the spawn gets a generous margin for a loaded test machine,
+ * where loading the code alone can take seconds.
+ */
+function expectWithinTenSeconds(uptimeMs: number, wallMs: number): void {
+  expect(uptimeMs).toBeLessThan(10_000);
+  expect(wallMs).toBeLessThan(30_000);
+}
+
 jest.setTimeout(120_000);
 
 describe('boot: configuration errors, unreachable dependencies; Redis outages at run time', () => {
@@ -87,8 +97,8 @@ describe('boot: configuration errors, unreachable dependencies; Redis outages at
     const r = start(GENERATOR_MAIN, { REDIS_URL: `redis://127.0.0.1:${port}` });
     const { code, ms } = await r.exited;
     expect(code).toBe(1);
-    expect(ms).toBeLessThan(10_000);
     const fatal = r.lines().find((l) => l.level === 60)!;
+    expectWithinTenSeconds(fatal.uptimeMs, ms);
     expect(fatal).toMatchObject({ service: 'Redis', host: `127.0.0.1:${port}`, cause: expect.stringContaining('ECONNREFUSED') });
     expect(fatal.stack).toBeUndefined();
   });
@@ -98,8 +108,8 @@ describe('boot: configuration errors, unreachable dependencies; Redis outages at
     const r = start(app === 'api' ? API_MAIN : GENERATOR_MAIN, { DATABASE_URL: `postgres://kiln:secret@127.0.0.1:${port}/kiln` });
     const { code, ms } = await r.exited;
     expect(code).toBe(1);
-    expect(ms).toBeLessThan(10_000);
     const fatal = r.lines().find((l) => l.level === 60)!;
+    expectWithinTenSeconds(fatal.uptimeMs, ms);
     expect(fatal).toMatchObject({ service: 'PostgreSQL', host: `127.0.0.1:${port}`, cause: expect.stringContaining('ECONNREFUSED') });
     expect(r.raw()).not.toContain('secret');
   });

@@ -42,7 +42,8 @@ export function exitOnBootFailure(err: unknown, context: string): never {
     bootLogger.fatal({ context, problems: err.problems }, err.message);
   } else if (err instanceof BootDependencyError) {
     // Which service, where, and why: the cause is the whole story; a stack would bury it.
-    bootLogger.fatal({ context, service: err.service, host: err.host, cause: err.causeText }, err.message);
+    // uptimeMs: how long the process tried, from its start (the bound is 10 s).
+    bootLogger.fatal({ context, service: err.service, host: err.host, cause: err.causeText, uptimeMs: Math.round(process.uptime() * 1000) }, err.message);
   } else {
     const message = err instanceof Error ? err.message : String(err);
     bootLogger.fatal({ context, ...(err instanceof Error ? { stack: err.stack } : {}) }, message);
