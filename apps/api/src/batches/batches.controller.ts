@@ -16,7 +16,7 @@ export class BatchesController {
 
   @Post()
   @ApiKeyAuth('batches:write')
-  @ApiOperation({ summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
+  @ApiOperation({ operationId: 'createBatch', summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
   @ApiCreatedResponse({ type: CreatedBatchResponseDto })
   @ApiResponse({ status: 402, description: 'insufficient_credits, daily_credit_cap_exceeded', type: ErrorResponseDto })
   async create(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateBatchRequestDto): Promise<CreatedBatchResponseDto> {
@@ -26,7 +26,7 @@ export class BatchesController {
 
   @Get()
   @ApiKeyAuth('batches:read')
-  @ApiOperation({ summary: 'List batches, newest first (keyset pagination)' })
+  @ApiOperation({ operationId: 'listBatches', summary: 'List batches, newest first (keyset pagination)' })
   @ApiOkResponse({ type: BatchListResponseDto })
   async list(@CurrentKey() auth: AuthenticatedKey, @Query() q: BatchListQueryDto): Promise<BatchListResponseDto> {
     return BatchListResponseDto.from(await this.batches.list(auth.account.id, parseLimit(q.limit), decodeCursor(q.cursor)));
@@ -34,7 +34,7 @@ export class BatchesController {
 
   @Get(':id')
   @ApiKeyAuth('batches:read')
-  @ApiOperation({ summary: 'Poll a batch: its counts, done flag and tasks' })
+  @ApiOperation({ operationId: 'getBatch', summary: 'Poll a batch: its counts, done flag and tasks' })
   @ApiOkResponse({ type: BatchDetailResponseDto })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDetailResponseDto> {

@@ -22,7 +22,7 @@ export class DashboardBatchesController {
   constructor(private readonly batches: BatchesService) {}
 
   @Post()
-  @ApiOperation({ summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
+  @ApiOperation({ operationId: 'createDashboardBatch', summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
   @ApiCreatedResponse({ type: CreatedBatchResponseDto })
   @ApiResponse({ status: 402, description: 'insufficient_credits', type: ErrorResponseDto })
   @ApiResponse({ status: 403, description: 'batch_limit_exceeded, concurrent_limit_exceeded, account_disabled', type: ErrorResponseDto })
@@ -32,14 +32,14 @@ export class DashboardBatchesController {
   }
 
   @Get()
-  @ApiOperation({ summary: "The account's batches, newest first, whichever way they were created" })
+  @ApiOperation({ operationId: 'listDashboardBatches', summary: "The account's batches, newest first, whichever way they were created" })
   @ApiOkResponse({ type: BatchListResponseDto })
   async list(@CurrentSession() auth: AuthenticatedSession, @Query() q: BatchListQueryDto): Promise<BatchListResponseDto> {
     return BatchListResponseDto.from(await this.batches.list(auth.account.id, parseLimit(q.limit), decodeCursor(q.cursor)));
   }
 
   @Get(':id')
-  @ApiOperation({ summary: 'A batch with its counts, done flag and tasks' })
+  @ApiOperation({ operationId: 'getDashboardBatch', summary: 'A batch with its counts, done flag and tasks' })
   @ApiOkResponse({ type: BatchDetailResponseDto })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   async detail(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDetailResponseDto> {
