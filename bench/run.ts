@@ -3,7 +3,8 @@
  * Redis prefix, DATA_DIR, ADMIN_TOKEN and port), runs the scenarios of issue 6 with their
  * same-run baselines, writes the results and removes everything it created.
  *
- *   scenarios        polling creation pipeline latency memory (default: all, in this order)
+ *   scenarios        polling creation pipeline latency memory webhooks (default: all, in this order;
+ *                    webhooks runs the first pipeline size with and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
  *                    takes about 80 s of a full run's 5 minutes on two cores)
  *   --rounds=N       alternating baseline/Kiln rounds of polling and creation (default 2)
@@ -35,6 +36,7 @@ import { latencyBound } from './scenarios/latency';
 import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
+import { webhooks } from './scenarios/webhooks';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..');
 const DEFAULT_SIZES = [1000, 10000, 30000];
@@ -45,6 +47,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   pipeline,
   latency: latencyBound,
   memory,
+  webhooks,
 };
 
 function parseArgs(argv: string[]): RunOptions {

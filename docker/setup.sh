@@ -20,6 +20,8 @@ while IFS= read -r line; do
   grep -q "^${name}=" "$TARGET" && continue
   case $name in
     POSTGRES_PASSWORD | MINIO_ROOT_PASSWORD | MINIO_SECRET_KEY | ADMIN_TOKEN) [ -n "$value" ] || value=$(secret) ;;
+    # AES-256 key of the webhook secrets at rest: the base64 of exactly 32 random bytes.
+    WEBHOOK_SECRET_KEY) [ -n "$value" ] || value=$(head -c 32 /dev/urandom | base64) ;;
   esac
   printf "%s=%s\n" "$name" "$value" >>"$TARGET"
   added+=("$name")

@@ -214,7 +214,7 @@ describe('Dashboard API (docs/dashboard.md)', () => {
         id: expect.any(String),
         name: 'production',
         hint: `kiln_live_${secret.slice(10, 14)}...${secret.slice(-4)}`,
-        scopes: ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write'],
+        scopes: ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'],
         creditCapPerDay: null,
         creditsUsedToday: 0,
         capResetsAt: expect.any(Number),

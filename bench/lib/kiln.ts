@@ -44,6 +44,7 @@ const execFileAsync = promisify(execFile);
 export class KilnStack {
   readonly id = `${new Date().toISOString().replace(/\D/g, '').slice(0, 14)}_${process.pid}`;
   readonly dbName = `kiln_bench_${this.id}`;
+  private readonly webhookSecretKey = randomBytes(32).toString('base64');
   readonly redisPrefix = `kiln-bench-${this.id}`;
   /** Prefix for the raw-bull baselines: same Redis, keys apart from Kiln's. */
   readonly rawPrefix = `${this.redisPrefix}-raw`;
@@ -110,6 +111,9 @@ export class KilnStack {
       STORAGE_DRIVER: 'local',
       DATA_DIR: this.dataDir,
       LOG_LEVEL: this.opts.logLevel,
+      // The webhooks scenario's receiver is on 127.0.0.1; a key of this run's own seals its secrets.
+      WEBHOOK_SECRET_KEY: this.webhookSecretKey,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
       ...extra,
     };
   }

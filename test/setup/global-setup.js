@@ -33,6 +33,8 @@ module.exports = async function globalSetup() {
   // and per-session throttles are tested with their own low limits, not the defaults.
   process.env.AUTH_FAILURES_PER_IP_PER_MINUTE = process.env.AUTH_FAILURES_PER_IP_PER_MINUTE || '100000';
   process.env.DASHBOARD_REQUESTS_PER_MINUTE = process.env.DASHBOARD_REQUESTS_PER_MINUTE || '100000';
+  // Webhook secrets are sealed under it; a fixed test value (never a real deployment's).
+  process.env.WEBHOOK_SECRET_KEY = process.env.WEBHOOK_SECRET_KEY || Buffer.alloc(32, 7).toString('base64');
   process.env.KILN_TEST_DB_NAME = dbName;
   process.env.KILN_TEST_ADMIN_URL = adminUrl;
 

@@ -15,6 +15,7 @@ import { KeysModule } from '@app/keys';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
+import { WebhooksModule } from '@app/webhooks';
 import { AdminAccountsController } from './admin/admin-accounts.controller';
 import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
@@ -32,6 +33,7 @@ import { requestId } from './http/request-id';
 import { MeController } from './me/me.controller';
 import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
+import { WebhooksController } from './webhooks/webhooks.controller';
 
 @Module({
   imports: [
@@ -62,6 +64,7 @@ import { UploadsController } from './uploads/uploads.controller';
     DashboardApiModule,
     StorageModule,
     UploadsModule,
+    WebhooksModule,
   ],
   controllers: [
     HealthController,
@@ -70,6 +73,7 @@ import { UploadsController } from './uploads/uploads.controller';
     BatchesController,
     UploadsController,
     FilesController,
+    WebhooksController,
     AdminAccountsController,
     AdminModelsController,
     AdminPlansController,

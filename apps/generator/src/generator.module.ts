@@ -6,9 +6,11 @@ import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
+import { WebhooksModule } from '@app/webhooks';
 import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
 import { TasksProcessor } from './tasks.processor';
+import { WebhooksProcessor } from './webhooks.processor';
 
 @Module({
   imports: [
@@ -23,7 +25,8 @@ import { TasksProcessor } from './tasks.processor';
     StorageModule,
     KilnQueueModule.forRoot(),
     GenerationModule,
+    WebhooksModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer],
+  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer, WebhooksProcessor],
 })
 export class GeneratorModule {}

@@ -1,4 +1,5 @@
 export * from './batch-request';
+export * from './batch-object';
 export * from './batch-view';
 export * from './content-policy';
 export * from './fan-out';

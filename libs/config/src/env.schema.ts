@@ -16,6 +16,10 @@ import {
 const TRUST_PROXY_ITEM = String.raw`(?:loopback|linklocal|uniquelocal|[0-9a-fA-F:.]+(?:/\d{1,3})?)`;
 const TRUST_PROXY_PATTERN = new RegExp(String.raw`^(?:true|false|\d+|${TRUST_PROXY_ITEM}(?:\s*,\s*${TRUST_PROXY_ITEM})*)$`);
 
+const WEBHOOK_KEY = String.raw`[A-Za-z0-9+/]{43}=`;
+const WEBHOOK_KEY_PATTERN = new RegExp(`^${WEBHOOK_KEY}$`);
+const WEBHOOK_KEY_LIST_PATTERN = new RegExp(`^${WEBHOOK_KEY}(\\s*,\\s*${WEBHOOK_KEY})*$`);
+
 const toInt = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
 const toBool = ({ value }: { value: unknown }) =>
@@ -179,6 +183,30 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1024) @Max(1024 * 1024 * 1024)
   UPSTREAM_MAX_IMAGE_BYTES?: number;
 
+  /** Encrypts webhook signing secrets at rest (AES-256-GCM): base64 of exactly 32 random bytes. Unset: endpoints cannot be created. */
+  @Transform(emptyToUndefined) @IsOptional() @Matches(WEBHOOK_KEY_PATTERN, { message: 'WEBHOOK_SECRET_KEY must be base64 of 32 bytes (openssl rand -base64 32)' })
+  WEBHOOK_SECRET_KEY?: string;
+
+  /** Earlier WEBHOOK_SECRET_KEY values, comma-separated: still decrypt; each generator re-encrypts with the current key at boot. */
+  @Transform(emptyToUndefined) @IsOptional() @Matches(WEBHOOK_KEY_LIST_PATTERN, { message: 'WEBHOOK_SECRET_KEY_PREVIOUS must be comma-separated base64 of 32 bytes each' })
+  WEBHOOK_SECRET_KEY_PREVIOUS?: string;
+
+  /** Delays before each retry of a failed delivery, comma-separated milliseconds; after the last, the delivery is failed. */
+  @Transform(emptyToUndefined) @IsOptional() @Matches(/^\d{1,10}(,\d{1,10}){0,19}$/, { message: 'WEBHOOK_RETRY_DELAYS_MS must be 1 to 20 comma-separated millisecond counts' })
+  WEBHOOK_RETRY_DELAYS_MS?: string;
+
+  /** Lets webhook endpoints use plain http and non-public addresses: development and tests only. */
+  @Transform(toBool) @IsOptional() @IsBoolean()
+  WEBHOOK_ALLOW_PRIVATE?: boolean;
+
+  /** The longest one delivery attempt may take (the contract says 10 s; lower it in tests only). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(60000)
+  WEBHOOK_TIMEOUT_MS?: number;
+
+  /** How often each generator looks for due webhook deliveries when it found none. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(10) @Max(60000)
+  WEBHOOK_POLL_INTERVAL_MS?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   LOG_LEVEL?: string;
 
@@ -197,7 +225,15 @@ export class EnvSchema {
  * Variables that may instead be read from a file named by `<NAME>_FILE` (Docker and Compose
  * secrets), besides every provider key (`*_API_KEY`).
  */
-export const SECRET_VARIABLES = ['ADMIN_TOKEN', 'DATABASE_URL', 'REDIS_URL', 'MINIO_ACCESS_KEY', 'MINIO_SECRET_KEY'];
+export const SECRET_VARIABLES = [
+  'ADMIN_TOKEN',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'MINIO_ACCESS_KEY',
+  'MINIO_SECRET_KEY',
+  'WEBHOOK_SECRET_KEY',
+  'WEBHOOK_SECRET_KEY_PREVIOUS',
+];
 
 /**
  * The environment with each `<NAME>_FILE` replaced by `<NAME>` set to that file's content (one

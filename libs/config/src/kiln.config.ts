@@ -84,6 +84,19 @@ export interface KilnConfig {
     allowPrivate: boolean;
     maxImageBytes: number;
   };
+  /** Webhook endpoints and their deliveries (libs/webhooks). */
+  webhooks: {
+    /** AES-256-GCM key for the signing secrets at rest; null: endpoints cannot be created or signed for. */
+    secretKey: Buffer | null;
+    /** Earlier keys, for decryption only (rotation of the key itself). */
+    previousSecretKeys: Buffer[];
+    /** Delay before retry n (1-based) is retryDelaysMs[n - 1]; after the last, the delivery fails. */
+    retryDelaysMs: number[];
+    /** http and non-public addresses allowed: development and tests only. */
+    allowPrivate: boolean;
+    timeoutMs: number;
+    pollIntervalMs: number;
+  };
   openaiApiKey: string | null;
   /**
    * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
@@ -189,6 +202,18 @@ export function buildConfig(
       allowPrivate: env.UPSTREAM_ALLOW_PRIVATE ?? false,
       maxImageBytes: env.UPSTREAM_MAX_IMAGE_BYTES ?? 50 * 1024 * 1024,
     },
+    webhooks: {
+      secretKey: env.WEBHOOK_SECRET_KEY ? Buffer.from(env.WEBHOOK_SECRET_KEY, 'base64') : null,
+      previousSecretKeys: (env.WEBHOOK_SECRET_KEY_PREVIOUS ?? '')
+        .split(',')
+        .map((k) => k.trim())
+        .filter((k) => k.length > 0)
+        .map((k) => Buffer.from(k, 'base64')),
+      retryDelaysMs: (env.WEBHOOK_RETRY_DELAYS_MS ?? DEFAULT_WEBHOOK_RETRY_DELAYS_MS).split(',').map(Number),
+      allowPrivate: env.WEBHOOK_ALLOW_PRIVATE ?? false,
+      timeoutMs: env.WEBHOOK_TIMEOUT_MS ?? 10_000,
+      pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
+    },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
@@ -196,6 +221,9 @@ export function buildConfig(
     warnings: publicUrlWarnings(env, driver),
   };
 }
+
+/** 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 28 hours from the first attempt to the last. */
+const DEFAULT_WEBHOOK_RETRY_DELAYS_MS = '5000,300000,1800000,7200000,18000000,36000000,36000000';
 
 const LOCAL_HOSTS = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/i;
 

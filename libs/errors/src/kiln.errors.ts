@@ -21,6 +21,7 @@ export enum ErrorCode {
   BatchLimitExceeded = 'batch_limit_exceeded',
   ConcurrentLimitExceeded = 'concurrent_limit_exceeded',
   KeyLimitExceeded = 'key_limit_exceeded',
+  EndpointLimitExceeded = 'endpoint_limit_exceeded',
   EmailTaken = 'email_taken',
   InvalidCredentials = 'invalid_credentials',
   RateLimited = 'rate_limited',

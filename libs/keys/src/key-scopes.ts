@@ -1,4 +1,4 @@
-export const ALL_SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write'] as const;
+export const ALL_SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'] as const;
 export type Scope = (typeof ALL_SCOPES)[number];
 
 export function isScope(value: unknown): value is Scope {

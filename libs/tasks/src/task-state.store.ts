@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
@@ -6,6 +6,8 @@ import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
 import { newObjectToken } from '@app/storage';
 import { batchStatusFromCounts, batchStatusFromCountsSql } from './batch-status';
 import { groupWrites } from './group-writes';
+import { EndedTask, TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
+import type { TaskView } from './task-rows';
 
 /** A claimed attempt: every later write is conditioned on (status = 'running', attempts = attempt). */
 export interface Fence {
@@ -104,6 +106,10 @@ UPDATE batches SET ${tallyAssignments('$2', '$3', '$4', '$5::text')}
 WHERE id = $1
 RETURNING status, finished_at, preview_url`;
 
+/** The columns of an ended task that its outcome reports (EndedTask), prefixed `ended_`. */
+const ENDED_TASK_COLUMNS = `t.account_id AS ended_account_id, t.seq AS ended_seq, t.prompt AS ended_prompt,
+  t.status AS ended_status, t.progress AS ended_progress, t.result_url AS ended_result_url, t.error AS ended_error`;
+
 /**
  * Records a group of successes in one statement: each task's fenced update, then one tally
  * per batch. The batches are locked first and in id order, so two generators recording
@@ -123,7 +129,7 @@ WITH input AS (
     FROM input i
    WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
-   RETURNING t.id, t.attempts, t.batch_id, i.preview_url
+   RETURNING t.id, t.attempts, t.batch_id, i.preview_url, ${ENDED_TASK_COLUMNS}
 ), counted AS (
   SELECT batch_id, count(*)::int AS n, min(preview_url) AS new_preview FROM done GROUP BY batch_id
 ), tallied AS (
@@ -132,7 +138,7 @@ WITH input AS (
    WHERE batches.id = counted.batch_id
   RETURNING batches.id, batches.status, batches.finished_at, batches.preview_url
 )
-SELECT done.id, done.attempts, tallied.status, tallied.finished_at, tallied.preview_url
+SELECT done.*, tallied.status AS batch_status, tallied.finished_at, tallied.preview_url AS batch_preview_url
   FROM done JOIN tallied ON tallied.id = done.batch_id`;
 
 /**
@@ -195,6 +201,7 @@ export class TaskStateStore {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly billing: BillingService,
+    @Optional() @Inject(TASK_OUTCOME_HOOK) private readonly outcomes: TaskOutcomeHook | null = null,
   ) {}
 
   /**
@@ -248,16 +255,30 @@ export class TaskStateStore {
   }
 
   private async succeedGroup(group: readonly Success[]): Promise<(TallyResult | null)[]> {
-    type Row = { id: string; attempts: number; status: BatchStatus; finished_at: Date | null; preview_url: string | null };
+    type Row = EndedRow & { attempts: number; batch_status: BatchStatus; finished_at: Date | null; batch_preview_url: string | null };
+    const batchIds = [...new Set(group.map((s) => s.batchId))];
+    const params = [
+      group.map((s) => s.fence.taskId),
+      group.map((s) => s.fence.attempt),
+      group.map((s) => s.resultUrl),
+      group.map((s) => s.resultKey),
+      group.map((s) => s.previewUrl),
+      batchIds,
+    ];
+    const hook = this.outcomes;
+    // With someone listening, the outcomes go into the outbox in the same transaction; the
+    // group stays one transaction whatever its size, so 1,000 successes cost a handful of
+    // outbox statements, not 1,000.
+    const listening = hook !== null && (await hook.listening(this.db, batchIds));
     const rows = await this.retryingDeadlocks(() =>
-      queryRows<Row>(this.db, SUCCEED_GROUP_SQL, [
-        group.map((s) => s.fence.taskId),
-        group.map((s) => s.fence.attempt),
-        group.map((s) => s.resultUrl),
-        group.map((s) => s.resultKey),
-        group.map((s) => s.previewUrl),
-        [...new Set(group.map((s) => s.batchId))],
-      ]),
+      listening
+        ? this.db.transaction(async (m) => {
+            const written = await queryRows<Row>(m, SUCCEED_GROUP_SQL, params);
+            const finished = [...new Set(written.filter((r) => r.finished_at !== null).map((r) => r.batch_id))];
+            await hook.record(m, { ended: written.map(endedTaskOf), finishedBatchIds: finished });
+            return written;
+          })
+        : queryRows<Row>(this.db, SUCCEED_GROUP_SQL, params),
     );
     // Keyed by attempt too: a stale attempt of a task may share the group with the current one.
     const byAttempt = new Map(rows.map((row) => [`${row.id}:${row.attempts}`, row]));
@@ -267,7 +288,7 @@ export class TaskStateStore {
       if (!row) return null;
       const finished = row.finished_at !== null && !finishReported.has(s.batchId);
       if (finished) finishReported.add(s.batchId);
-      return { status: row.status, finished, previewUrl: row.preview_url };
+      return { status: row.batch_status, finished, previewUrl: row.batch_preview_url };
     });
   }
 
@@ -294,18 +315,19 @@ export class TaskStateStore {
    */
   async fail(fence: Fence, message: string): Promise<(TallyResult & { refunded: number }) | null> {
     return this.db.transaction(async (m) => {
-      const rows = await queryRows<{ batch_id: string; account_id: string }>(
+      const rows = await queryRows<EndedRow>(
         m,
-        `UPDATE tasks SET status = 'failed', error = $3, finished_at = now(), updated_at = now()
+        `UPDATE tasks t SET status = 'failed', error = $3, finished_at = now(), updated_at = now()
           WHERE id = $1 AND status = 'running' AND attempts = $2
-          RETURNING batch_id, account_id`,
+          RETURNING t.id, t.batch_id, ${ENDED_TASK_COLUMNS}`,
         [fence.taskId, fence.attempt, message],
       );
       if (rows.length === 0) return null;
-      const { batch_id: batchId, account_id: accountId } = rows[0];
+      const { batch_id: batchId, ended_account_id: accountId } = rows[0];
       const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1`, [batchId]);
       const refunded = await this.refundOnce(m, { accountId, batchId, taskId: fence.taskId, amount: batch.unit_cost });
       const tally = await this.tally(m, batchId, { succeeded: 0, failed: 1, refunded, previewUrl: null });
+      await this.recordOutcomes(m, [batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [batchId] : [] });
       return { ...tally, refunded };
     });
   }
@@ -346,8 +368,20 @@ export class TaskStateStore {
           WHERE id = $1`,
         [batchId, c.succeeded, c.failed, refunded, status],
       );
+      await this.recordOutcomes(m, [batchId], { ended: [], finishedBatchIds: [batchId] });
       return status;
     });
+  }
+
+  /**
+   * Outcomes of a write made in `m` (a failure, a recount, and any later writer such as a
+   * cancel that finishes batches): into the outbox, in the same transaction, when anyone
+   * listens.
+   */
+  async recordOutcomes(m: EntityManager, batchIds: readonly string[], outcomes: Parameters<TaskOutcomeHook['record']>[1]): Promise<void> {
+    if (!this.outcomes || (outcomes.ended.length === 0 && outcomes.finishedBatchIds.length === 0)) return;
+    if (!(await this.outcomes.listening(m, batchIds))) return;
+    await this.outcomes.record(m, outcomes);
   }
 
   private async refundOnce(m: EntityManager, refund: RefundTask): Promise<number> {
@@ -378,6 +412,35 @@ export class TaskStateStore {
     ]);
     return { status: row.status, finished: row.finished_at !== null, previewUrl: row.preview_url };
   }
+}
+
+/** A row of a statement that ended tasks: their id and batch, and ENDED_TASK_COLUMNS. */
+interface EndedRow {
+  id: string;
+  batch_id: string;
+  ended_account_id: string;
+  ended_seq: number;
+  ended_prompt: string;
+  ended_status: TaskView['status'];
+  ended_progress: number;
+  ended_result_url: string | null;
+  ended_error: string | null;
+}
+
+function endedTaskOf(row: EndedRow): EndedTask {
+  return {
+    accountId: row.ended_account_id,
+    task: {
+      id: row.id,
+      batchId: row.batch_id,
+      seq: row.ended_seq,
+      prompt: row.ended_prompt,
+      status: row.ended_status,
+      progress: row.ended_progress,
+      resultUrl: row.ended_result_url,
+      error: row.ended_error,
+    },
+  };
 }
 
 /** PostgreSQL picked the statement as a deadlock's victim (and rolled it back). */

@@ -38,7 +38,8 @@ export class ApiKeyGuard extends AuthGuard('api-key') {
       'Too many requests; retry after the Retry-After delay',
     );
 
-    const scope = this.reflector.get<Scope | undefined>(REQUIRED_SCOPE, context.getHandler());
+    // A scope set on the controller class applies to each of its routes (a route's own wins).
+    const scope = this.reflector.getAllAndOverride<Scope | undefined>(REQUIRED_SCOPE, [context.getHandler(), context.getClass()]);
     if (scope && !key.scopes.includes(scope)) {
       throw new KilnError(ErrorCode.InsufficientScope, `This key lacks the ${scope} scope`, { required: scope });
     }

@@ -10,6 +10,7 @@ import { DashboardBatchesController } from './dashboard-batches.controller';
 import { DashboardKeysController } from './dashboard-keys.controller';
 import { DashboardLedgerController } from './dashboard-ledger.controller';
 import { DashboardUsageController } from './dashboard-usage.controller';
+import { DashboardWebhooksController } from './dashboard-webhooks.controller';
 import { DASHBOARD_AUTH_LIMITS, DEFAULT_DASHBOARD_AUTH_LIMITS, LoginThrottle } from './login-throttle.service';
 import { SessionGuard } from './session.guard';
 
@@ -23,6 +24,7 @@ import { SessionGuard } from './session.guard';
     DashboardUsageController,
     DashboardLedgerController,
     DashboardBatchesController,
+    DashboardWebhooksController,
   ],
   providers: [
     SessionGuard,

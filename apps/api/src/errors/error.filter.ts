@@ -24,6 +24,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.BatchLimitExceeded]: HttpStatus.FORBIDDEN,
   [ErrorCode.ConcurrentLimitExceeded]: HttpStatus.FORBIDDEN,
   [ErrorCode.KeyLimitExceeded]: HttpStatus.FORBIDDEN,
+  [ErrorCode.EndpointLimitExceeded]: HttpStatus.FORBIDDEN,
   [ErrorCode.EmailTaken]: HttpStatus.CONFLICT,
   [ErrorCode.RateLimited]: HttpStatus.TOO_MANY_REQUESTS,
   [ErrorCode.NotFound]: HttpStatus.NOT_FOUND,

@@ -7,6 +7,8 @@ import { PlanEntity } from './plan.entity';
 import { SessionEntity } from './session.entity';
 import { TaskEntity } from './task.entity';
 import { UploadEntity } from './upload.entity';
+import { WebhookDeliveryEntity } from './webhook-delivery.entity';
+import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 
 export * from './account.entity';
 export * from './api-key.entity';
@@ -17,6 +19,8 @@ export * from './plan.entity';
 export * from './session.entity';
 export * from './task.entity';
 export * from './upload.entity';
+export * from './webhook-delivery.entity';
+export * from './webhook-endpoint.entity';
 
 export const ALL_ENTITIES = [
   PlanEntity,
@@ -28,4 +32,6 @@ export const ALL_ENTITIES = [
   BatchEntity,
   TaskEntity,
   UploadEntity,
+  WebhookEndpointEntity,
+  WebhookDeliveryEntity,
 ];

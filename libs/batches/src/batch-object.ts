@@ -1,0 +1,55 @@
+import type { TaskCounts } from '@app/tasks';
+import type { BatchView } from './batch-view';
+
+/**
+ * The Batch object as clients see it, for code outside the api that shows it (webhook
+ * events). The api's BatchDto.from builds the same shape; a spec beside it asserts the two
+ * agree.
+ */
+export interface BatchObject {
+  id: string;
+  createdAt: number;
+  prompts: string[];
+  model: string;
+  aspectRatio: string;
+  resolution: string;
+  quality: string;
+  background: string | null;
+  countPerCombo: number;
+  refMode: string;
+  refImages: string[];
+  total: number;
+  note: string | null;
+  counts: TaskCounts;
+  previewUrl: string | null;
+  createdViaApi: boolean;
+  status: string;
+  done: boolean;
+  creditsCharged: number;
+  creditsRefunded: number;
+}
+
+export function batchObject(b: BatchView): BatchObject {
+  return {
+    id: b.id,
+    createdAt: b.createdAt.getTime(),
+    prompts: b.prompts,
+    model: b.model,
+    aspectRatio: b.aspectRatio,
+    resolution: b.resolution,
+    quality: b.quality,
+    background: b.background,
+    countPerCombo: b.countPerCombo,
+    refMode: b.refMode,
+    refImages: b.refImages,
+    total: b.total,
+    note: b.note,
+    counts: { pending: b.counts.pending, running: b.counts.running, succeeded: b.counts.succeeded, failed: b.counts.failed },
+    previewUrl: b.previewUrl,
+    createdViaApi: b.createdViaApi,
+    status: b.status,
+    done: b.done,
+    creditsCharged: b.creditsCharged,
+    creditsRefunded: b.creditsRefunded,
+  };
+}

@@ -1,0 +1,78 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager, In } from 'typeorm';
+import { batchObject, toBatchView } from '@app/batches';
+import { BatchEntity } from '@app/database';
+import { TaskOutcomeHook, TaskOutcomes, taskObject } from '@app/tasks';
+import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
+
+/**
+ * One delivery row per event and subscribed, enabled endpoint of the event's account, in one
+ * statement for any number of events. The join decides who gets what at the moment of the
+ * write; an endpoint deleted meanwhile simply gets nothing.
+ */
+const INSERT_DELIVERIES_SQL = `
+INSERT INTO webhook_deliveries (event_id, endpoint_id, account_id, type, body, next_attempt_at)
+SELECT ev.id, e.id, e.account_id, ev.type, ev.body, now()
+  FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[]) AS ev(id, account_id, type, body)
+  JOIN webhook_endpoints e ON e.account_id = ev.account_id AND e.disabled_at IS NULL AND ev.type = ANY(e.events)`;
+
+/**
+ * The outbox: events are written in the transaction of the change they report, so a change
+ * that commits has its deliveries and one that rolls back has none. The generator's sender
+ * (WebhookSender) takes them from there. Registered as the tasks lib's TaskOutcomeHook.
+ */
+@Injectable()
+export class WebhookOutbox implements TaskOutcomeHook {
+  async listening(m: Pick<EntityManager, 'query'>, batchIds: readonly string[]): Promise<boolean> {
+    if (batchIds.length === 0) return false;
+    const [row] = await m.query(
+      `SELECT EXISTS (
+         SELECT 1 FROM batches b JOIN webhook_endpoints e ON e.account_id = b.account_id AND e.disabled_at IS NULL
+          WHERE b.id = ANY($1::uuid[])) AS listening`,
+      [batchIds],
+    );
+    return row.listening === true;
+  }
+
+  async record(m: EntityManager, outcomes: TaskOutcomes): Promise<void> {
+    const accountIds = new Set(outcomes.ended.map((e) => e.accountId));
+    const batches = outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
+    for (const b of batches) accountIds.add(b.accountId);
+    const wanted = await this.subscriptions(m, [...accountIds]);
+    const wants = (accountId: string, type: WebhookEventType) => wanted.get(accountId)?.has(type) ?? false;
+
+    const events: OutboxEvent[] = [];
+    for (const { accountId, task } of outcomes.ended) {
+      const type = task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
+      if (type && wants(accountId, type)) events.push(newEvent(accountId, type, taskObject(task)));
+    }
+    for (const b of batches) {
+      if (!wants(b.accountId, 'batch.completed')) continue;
+      // The write that finished the batch has just set its counts: nothing is waiting or running.
+      const counts = { pending: Math.max(0, b.total - b.succeededCount - b.failedCount), running: 0, succeeded: b.succeededCount, failed: b.failedCount };
+      events.push(newEvent(b.accountId, 'batch.completed', batchObject(toBatchView(b, counts))));
+    }
+    await this.insert(m, events);
+  }
+
+  /** Writes events (in the caller's transaction); one delivery per subscribed endpoint. */
+  async insert(m: Pick<EntityManager, 'query'>, events: readonly OutboxEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    await m.query(INSERT_DELIVERIES_SQL, [events.map((e) => e.id), events.map((e) => e.accountId), events.map((e) => e.type), events.map((e) => e.body)]);
+  }
+
+  /** Event types each account's enabled endpoints subscribe to. */
+  private async subscriptions(m: EntityManager, accountIds: string[]): Promise<Map<string, Set<string>>> {
+    const rows: { account_id: string; events: string[] }[] = await m.query(
+      `SELECT account_id, events FROM webhook_endpoints WHERE account_id = ANY($1::uuid[]) AND disabled_at IS NULL`,
+      [accountIds],
+    );
+    const wanted = new Map<string, Set<string>>();
+    for (const r of rows) {
+      const set = wanted.get(r.account_id) ?? new Set<string>();
+      for (const e of r.events) set.add(e);
+      wanted.set(r.account_id, set);
+    }
+    return wanted;
+  }
+}

@@ -1,0 +1,255 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { queryRows } from '@app/database';
+import { egressRequest, isEgressError } from '@app/egress';
+import { SecretBox, signatureHeader } from './webhook-secret';
+
+/** Deliveries one generator takes per round (and sends at once). */
+const ROUND_SIZE = 50;
+/** The answer's body is not used; a longer one is cut off (and the attempt fails). */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+/** At most one warning per this long while PostgreSQL keeps failing. */
+const WARN_EVERY_MS = 30_000;
+
+/**
+ * Takes due deliveries for one attempt each: locked with SKIP LOCKED so generators never take
+ * the same row, and leased by moving next_attempt_at past the attempt's end. A generator that
+ * dies mid-attempt leaves the row due again once the lease ends, with the same event id:
+ * at least once, delayed by the lease and never lost. $1 how many, $2 the lease in ms.
+ */
+const CLAIM_SQL = `
+WITH due AS (
+  SELECT id FROM webhook_deliveries
+   WHERE status = 'pending' AND next_attempt_at <= now()
+   ORDER BY next_attempt_at
+   LIMIT $1
+   FOR UPDATE SKIP LOCKED
+), claimed AS (
+  UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
+    FROM due WHERE d.id = due.id
+  RETURNING d.id, d.event_id, d.endpoint_id, d.body, d.attempts
+)
+SELECT c.*, e.id AS found, e.url, e.secret_enc, e.previous_secret_enc,
+       (e.previous_secret_expires_at > now()) AS previous_signs, e.disabled_at
+  FROM claimed c LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id`;
+
+interface Claimed {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  body: string;
+  attempts: number;
+  found: string | null;
+  url: string;
+  secret_enc: string;
+  previous_secret_enc: string | null;
+  previous_signs: boolean | null;
+  disabled_at: Date | null;
+}
+
+type Outcome = { delivered: true; statusCode: number } | { delivered: false; statusCode: number | null; error: string };
+
+/** A round's successes, fenced each on its attempt. $1 ids, $2 attempts, $3 status codes. */
+const DELIVERED_GROUP_SQL = `
+UPDATE webhook_deliveries d SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
+       last_status_code = i.code, last_error = NULL
+  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempts, code)
+ WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'`;
+
+/** Every write after the claim is fenced on the attempt, so a late answer of a lost lease changes nothing. */
+const FENCE = `id = $1 AND attempts = $2 AND status = 'pending'`;
+
+/**
+ * The generator's webhook sender: due deliveries from the outbox, signed per Standard
+ * Webhooks, POSTed through the egress module (the address checked again at every attempt and
+ * connected to as checked, no redirects, WEBHOOK_TIMEOUT_MS), then delivered, retried after
+ * WEBHOOK_RETRY_DELAYS_MS or failed; a 410 disables the endpoint.
+ */
+@Injectable()
+export class WebhookSender {
+  private readonly logger = new Logger(WebhookSender.name);
+  private stopped = true;
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<number> | null = null;
+  private lastWarning = 0;
+
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+    private readonly box: SecretBox,
+  ) {}
+
+  async start(): Promise<void> {
+    if (!this.stopped) return;
+    if (!this.box.ready) {
+      this.logger.warn('WEBHOOK_SECRET_KEY is not set: webhook deliveries are not sent (they wait in the outbox)');
+      return;
+    }
+    if (this.config.webhooks.allowPrivate) this.logger.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may reach http and private addresses');
+    this.stopped = false;
+    await this.resealSecrets().catch((err) => this.logger.warn(`Could not re-encrypt webhook secrets: ${(err as Error).message}`));
+    this.tick();
+  }
+
+  /** Stops taking deliveries and waits for the round in flight (bounded by the attempt timeout). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.current;
+  }
+
+  /** One round: takes up to ROUND_SIZE due deliveries and makes one attempt at each. Resolves with how many. */
+  deliverDue(): Promise<number> {
+    this.current ??= this.round().finally(() => {
+      this.current = null;
+    });
+    return this.current;
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    void this.deliverDue()
+      .catch((err) => {
+        if (Date.now() - this.lastWarning >= WARN_EVERY_MS) {
+          this.lastWarning = Date.now();
+          this.logger.warn(`Could not take webhook deliveries: ${(err as Error).message}`);
+        }
+        return 0;
+      })
+      .then((taken) => {
+        // A full round means more are probably due: go again at once.
+        if (!this.stopped) this.timer = setTimeout(() => this.tick(), taken >= ROUND_SIZE ? 0 : this.config.webhooks.pollIntervalMs);
+      });
+  }
+
+  private async round(): Promise<number> {
+    const lease = 2 * this.config.webhooks.timeoutMs + 5000;
+    const claimed = await queryRows<Claimed>(this.db, CLAIM_SQL, [ROUND_SIZE, lease]);
+    const delivered: { c: Claimed; statusCode: number }[] = [];
+    await Promise.all(
+      claimed.map(async (c) => {
+        const outcome = await this.attempt(c);
+        if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
+      }),
+    );
+    // Successes, the common case, are recorded together: one statement per round, not per delivery.
+    if (delivered.length > 0) {
+      await this.db.query(DELIVERED_GROUP_SQL, [delivered.map((d) => d.c.id), delivered.map((d) => d.c.attempts), delivered.map((d) => d.statusCode)]);
+    }
+    return claimed.length;
+  }
+
+  /** One attempt; returns a success for the round to record, having recorded anything else itself. */
+  private async attempt(c: Claimed): Promise<Outcome | null> {
+    try {
+      if (!c.found) {
+        // The endpoint was deleted while this event was being written: nobody to send it to.
+        await this.db.query(`DELETE FROM webhook_deliveries WHERE id = $1`, [c.id]);
+        return null;
+      }
+      if (c.disabled_at) {
+        await this.db.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = $3 WHERE ${FENCE}`, [
+          c.id,
+          c.attempts,
+          'The endpoint is disabled',
+        ]);
+        return null;
+      }
+      const outcome = await this.send(c);
+      if (outcome.delivered) return outcome;
+      await this.recordFailure(c, outcome);
+      return null;
+    } catch (err) {
+      // The lease runs out and another round retries it.
+      this.logger.warn(`Webhook delivery ${c.id} attempt ${c.attempts}: ${(err as Error).message}`);
+      return null;
+    }
+  }
+
+  private async send(c: Claimed): Promise<Outcome> {
+    const secrets = [this.box.open(c.secret_enc, c.endpoint_id)];
+    if (c.previous_secret_enc && c.previous_signs) secrets.push(this.box.open(c.previous_secret_enc, c.endpoint_id));
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      const res = await egressRequest(c.url, {
+        policy: { allowPrivate: this.config.webhooks.allowPrivate },
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'Kiln-Webhooks/1',
+          'webhook-id': c.event_id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signatureHeader(secrets, c.event_id, timestamp, c.body),
+        },
+        body: Buffer.from(c.body, 'utf8'),
+        maxBytes: MAX_ANSWER_BYTES,
+        timeoutMs: this.config.webhooks.timeoutMs,
+      });
+      if (res.status >= 200 && res.status < 300) return { delivered: true, statusCode: res.status };
+      return { delivered: false, statusCode: res.status, error: `HTTP ${res.status}` };
+    } catch (err) {
+      if (!isEgressError(err)) throw err;
+      return { delivered: false, statusCode: null, error: `${err.reason}: ${err.message}` };
+    }
+  }
+
+  private async recordFailure(c: Claimed, outcome: Extract<Outcome, { delivered: false }>): Promise<void> {
+    if (outcome.statusCode === 410) {
+      await this.disable(c);
+      return;
+    }
+    const delays = this.config.webhooks.retryDelaysMs;
+    const delay = c.attempts <= delays.length ? delays[c.attempts - 1] : null;
+    await this.db.query(
+      `UPDATE webhook_deliveries
+          SET status = CASE WHEN $5::int IS NULL THEN 'failed' ELSE 'pending' END,
+              next_attempt_at = CASE WHEN $5::int IS NULL THEN NULL ELSE now() + $5::int * interval '1 millisecond' END,
+              last_status_code = $3, last_error = $4
+        WHERE ${FENCE}`,
+      [c.id, c.attempts, outcome.statusCode, outcome.error.slice(0, 500), delay],
+    );
+  }
+
+  /** 410 Gone: the endpoint is disabled, and nothing more is sent to it. */
+  private async disable(c: Claimed): Promise<void> {
+    await this.db.transaction(async (m) => {
+      await m.query(`UPDATE webhook_endpoints SET disabled_at = COALESCE(disabled_at, now()) WHERE id = $1`, [c.endpoint_id]);
+      await m.query(
+        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_status_code = 410, last_error = 'HTTP 410: endpoint disabled'
+          WHERE ${FENCE}`,
+        [c.id, c.attempts],
+      );
+      await m.query(
+        `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = 'The endpoint is disabled'
+          WHERE endpoint_id = $1 AND status = 'pending' AND id <> $2`,
+        [c.endpoint_id, c.id],
+      );
+    });
+    this.logger.log(`Webhook endpoint ${c.endpoint_id} answered 410 Gone: disabled`);
+  }
+
+  /**
+   * Secrets sealed under a previous WEBHOOK_SECRET_KEY are sealed again under the current one,
+   * so the previous key can be dropped once a generator has started with both.
+   */
+  private async resealSecrets(): Promise<void> {
+    const rows: { id: string; secret_enc: string; previous_secret_enc: string | null }[] = await this.db.query(
+      `SELECT id, secret_enc, previous_secret_enc FROM webhook_endpoints`,
+    );
+    let resealed = 0;
+    for (const r of rows) {
+      const stale = !this.box.isCurrent(r.secret_enc) || (r.previous_secret_enc !== null && !this.box.isCurrent(r.previous_secret_enc));
+      if (!stale) continue;
+      const secret = this.box.seal(this.box.open(r.secret_enc, r.id), r.id);
+      const previous = r.previous_secret_enc ? this.box.seal(this.box.open(r.previous_secret_enc, r.id), r.id) : null;
+      await this.db.query(
+        `UPDATE webhook_endpoints SET secret_enc = $2, previous_secret_enc = $3 WHERE id = $1 AND secret_enc = $4`,
+        [r.id, secret, previous, r.secret_enc],
+      );
+      resealed++;
+    }
+    if (resealed > 0) this.logger.log(`Re-encrypted ${resealed} webhook secret(s) under the current WEBHOOK_SECRET_KEY`);
+  }
+}
