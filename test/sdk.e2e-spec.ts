@@ -1,8 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
+import { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { BatchDetail, Kiln, KilnApiError } from '@app/sdk';
-import { batchCount, routeModel, solidPng, TestAccount } from '@app/testing';
+import { buildConfig } from '@app/config';
+import { batchCount, routeModel, solidPng, TestAccount, waitFor } from '@app/testing';
 import { DroppingProxy, LiveKiln, startLiveKiln } from './helpers/live-kiln';
 
 jest.setTimeout(90_000);
@@ -40,7 +44,9 @@ describe('SDK against a live Kiln', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-sdk-'));
 
   beforeAll(async () => {
-    kiln = await startLiveKiln('sdk');
+    const base = buildConfig(process.env);
+    // Webhooks to a receiver on 127.0.0.1 (allowed for tests only), signed with a key of the run's own.
+    kiln = await startLiveKiln('sdk', { webhooks: { ...base.webhooks, secretKey: randomBytes(32), allowPrivate: true, pollIntervalMs: 100 } });
     // Slow enough that a wait sees the batch move, fast enough for the suite.
     restoreRoute = await routeModel(kiln.api, MODEL, { type: 'simulated', latencyMs: { min: 150, max: 300 } });
   });
@@ -208,5 +214,43 @@ describe('SDK against a live Kiln', () => {
     const zip = Buffer.concat(chunks);
     expect(zip.subarray(0, 2).toString()).toBe('PK');
     expect(zip.toString('latin1')).toContain('images/0001-a-red-fox.png');
+  });
+
+  it('webhooks: create, list, test ping verified with Kiln.verifyWebhook, deliveries, rotate, delete', async () => {
+    const a = await kiln.api.account({ plan: 'scale', credits: 10 });
+    const sdk = clientFor(a);
+    const received: { body: string; headers: http.IncomingHttpHeaders }[] = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (d) => (body += d)).on('end', () => {
+        received.push({ body, headers: req.headers });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const { endpoint, secret } = await sdk.webhooks.create({ url, events: ['batch.completed'], description: 'sdk test' });
+      expect(secret).toMatch(/^whsec_/);
+      expect((await sdk.webhooks.list()).map((e) => e.id)).toEqual([endpoint.id]);
+      const ping = await sdk.webhooks.test(endpoint.id);
+      expect(ping.type).toBe('ping');
+      await waitFor('the ping to arrive', async () => received.length > 0, 20_000);
+      const event = Kiln.verifyWebhook(received[0].body, received[0].headers as Record<string, string>, secret);
+      expect(event).toMatchObject({ id: ping.id, type: 'ping' });
+      expect(() => Kiln.verifyWebhook(received[0].body, received[0].headers as Record<string, string>, `whsec_${randomBytes(32).toString('base64')}`)).toThrow();
+      const delivered = await waitFor('the delivery to be recorded', async () => {
+        const all = [];
+        for await (const d of sdk.webhooks.deliveries(endpoint.id, { pageSize: 1 })) all.push(d);
+        return all.length === 1 && all[0].status === 'delivered' ? all : null;
+      }, 20_000);
+      expect(delivered[0].id).toBe(ping.id);
+      const rotated = await sdk.webhooks.rotateSecret(endpoint.id);
+      expect(rotated.secret).not.toBe(secret);
+      await sdk.webhooks.delete(endpoint.id);
+      expect(await sdk.webhooks.list()).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    }
   });
 });

@@ -30,39 +30,12 @@ export interface Estimate {
   refusal: ErrorBody | null;
 }
 
-export type WebhookEventType = 'batch.completed' | 'task.succeeded' | 'task.failed' | 'ping';
-
-export interface WebhookEndpoint {
-  id: string;
-  url: string;
-  events: WebhookEventType[];
-  description: string | null;
-  createdAt: number;
-  disabledAt: number | null;
-}
-
-export interface CreateWebhookRequest {
-  url: string;
-  events?: WebhookEventType[];
-  description?: string;
-}
-
-export interface CreatedWebhook {
-  endpoint: WebhookEndpoint;
-  /** `whsec_...`: shown only once. */
-  secret: string;
-}
-
-export interface WebhookDelivery {
-  id: string;
-  type: WebhookEventType;
-  attempts: number;
-  status: 'pending' | 'delivered' | 'failed';
-  lastStatusCode: number | null;
-  lastError: string | null;
-  nextAttemptAt: number | null;
-  deliveredAt: number | null;
-}
+export type WebhookEndpoint = Schemas['WebhookEndpointDto'];
+export type WebhookEventType = WebhookEndpoint['events'][number];
+export type CreateWebhookRequest = Schemas['CreateWebhookRequestDto'];
+/** `secret` (`whsec_...`) is shown only once. */
+export type CreatedWebhook = Schemas['CreatedWebhookResponseDto'];
+export type WebhookDelivery = Schemas['WebhookDeliveryDto'];
 
 /** A delivery's body, as `Kiln.verifyWebhook` returns it once the signature checks out. */
 export interface WebhookEvent<T = unknown> {

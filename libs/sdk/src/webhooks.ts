@@ -70,9 +70,9 @@ export class WebhooksResource {
     return (await this.http.json<{ secret: string }>('POST', `/v1/webhooks/${encodeURIComponent(id)}/rotate-secret`)).body;
   }
 
-  /** Sends a `ping` event to the endpoint. */
-  async test(id: string): Promise<void> {
-    await this.http.json('POST', `/v1/webhooks/${encodeURIComponent(id)}/test`);
+  /** Sends a `ping` event to the endpoint; answers its delivery (follow it with `deliveries`). */
+  async test(id: string): Promise<WebhookDelivery> {
+    return (await this.http.json<{ delivery: WebhookDelivery }>('POST', `/v1/webhooks/${encodeURIComponent(id)}/test`)).body.delivery;
   }
 
   /** Every delivery to the endpoint, newest first, across all pages. */
