@@ -344,7 +344,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Create an account (free plan, zero balance) and sign in */
-        post: operations["dashboardSignup"];
+        post: operations["createDashboardAccount"];
         delete?: never;
         options?: never;
         head?: never;
@@ -361,7 +361,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Sign in with email and password */
-        post: operations["dashboardLogin"];
+        post: operations["createDashboardSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -378,7 +378,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** End this session; its token is refused from the next request on */
-        post: operations["dashboardLogout"];
+        post: operations["deleteDashboardSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -5146,7 +5146,7 @@ export interface operations {
             };
         };
     };
-    dashboardSignup: {
+    createDashboardAccount: {
         parameters: {
             query?: never;
             header?: {
@@ -5263,7 +5263,7 @@ export interface operations {
             };
         };
     };
-    dashboardLogin: {
+    createDashboardSession: {
         parameters: {
             query?: never;
             header?: {
@@ -5399,7 +5399,7 @@ export interface operations {
             };
         };
     };
-    dashboardLogout: {
+    deleteDashboardSession: {
         parameters: {
             query?: never;
             header?: {
