@@ -83,6 +83,14 @@ describe('OpenAPI document and the /docs reference', () => {
     expect(Object.keys(answer).sort()).toEqual(Object.keys(doc.components.schemas.CreatedBatchResponseDto.properties).sort());
   });
 
+  it('error examples carry the code their answer is documented with', () => {
+    const create = doc.paths['/v1/batches'].post.responses;
+    expect(create['402'].content['application/json'].example.error.code).toBe('insufficient_credits');
+    expect(create['429'].content['application/json'].example.error.code).toBe('rate_limited');
+    expect(create['503'].content['application/json'].example.error.code).toBe('service_unavailable');
+    expect(doc.paths['/v1/batches/{id}'].get.responses['404'].content['application/json'].example.error.code).toBe('not_found');
+  });
+
   it('marks required and optional fields as the server treats them', () => {
     const create = doc.components.schemas.CreateBatchRequestDto;
     expect(create.required.sort()).toEqual(['model', 'prompts']);

@@ -61,9 +61,28 @@ function addTo(document: OpenAPIObject, content: Record<string, MediaTypeObject>
   json.example = sampleOf(document, json.schema);
 }
 
+const ERROR_SCHEMA = '#/components/schemas/ErrorResponseDto';
+
+/**
+ * An error answer's example names the code its description leads with (`insufficient_credits,
+ * daily_credit_cap_exceeded` -> insufficient_credits), not the first code of the whole table.
+ */
+function errorExample(document: OpenAPIObject, response: ResponseObject): unknown {
+  const codes = (document.components?.schemas?.ErrorObjectDto as SchemaObject | undefined)?.properties?.code as SchemaObject | undefined;
+  const known = new Set<string>((codes?.enum as string[] | undefined) ?? []);
+  const code = (response.description.match(/[a-z]+(?:_[a-z]+)+|[a-z]+/g) ?? []).find((word) => known.has(word));
+  return code ? { error: { code, message: response.description } } : undefined;
+}
+
 export function addExamples(document: OpenAPIObject): void {
   for (const { operation } of operationsOf(document)) {
     addTo(document, (operation.requestBody as RequestBodyObject | undefined)?.content);
-    for (const response of Object.values(operation.responses) as ResponseObject[]) addTo(document, response.content);
+    for (const response of Object.values(operation.responses) as ResponseObject[]) {
+      const json = response.content?.['application/json'];
+      if (json && json.example === undefined && (json.schema as ReferenceObject | undefined)?.$ref === ERROR_SCHEMA) {
+        json.example = errorExample(document, response);
+      }
+      addTo(document, response.content);
+    }
   }
 }
