@@ -396,8 +396,10 @@ describe('Batches: creation, validation and detail', () => {
       expect(tasks).toHaveLength(4);
       expect(tasks.map((x: any) => x.prompt)).toEqual(['first', 'first', 'second', 'second']);
       for (const task of tasks) {
-        expect(Object.keys(task).sort()).toEqual(['batchId', 'error', 'id', 'progress', 'prompt', 'resultUrls', 'status']);
-        expect(task).toMatchObject({ batchId: created.body.id, status: 'queued', progress: 0, resultUrls: [], error: null });
+        expect(Object.keys(task).sort()).toEqual([
+          'batchId', 'copy', 'error', 'errorCode', 'height', 'id', 'index', 'progress', 'prompt', 'promptIndex', 'refImage', 'resultUrls', 'status', 'width',
+        ]);
+        expect(task).toMatchObject({ batchId: created.body.id, status: 'queued', progress: 0, resultUrls: [], error: null, errorCode: null, width: null, height: null });
       }
     });
 

@@ -257,6 +257,7 @@ describe('generator: the openai provider against a local upstream', () => {
       const file = await download(api, t.resultUrls[0]);
       expect(file.body.equals(upstream.returned.get(t.prompt)!)).toBe(true);
       expect(await sharp(file.body).metadata()).toMatchObject({ width: 1360, height: 768, format: 'png' });
+      expect(t).toMatchObject({ width: 1360, height: 768, errorCode: null });
     }
   });
 
@@ -304,7 +305,10 @@ describe('generator: the openai provider against a local upstream', () => {
     expect(tasks[0]).toMatchObject({
       status: 'failed',
       error: 'Upstream error (500): The server had an error (gave up after 3 attempts)',
+      errorCode: 'upstream_unavailable',
       resultUrls: [],
+      width: null,
+      height: null,
     });
     expect(upstream.requestsFor('Broken [500]')).toHaveLength(3);
     expect(batch).toMatchObject({ status: 'failed', creditsCharged: 5, creditsRefunded: 5 });
@@ -317,7 +321,12 @@ describe('generator: the openai provider against a local upstream', () => {
     const id = await batchVia('alpha-image-2-5', route({ timeoutMs: 300 }), { prompts: ['Never answers [hang]'] });
     await waitForBatchDone(api, id);
     const [task] = await taskRows(api, id);
-    expect(task).toMatchObject({ status: 'failed', attempts: 3, error: 'The image provider did not answer within 0.3 s (gave up after 3 attempts)' });
+    expect(task).toMatchObject({
+      status: 'failed',
+      attempts: 3,
+      error: 'The image provider did not answer within 0.3 s (gave up after 3 attempts)',
+      error_code: 'upstream_unavailable',
+    });
     expect(upstream.requestsFor('Never answers [hang]')).toHaveLength(3);
     expect(await refundRows(api, id)).toHaveLength(1);
   });
@@ -330,6 +339,7 @@ describe('generator: the openai provider against a local upstream', () => {
       status: 'failed',
       attempts: 1,
       error: 'Upstream refused the request (400): Your request was rejected by the safety system',
+      error_code: 'upstream_rejected',
     });
     expect(upstream.requestsFor('Refused [400]')).toHaveLength(1);
   });
@@ -342,6 +352,8 @@ describe('generator: the openai provider against a local upstream', () => {
     expect(upstream.requestsFor('No key [plain]')).toHaveLength(0);
     const [task] = await taskRows(api, missing);
     expect(task).toMatchObject({ status: 'failed', attempts: 1, error: 'The image provider is not configured: KILN_TEST_MISSING_API_KEY is not set' });
+    const { tasks } = await getBatch(api, a, missing);
+    expect(tasks[0]).toMatchObject({ status: 'failed', errorCode: 'provider_not_configured', width: null, height: null });
   });
 
   it('b64_json is used when the upstream sends both, and its URL is never fetched', async () => {

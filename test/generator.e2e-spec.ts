@@ -365,6 +365,8 @@ describe('generator: the real worker consuming the real queue', () => {
         batchId: c.batchId,
         resultUrl: `http://kiln.test/files/results/${c.id}/${attempt}.png`,
         resultKey: `results/${c.id}/${attempt}.png`,
+        width: 64,
+        height: 64,
         previewUrl: c.seq === 0 ? `http://kiln.test/files/previews/${c.batchId}.webp` : null,
       });
       const current = claims.slice(0, tasks.length).map((c) => (c!.id === takenOver.id ? takenOver : c!));
@@ -412,6 +414,8 @@ describe('generator: the real worker consuming the real queue', () => {
             batchId: c.batchId,
             resultUrl: `http://kiln.test/files/results/${c.id}/r.png`,
             resultKey: `results/${c.id}/r.png`,
+            width: 64,
+            height: 64,
             previewUrl: null,
           }),
         ),

@@ -5,10 +5,14 @@ import { WebhookReceiver } from './helpers/webhook-receiver';
 
 jest.setTimeout(120_000);
 
-/** An attempt's lease is 2 x WEBHOOK_TIMEOUT_MS + 5 s: 7 s here. */
+/**
+ * An attempt's lease is 2 x WEBHOOK_TIMEOUT_MS + 5 s: 11 s here. A round of 50 attempts must
+ * end within it or the other generator takes them again (at least once, as designed); on a
+ * heavily loaded machine 7 s was not always enough, and the pair test then saw duplicates.
+ */
 const CHILD_ENV = {
   WEBHOOK_ALLOW_PRIVATE: 'true',
-  WEBHOOK_TIMEOUT_MS: '1000',
+  WEBHOOK_TIMEOUT_MS: '3000',
   WEBHOOK_POLL_INTERVAL_MS: '20',
   WEBHOOK_RETRY_DELAYS_MS: '200,200,200',
 };

@@ -1,16 +1,20 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { sweepExpiredIdempotencyKeys } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { OrphanSweepService, RetentionService, TaskReconcilerService } from '@app/generation';
 
-/** Retention and orphan sweeps: soon after start (deploys may restart generators often), then hourly. */
+/** Retention, orphan and idempotency-key sweeps: soon after start (deploys may restart generators often), then hourly. */
 const RETENTION_FIRST_MS = 60_000;
 const RETENTION_EVERY_MS = 60 * 60_000;
 
 /**
  * The generator's periodic work: the reconciler every reconcileIntervalMs (its Redis lock
  * keeps it to one replica at a time; it is also what brings a crashed generator's tasks
- * back, within QUEUE_LOCK_DURATION_MS + RECONCILE_INTERVAL_MS), and the retention and
- * orphan sweeps (idempotent, so replicas may overlap). Each runs again only once its
+ * back, within QUEUE_LOCK_DURATION_MS + RECONCILE_INTERVAL_MS), and the retention, orphan
+ * and idempotency-key sweeps (idempotent, so replicas may overlap; a key past its 24 hours
+ * already counts as unused before it is swept). Each runs again only once its
  * previous run has ended; shutdown waits for all of them.
  */
 @Injectable()
@@ -24,6 +28,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     private readonly reconciler: TaskReconcilerService,
     private readonly retention: RetentionService,
     private readonly orphans: OrphanSweepService,
+    @InjectDataSource() private readonly db: DataSource,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
@@ -32,6 +37,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     this.every('Reconciler pass', reconcileMs, reconcileMs, () => this.reconciler.runExclusive());
     this.every('Retention sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.retention.sweep());
     this.every('Orphan sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.orphans.sweep());
+    this.every('Idempotency key sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => sweepExpiredIdempotencyKeys(this.db));
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -13,10 +13,19 @@ export interface BatchLimits {
  * them cannot both take its last concurrent slot. A disabled account is refused.
  */
 export async function lockAccountForBatch(m: EntityManager, accountId: string): Promise<BatchLimits> {
+  return batchLimitsOf(m, accountId, 'FOR UPDATE OF a');
+}
+
+/** The same limits and refusal as lockAccountForBatch, read without a lock (an estimate reserves nothing). */
+export async function readBatchLimits(m: Pick<EntityManager, 'query'>, accountId: string): Promise<BatchLimits> {
+  return batchLimitsOf(m, accountId, '');
+}
+
+async function batchLimitsOf(m: Pick<EntityManager, 'query'>, accountId: string, lock: 'FOR UPDATE OF a' | ''): Promise<BatchLimits> {
   const [row] = await m.query(
     `SELECT a.status, p.max_images_per_batch, p.max_concurrent_batches
        FROM accounts a JOIN plans p ON p.key = a.plan_key
-      WHERE a.id = $1 FOR UPDATE OF a`,
+      WHERE a.id = $1 ${lock}`,
     [accountId],
   );
   if (!row) throw notFound('Account');

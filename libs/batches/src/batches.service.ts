@@ -2,12 +2,12 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchLimits, countActiveBatches, lockAccountForBatch } from '@app/accounts';
-import { BillingService, nextUtcMidnight } from '@app/billing';
+import { BatchLimits, countActiveBatches, lockAccountForBatch, readBatchLimits } from '@app/accounts';
+import { BillingService, insufficientCredits, nextUtcMidnight } from '@app/billing';
 import { CatalogService, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
 import { Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
-import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
-import { lockKeyCreditCap } from '@app/keys';
+import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
+import { lockKeyCreditCap, readKeyCreditCap } from '@app/keys';
 import { pixelSize } from '@app/providers';
 import { addToCounts, countTasksByBatch, emptyCounts, insertTasks, NewTask, selectTaskViews, TaskDispatchService, TaskView } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -15,13 +15,30 @@ import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-r
 import { insertBatch, NewBatch, selectBatchFields, selectBatchPage } from './batch-rows';
 import { BatchView, toBatchView } from './batch-view';
 import { ContentPolicy } from './content-policy';
-import { fanOut, imageCount } from './fan-out';
+import { findRememberedCreation, IdempotentRequest, RememberedCreation, rememberCreation, replayOf, takeIdempotencyKey } from './idempotency';
+import { fanOut, imageCount, TaskPosition, taskPosition } from './fan-out';
 
 /** Who creates a batch: an API key, or the account holder in the dashboard (no key). */
 export type BatchActor = { accountId: string; apiKeyId: string | null; via: 'api' | 'dashboard' };
 
+/** A task as clients see it: its row and its place in the batch's fan-out. */
+export type BatchTask = TaskView & TaskPosition;
+
 /** A batch just created: its row as written. */
 export type CreatedBatch = NewBatch & { status: 'pending'; createdAt: Date };
+
+/** What a batch would cost and whether it would be created now (POST /v1/batches/estimate). */
+export interface BatchEstimate {
+  total: number;
+  creditCost: number;
+  creditsRequired: number;
+  balance: number;
+  /** The key's daily cap and today's use; null without a key or without a cap. */
+  dailyCap: { cap: number; used: number; remaining: number; resetsAt: number } | null;
+  wouldCreate: boolean;
+  /** What create would refuse with now (plan and money), as the error object's fields. */
+  refusal: { code: ErrorCode; message: string; details: ErrorDetails } | null;
+}
 
 @Injectable()
 export class BatchesService {
@@ -42,6 +59,68 @@ export class BatchesService {
    * changes nothing.
    */
   async create(actor: BatchActor, input: CreateBatchInput): Promise<CreatedBatch> {
+    const outcome = await this.createOrReplay(actor, input, null);
+    if ('replay' in outcome) throw new Error('A creation without an Idempotency-Key cannot be a replay');
+    return outcome;
+  }
+
+  /**
+   * create, made safe to retry by the client's `Idempotency-Key` (null: none sent). A key
+   * already used with the same request answers its remembered 201 again, changing nothing
+   * (`replayed`); with another request, idempotency_key_reused; while its first request still
+   * runs, idempotency_key_in_use. Only a success is remembered, in the transaction that
+   * creates the batch: a refused request leaves the key unused, to be retried once its cause
+   * is fixed.
+   */
+  async createOnce(
+    actor: BatchActor,
+    input: CreateBatchInput,
+    idempotency: IdempotentRequest | null,
+  ): Promise<{ created: RememberedCreation; replayed: boolean }> {
+    if (idempotency) {
+      // Most retries come after the first request ended: answered without checking anything
+      // again (the plan or the balance may refuse a second creation by now).
+      const remembered = await findRememberedCreation(this.db, actor.accountId, idempotency.key);
+      if (remembered) return { created: replayOf(remembered, idempotency), replayed: true };
+    }
+    const outcome = await this.createOrReplay(actor, input, idempotency);
+    if ('replay' in outcome) return { created: outcome.replay, replayed: true };
+    return { created: createdResponse(outcome), replayed: false };
+  }
+
+  /**
+   * Prices a request without creating it: checks 1-6 refuse exactly as create does, then what
+   * create would answer now for the plan and the money is reported, not thrown. Nothing is
+   * charged, written, locked or reserved.
+   */
+  async estimate(actor: BatchActor, input: CreateBatchInput): Promise<BatchEstimate> {
+    const { batch } = await this.checkRequest(actor, input);
+    const cost = batch.creditsCharged;
+    // One snapshot, so the figures agree with each other.
+    return this.db.transaction('REPEATABLE READ', async (m) => {
+      const limits = await readBatchLimits(m, actor.accountId);
+      const active = await countActiveBatches(m, actor.accountId);
+      const [{ balance }] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [actor.accountId]);
+      const cap = actor.apiKeyId ? await readKeyCreditCap(m, actor.apiKeyId) : null;
+      const used = cap === null ? 0 : await this.billing.creditsUsedToday(actor.apiKeyId as string, m);
+      const refusal =
+        planRefusal(batch.total, limits, active) ??
+        (Number(balance) < cost ? insufficientCredits(cost, Number(balance)) : null) ??
+        (cap === null ? null : dailyCapRefusal({ cap, used }, cost));
+      return {
+        total: batch.total,
+        creditCost: batch.unitCost,
+        creditsRequired: cost,
+        balance: Number(balance),
+        dailyCap: cap === null ? null : { cap, used, remaining: Math.max(0, cap - used), resetsAt: nextUtcMidnight() },
+        wouldCreate: refusal === null,
+        refusal: refusal ? { code: refusal.code, message: refusal.message, details: refusal.details ?? {} } : null,
+      };
+    });
+  }
+
+  /** Checks 2-6 of the validation order (shape, model, size and price, references, prompts): the batch they make. */
+  private async checkRequest(actor: BatchActor, input: CreateBatchInput): Promise<{ batch: NewBatch; refUploadIds: string[] }> {
     const req = normalizeBatchRequest(input);
     const model = await this.catalog.requireEnabled(req.model);
     const unitCost = priceOf(model, req);
@@ -49,28 +128,47 @@ export class BatchesService {
     this.checkPrompts(model, req.prompts);
     // Counted, not expanded: the tasks are made only once every check has passed, so a
     // refused request costs work bounded by its body, whatever total it asks for.
-    const batch = newBatch(actor, req, model, unitCost);
+    return { batch: newBatch(actor, req, model, unitCost), refUploadIds };
+  }
+
+  private async createOrReplay(
+    actor: BatchActor,
+    input: CreateBatchInput,
+    idempotency: IdempotentRequest | null,
+  ): Promise<CreatedBatch | { replay: RememberedCreation }> {
+    const { batch, refUploadIds } = await this.checkRequest(actor, input);
 
     // Asked of Redis while the transaction checks and charges (it never rejects); a refused
     // request never waits for it.
     const dispatching = this.dispatcher.dispatchCount(batch.total);
-    const { createdAt, tasks, dispatchCount } = await this.db.transaction(async (m) => {
+    const outcome = await this.db.transaction(async (m) => {
+      if (idempotency) {
+        // A request with the same key that committed since the first look is replayed.
+        const remembered = await takeIdempotencyKey(m, actor.accountId, idempotency.key);
+        if (remembered) return { replay: replayOf(remembered, idempotency) };
+      }
       const limits = await lockAccountForBatch(m, actor.accountId);
-      await checkPlanLimits(m, actor.accountId, batch.total, limits);
+      const planRefused = planRefusal(batch.total, limits, await countActiveBatches(m, actor.accountId));
+      if (planRefused) throw planRefused;
       const cap = actor.apiKeyId ? await this.lockDailyCap(m, actor.apiKeyId) : null;
       // insufficient_credits comes before the daily cap; a throw below rolls the charge back
       // with everything else.
       await this.billing.chargeBatch(m, { accountId: actor.accountId, batchId: batch.id, apiKeyId: actor.apiKeyId, amount: batch.creditsCharged });
-      if (cap) checkDailyCap(cap, batch.creditsCharged);
+      const capRefused = cap ? dailyCapRefusal(cap, batch.creditsCharged) : null;
+      if (capRefused) throw capRefused;
       const createdAt = await insertBatch(m, batch);
       const tasks = tasksOf(batch, refUploadIds);
       const dispatchCount = await dispatching;
       await insertTasks(m, batch, tasks, dispatchCount);
-      return { createdAt, tasks, dispatchCount };
+      const created: CreatedBatch = { ...batch, status: 'pending', createdAt };
+      if (idempotency) await rememberCreation(m, actor.accountId, idempotency, batch.id, createdResponse(created));
+      return { created, tasks, dispatchCount };
     });
+    if (outcome.replay) return { replay: outcome.replay };
 
+    const { created, tasks, dispatchCount } = outcome;
     await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
-    return { ...batch, status: 'pending', createdAt };
+    return created;
   }
 
   /** Newest first, keyset-paginated on (createdAt, id); counts for the page in one query. */
@@ -90,12 +188,12 @@ export class BatchesService {
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
-  async detail(accountId: string, batchId: string): Promise<{ batch: BatchView; tasks: TaskView[] }> {
+  async detail(accountId: string, batchId: string): Promise<{ batch: BatchView; tasks: BatchTask[] }> {
     const batch = isUuid(batchId) ? await selectBatchFields(this.db, accountId, batchId) : null;
     if (!batch) throw notFound('Batch');
     const tasks = await selectTaskViews(this.db, batchId);
     const counts = tasks.reduce((c, t) => addToCounts(c, t.status), emptyCounts());
-    return { batch: toBatchView(batch, counts), tasks };
+    return { batch: toBatchView(batch, counts), tasks: tasks.map((t) => ({ ...t, ...taskPosition(t.seq, batch) })) };
   }
 
   /** The key's cap (locked, so an edit cannot race the check) and today's use, or null without a cap. */
@@ -196,34 +294,41 @@ function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unit
   };
 }
 
-/** The plan's limits, checked under the account lock so two creations cannot both take the last slot. */
-async function checkPlanLimits(m: EntityManager, accountId: string, total: number, limits: BatchLimits): Promise<void> {
+/**
+ * The plan's refusal of a batch, if any. create asks under the account lock, so two creations
+ * cannot both take the last slot; an estimate asks without one.
+ */
+function planRefusal(total: number, limits: BatchLimits, active: number): KilnError | null {
   // MAX_IMAGES_PER_BATCH also holds against a plan row edited outside the admin API.
   const maxImages = Math.min(limits.maxImagesPerBatch, MAX_IMAGES_PER_BATCH);
   if (total > maxImages) {
-    throw new KilnError(ErrorCode.BatchLimitExceeded, `Your plan allows at most ${maxImages} images per batch`, {
+    return new KilnError(ErrorCode.BatchLimitExceeded, `Your plan allows at most ${maxImages} images per batch`, {
       total,
       max: maxImages,
     });
   }
-  const active = await countActiveBatches(m, accountId);
   if (active >= limits.maxConcurrentBatches) {
-    throw new KilnError(ErrorCode.ConcurrentLimitExceeded, 'Too many batches are still running; wait for one to finish', {
+    return new KilnError(ErrorCode.ConcurrentLimitExceeded, 'Too many batches are still running; wait for one to finish', {
       active,
       max: limits.maxConcurrentBatches,
     });
   }
+  return null;
 }
 
-function checkDailyCap(cap: { cap: number; used: number }, cost: number): void {
-  if (cap.used + cost > cap.cap) {
-    throw new KilnError(ErrorCode.DailyCreditCapExceeded, "This batch would exceed the key's daily credit cap", {
-      cap: cap.cap,
-      used: cap.used,
-      required: cost,
-      resetsAt: nextUtcMidnight(),
-    });
-  }
+function dailyCapRefusal(cap: { cap: number; used: number }, cost: number): KilnError | null {
+  if (cap.used + cost <= cap.cap) return null;
+  return new KilnError(ErrorCode.DailyCreditCapExceeded, "This batch would exceed the key's daily credit cap", {
+    cap: cap.cap,
+    used: cap.used,
+    required: cost,
+    resetsAt: nextUtcMidnight(),
+  });
+}
+
+/** The 201 body of a creation, as remembered for replays. */
+function createdResponse(b: CreatedBatch): RememberedCreation {
+  return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
 }
 
 /** The batch's tasks in fan-out order, each with its id and seed. */

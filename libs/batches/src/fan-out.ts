@@ -31,3 +31,6 @@ export function fanOut(promptCount: number, refUploadIds: string[], refMode: Ref
   }
   return tasks;
 }
+
+// A task's position is computed where the Task object is built (the tasks lib), from seq.
+export { TaskPosition, taskPosition } from '@app/tasks';

@@ -5,3 +5,5 @@ export * from './content-policy';
 export * from './fan-out';
 export * from './batches.service';
 export * from './batches.module';
+export * from './idempotency';
+export * from './batch-archive';

@@ -33,6 +33,11 @@ export function nextUtcMidnight(at: Date = new Date()): number {
  * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
  * one ledger row in the same transaction, so the balance always equals the ledger's sum.
  */
+/** The refusal of a batch that costs more than the balance (also what an estimate reports). */
+export function insufficientCredits(required: number, balance: number): KilnError {
+  return new KilnError(ErrorCode.InsufficientCredits, 'Your balance is lower than the cost of this batch', { required, balance });
+}
+
 @Injectable()
 export class BillingService {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
@@ -70,10 +75,7 @@ export class BillingService {
     );
     if (rows.length === 0) {
       const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [charge.accountId]);
-      throw new KilnError(ErrorCode.InsufficientCredits, 'Your balance is lower than the cost of this batch', {
-        required: charge.amount,
-        balance: Number(acc?.balance ?? 0),
-      });
+      throw insufficientCredits(charge.amount, Number(acc?.balance ?? 0));
     }
     const balance = Number(rows[0].balance);
     await this.insertLedger(m, {

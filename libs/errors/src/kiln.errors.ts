@@ -27,6 +27,10 @@ export enum ErrorCode {
   RateLimited = 'rate_limited',
   NotFound = 'not_found',
   InternalError = 'internal_error',
+  /** An Idempotency-Key already used (within 24 h) for another request. */
+  IdempotencyKeyReused = 'idempotency_key_reused',
+  /** An Idempotency-Key whose first request is still running; retry after Retry-After. */
+  IdempotencyKeyInUse = 'idempotency_key_in_use',
   /** A dependency (PostgreSQL, Redis) is unreachable; retry after Retry-After. */
   ServiceUnavailable = 'service_unavailable',
 }

@@ -56,6 +56,12 @@ export async function lockKeyCreditCap(m: EntityManager, apiKeyId: string): Prom
   return row?.credit_cap_per_day ?? null;
 }
 
+/** The key's daily cap without a lock (an estimate reserves nothing). */
+export async function readKeyCreditCap(m: Pick<EntityManager, 'query'>, apiKeyId: string): Promise<number | null> {
+  const [row] = await m.query(`SELECT credit_cap_per_day FROM api_keys WHERE id = $1`, [apiKeyId]);
+  return row?.credit_cap_per_day ?? null;
+}
+
 /** lastUsedAt is written at most this often per key, not on every request. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 

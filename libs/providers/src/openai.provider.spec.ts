@@ -385,7 +385,7 @@ describe('OpenAiProvider: upstream answers are untrusted', () => {
   it('refuses a loopback base URL unless private upstreams are allowed, without calling it', async () => {
     handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
     const err = await failure(provider({ allowPrivate: false }).render(request()));
-    expect(err).toMatchObject({ kind: 'upstream_error', retryable: false });
+    expect(err).toMatchObject({ kind: 'not_configured', retryable: false });
     expect(err.message).toBe('The image provider\'s address is refused: The host resolves to a non-public address (loopback)');
     expect(captured).toHaveLength(0);
   });

@@ -162,7 +162,7 @@ export class OpenAiProvider implements ImageProvider {
         return new ProviderError('invalid_response', `The image provider's answer is too large (${err.message})`);
       default:
         // forbidden_address, not_https, bad_url: the route's own address is refused.
-        return new ProviderError('upstream_error', `The image provider's address is refused: ${err.message}`, { retryable: false });
+        return new ProviderError('not_configured', `The image provider's address is refused: ${err.message}`);
     }
   }
 

@@ -45,7 +45,7 @@ describe('createProvider', () => {
     );
     const err = await provider.render(request).catch((e) => e);
     expect(err).toBeInstanceOf(ProviderError);
-    expect(err).toMatchObject({ retryable: false, message: 'The image provider is not configured: OPENAI_API_KEY is not set' });
+    expect(err).toMatchObject({ kind: 'not_configured', retryable: false, message: 'The image provider is not configured: OPENAI_API_KEY is not set' });
   });
 
   it('builds a simulated provider with the injected randomness', async () => {

@@ -58,8 +58,6 @@ class UnconfiguredProvider implements ImageProvider {
   constructor(private readonly envName: string) {}
 
   async render(): Promise<never> {
-    throw new ProviderError('upstream_error', `The image provider is not configured: ${this.envName} is not set`, {
-      retryable: false,
-    });
+    throw new ProviderError('not_configured', `The image provider is not configured: ${this.envName} is not set`);
   }
 }

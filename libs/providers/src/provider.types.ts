@@ -45,7 +45,8 @@ export interface ImageProvider {
   render(req: RenderRequest): Promise<RenderResult>;
 }
 
-export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'invalid_response';
+/** not_configured: the route lacks its key or usable settings (an operator must fix it; the request is not at fault). */
+export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'invalid_response' | 'not_configured';
 
 /** Whether a kind is worth retrying when the thrower does not say otherwise. */
 const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
@@ -54,6 +55,7 @@ const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
   timeout: true,
   bad_request: false,
   invalid_response: false,
+  not_configured: false,
 };
 
 export interface ProviderErrorOptions {

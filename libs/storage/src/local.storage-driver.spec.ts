@@ -24,6 +24,17 @@ describe('LocalStorageDriver', () => {
     await expect(driver.init()).resolves.toBeUndefined();
   });
 
+  it('streams an object, and refuses a missing one before any stream exists', async () => {
+    const key = newObjectKey('results', 'big.png');
+    const body = Buffer.alloc(300 * 1024, 5);
+    await driver.put(key, body, 'image/png');
+    const chunks: Buffer[] = [];
+    for await (const chunk of await driver.openRead(key)) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).equals(body)).toBe(true);
+    await expect(driver.openRead(newObjectKey('results', 'missing.png'))).rejects.toBeInstanceOf(StorageObjectNotFoundError);
+    await expect(driver.openRead('results')).rejects.toBeInstanceOf(StorageObjectNotFoundError);
+  });
+
   it('round-trips bytes under <dataDir>/files/<key>', async () => {
     const key = newObjectKey('uploads', 'photo.png');
     const body = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 255]);

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, Dir, mkdir, promises as fs, rename, writeFile } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import * as path from 'node:path';
 import { StorageObjectNotFoundError } from './storage.errors';
@@ -95,6 +97,23 @@ export class LocalStorageDriver extends StorageDriver {
       }
       throw error;
     }
+  }
+
+  async openRead(key: string): Promise<Readable> {
+    let handle: FileHandle;
+    try {
+      // Opened before the stream exists, so a missing file is an error here rather than a
+      // stream that fails on its first read.
+      handle = await fs.open(this.pathFor(key), 'r');
+    } catch (error) {
+      if (isNotFound(error)) throw new StorageObjectNotFoundError(key);
+      throw error;
+    }
+    if (!(await handle.stat()).isFile()) {
+      await handle.close();
+      throw new StorageObjectNotFoundError(key);
+    }
+    return handle.createReadStream();
   }
 
   async exists(key: string): Promise<boolean> {

@@ -74,8 +74,13 @@ describe('MinioStorageDriver against s3rver', () => {
     expect((await driver.get(key)).equals(body)).toBe(true);
     expect((await admin.statObject(options.bucket, key)).metaData['content-type']).toBe('image/png');
 
+    const chunks: Buffer[] = [];
+    for await (const chunk of await driver.openRead(key)) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).equals(body)).toBe(true);
+
     await driver.remove(key);
     expect(await driver.exists(key)).toBe(false);
+    await expect(driver.openRead(key)).rejects.toBeInstanceOf(StorageObjectNotFoundError);
     await expect(driver.get(key)).rejects.toBeInstanceOf(StorageObjectNotFoundError);
     await expect(driver.get(key)).rejects.toMatchObject({ code: 'not_found', key });
     await expect(driver.remove(key)).resolves.toBeUndefined();

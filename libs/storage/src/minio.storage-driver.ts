@@ -104,9 +104,13 @@ export class MinioStorageDriver extends StorageDriver {
   }
 
   async get(key: string): Promise<Buffer> {
+    return readAll(await this.openRead(key));
+  }
+
+  async openRead(key: string): Promise<Readable> {
     assertValidKey(key);
     try {
-      return await readAll(await this.client.getObject(this.bucket, key));
+      return await this.client.getObject(this.bucket, key);
     } catch (error) {
       if (errorCode(error) === 'NoSuchKey' || errorCode(error) === 'NotFound') {
         throw new StorageObjectNotFoundError(key);

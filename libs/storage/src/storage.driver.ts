@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { ObjectKeyPrefix } from './storage.keys';
 
 /** An object as a listing reports it. */
@@ -27,6 +28,13 @@ export abstract class StorageDriver {
 
   /** Throws StorageObjectNotFoundError when nothing is stored under the key. */
   abstract get(key: string): Promise<Buffer>;
+
+  /**
+   * The object as a stream, for bodies too large to hold (a batch's archive reads thousands).
+   * Throws StorageObjectNotFoundError when nothing is stored under the key; the caller must
+   * consume or destroy the stream.
+   */
+  abstract openRead(key: string): Promise<Readable>;
 
   abstract exists(key: string): Promise<boolean>;
 

@@ -3,6 +3,7 @@ export * from './task-queue.module';
 export * from './batch-status';
 export * from './group-writes';
 export * from './task-rows';
+export * from './task-position';
 export * from './task-object';
 export * from './task-outcome.hook';
 export * from './task-dispatch.service';

@@ -1,4 +1,8 @@
 import type { TaskView } from './task-rows';
+import type { TaskPosition } from './task-position';
+
+/** A task as the Task object shows it: its row and its position in the batch. */
+export type PositionedTask = TaskView & TaskPosition;
 
 /**
  * The Task object as clients see it, for code outside the api that shows it (webhook events).
@@ -12,16 +16,33 @@ export interface TaskObject {
   progress: number;
   resultUrls: string[];
   error: string | null;
+  index: number;
+  promptIndex: number;
+  refImage: string | null;
+  copy: number;
+  width: number | null;
+  height: number | null;
+  errorCode: string | null;
 }
 
-export function taskObject(t: TaskView): TaskObject {
+export function taskObject(t: PositionedTask): TaskObject {
+  const succeeded = t.status === 'succeeded';
+  const failed = t.status === 'failed';
   return {
     id: t.id,
     batchId: t.batchId,
     prompt: t.prompt,
     status: t.status,
     progress: t.progress,
-    resultUrls: t.status === 'succeeded' && t.resultUrl ? [t.resultUrl] : [],
+    resultUrls: succeeded && t.resultUrl ? [t.resultUrl] : [],
     error: t.error,
+    index: t.index,
+    promptIndex: t.promptIndex,
+    refImage: t.refImage,
+    copy: t.copy,
+    width: succeeded ? t.resultWidth : null,
+    height: succeeded ? t.resultHeight : null,
+    // A task failed before error codes were recorded is still a failure with a cause.
+    errorCode: failed ? (t.errorCode ?? 'internal') : null,
   };
 }

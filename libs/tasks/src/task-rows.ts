@@ -14,7 +14,10 @@ export interface NewTask {
 }
 
 /** The task columns clients see, plus seq, its place in the fan-out. */
-export type TaskView = Pick<TaskEntity, 'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error'>;
+export type TaskView = Pick<
+  TaskEntity,
+  'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error' | 'errorCode' | 'resultWidth' | 'resultHeight'
+>;
 
 /**
  * Every task of a new batch in one statement, whatever the batch size: parallel arrays
@@ -55,10 +58,17 @@ export async function insertTasks(
  */
 export async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
   return db.query(
-    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error
+    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error,
+            error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
        FROM tasks WHERE batch_id = $1 ORDER BY seq`,
     [batchId],
   );
+}
+
+/** The stored result object of each of a batch's tasks (null when it has none, or no longer has one). */
+export async function selectResultKeys(db: DataSource, batchId: string): Promise<Map<string, string | null>> {
+  const rows: { id: string; key: string | null }[] = await db.query(`SELECT id, result_key AS key FROM tasks WHERE batch_id = $1`, [batchId]);
+  return new Map(rows.map((r) => [r.id, r.key]));
 }
 
 /** Task counts of each batch, in one query. */

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
-import { BatchStatus, pgError, ProviderRoute, queryRows } from '@app/database';
+import { BatchStatus, pgError, ProviderRoute, queryRows, TaskErrorCode } from '@app/database';
 import { newObjectToken } from '@app/storage';
 import { batchStatusFromCounts, batchStatusFromCountsSql } from './batch-status';
 import { groupWrites } from './group-writes';
@@ -61,6 +61,9 @@ export interface Success {
   batchId: string;
   resultUrl: string;
   resultKey: string;
+  /** The stored image's real pixel size. */
+  width: number;
+  height: number;
   previewUrl: string | null;
 }
 
@@ -108,24 +111,27 @@ RETURNING status, finished_at, preview_url`;
 
 /** The columns of an ended task that its outcome reports (EndedTask), prefixed `ended_`. */
 const ENDED_TASK_COLUMNS = `t.account_id AS ended_account_id, t.seq AS ended_seq, t.prompt AS ended_prompt,
-  t.status AS ended_status, t.progress AS ended_progress, t.result_url AS ended_result_url, t.error AS ended_error`;
+  t.status AS ended_status, t.progress AS ended_progress, t.result_url AS ended_result_url, t.error AS ended_error,
+  t.error_code AS ended_error_code, t.result_width AS ended_result_width, t.result_height AS ended_result_height`;
 
 /**
  * Records a group of successes in one statement: each task's fenced update, then one tally
  * per batch. The batches are locked first and in id order, so two generators recording
  * successes of the same batches at once cannot deadlock. A task whose fence no longer holds
  * changes nothing and has no result row. $1 task ids, $2 attempts, $3 result URLs, $4 result
- * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids.
+ * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids, $7 and $8 the
+ * results' widths and heights.
  */
 const SUCCEED_GROUP_SQL = `
 WITH input AS (
-  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[])
-    AS i(id, attempt, result_url, result_key, preview_url)
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $7::int[], $8::int[])
+    AS i(id, attempt, result_url, result_key, preview_url, width, height)
 ), locked AS (
   SELECT id FROM batches WHERE id = ANY($6::uuid[]) ORDER BY id FOR UPDATE
 ), done AS (
   UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
-         error = NULL, finished_at = now(), updated_at = now()
+         result_width = i.width, result_height = i.height, error = NULL, error_code = NULL,
+         finished_at = now(), updated_at = now()
     FROM input i
    WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
@@ -264,6 +270,8 @@ export class TaskStateStore {
       group.map((s) => s.resultKey),
       group.map((s) => s.previewUrl),
       batchIds,
+      group.map((s) => s.width),
+      group.map((s) => s.height),
     ];
     const hook = this.outcomes;
     // With someone listening, the outcomes go into the outbox in the same transaction; the
@@ -313,14 +321,14 @@ export class TaskStateStore {
    * ledger's unique index on task refunds is the backstop, and a refund it refuses means
    * "already refunded", not an error. Returns null when the fence no longer holds.
    */
-  async fail(fence: Fence, message: string): Promise<(TallyResult & { refunded: number }) | null> {
+  async fail(fence: Fence, message: string, code: TaskErrorCode): Promise<(TallyResult & { refunded: number }) | null> {
     return this.db.transaction(async (m) => {
       const rows = await queryRows<EndedRow>(
         m,
-        `UPDATE tasks t SET status = 'failed', error = $3, finished_at = now(), updated_at = now()
+        `UPDATE tasks t SET status = 'failed', error = $3, error_code = $4, finished_at = now(), updated_at = now()
           WHERE id = $1 AND status = 'running' AND attempts = $2
           RETURNING t.id, t.batch_id, ${ENDED_TASK_COLUMNS}`,
-        [fence.taskId, fence.attempt, message],
+        [fence.taskId, fence.attempt, message, code],
       );
       if (rows.length === 0) return null;
       const { batch_id: batchId, ended_account_id: accountId } = rows[0];
@@ -425,6 +433,9 @@ interface EndedRow {
   ended_progress: number;
   ended_result_url: string | null;
   ended_error: string | null;
+  ended_error_code: TaskView['errorCode'];
+  ended_result_width: number | null;
+  ended_result_height: number | null;
 }
 
 function endedTaskOf(row: EndedRow): EndedTask {
@@ -439,6 +450,9 @@ function endedTaskOf(row: EndedRow): EndedTask {
       progress: row.ended_progress,
       resultUrl: row.ended_result_url,
       error: row.ended_error,
+      errorCode: row.ended_error_code,
+      resultWidth: row.ended_result_width,
+      resultHeight: row.ended_result_height,
     },
   };
 }

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager, In } from 'typeorm';
 import { batchObject, toBatchView } from '@app/batches';
 import { BatchEntity } from '@app/database';
-import { TaskOutcomeHook, TaskOutcomes, taskObject } from '@app/tasks';
+import { TaskOutcomeHook, TaskOutcomes, taskObject, taskPosition } from '@app/tasks';
 import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
 
 /**
@@ -36,7 +36,12 @@ export class WebhookOutbox implements TaskOutcomeHook {
 
   async record(m: EntityManager, outcomes: TaskOutcomes): Promise<void> {
     const accountIds = new Set(outcomes.ended.map((e) => e.accountId));
-    const batches = outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
+    // One read for the finished batches and for the shape that places each ended task in its batch.
+    const batchIds = [...new Set([...outcomes.finishedBatchIds, ...outcomes.ended.map((e) => e.task.batchId)])];
+    const read = batchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(batchIds) }) : [];
+    const byId = new Map(read.map((b) => [b.id, b]));
+    const finished = new Set(outcomes.finishedBatchIds);
+    const batches = read.filter((b) => finished.has(b.id));
     for (const b of batches) accountIds.add(b.accountId);
     const wanted = await this.subscriptions(m, [...accountIds]);
     const wants = (accountId: string, type: WebhookEventType) => wanted.get(accountId)?.has(type) ?? false;
@@ -44,7 +49,10 @@ export class WebhookOutbox implements TaskOutcomeHook {
     const events: OutboxEvent[] = [];
     for (const { accountId, task } of outcomes.ended) {
       const type = task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
-      if (type && wants(accountId, type)) events.push(newEvent(accountId, type, taskObject(task)));
+      const batch = byId.get(task.batchId);
+      if (type && batch && wants(accountId, type)) {
+        events.push(newEvent(accountId, type, taskObject({ ...task, ...taskPosition(task.seq, batch) })));
+      }
     }
     for (const b of batches) {
       if (!wants(b.accountId, 'batch.completed')) continue;

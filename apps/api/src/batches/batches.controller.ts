@@ -1,27 +1,65 @@
-import { Body, Controller, Get, Param, Post, Query } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { BatchesService } from '@app/batches';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import {
+  ApiCreatedResponse,
+  ApiNotFoundResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiProduces,
+  ApiResponse,
+  ApiTags,
+} from '@nestjs/swagger';
+import type { Response } from 'express';
+import { BatchArchiveService, BatchesService, IdempotentRequest } from '@app/batches';
 import { decodeCursor, parseLimit } from '@app/database';
 import { AuthenticatedKey } from '@app/keys';
 import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
 import { ErrorResponseDto } from '../common/error.response.dto';
+import { sendArchive } from './batch-archive.response';
 import { BatchListQueryDto } from './dto/batch-list.query.dto';
-import { BatchDetailResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from './dto/batch.response.dto';
+import {
+  BatchDetailResponseDto,
+  BatchEstimateResponseDto,
+  BatchListResponseDto,
+  CreatedBatchResponseDto,
+} from './dto/batch.response.dto';
 import { CreateBatchRequestDto } from './dto/create-batch.request.dto';
+import { ApiIdempotentCreate, Idempotency, IDEMPOTENT_REPLAYED_HEADER } from './idempotency.decorators';
 
 @ApiTags('Public API')
 @Controller('batches')
 export class BatchesController {
-  constructor(private readonly batches: BatchesService) {}
+  constructor(
+    private readonly batches: BatchesService,
+    private readonly archives: BatchArchiveService,
+  ) {}
 
   @Post()
   @ApiKeyAuth('batches:write')
   @ApiOperation({ operationId: 'createBatch', summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
-  @ApiCreatedResponse({ type: CreatedBatchResponseDto })
+  @ApiIdempotentCreate()
+  @ApiCreatedResponse({ type: CreatedBatchResponseDto, headers: IDEMPOTENT_REPLAYED_HEADER })
   @ApiResponse({ status: 402, description: 'insufficient_credits, daily_credit_cap_exceeded', type: ErrorResponseDto })
-  async create(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateBatchRequestDto): Promise<CreatedBatchResponseDto> {
-    const batch = await this.batches.create({ accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api' }, body);
-    return CreatedBatchResponseDto.from(batch);
+  async create(
+    @CurrentKey() auth: AuthenticatedKey,
+    @Body() body: CreateBatchRequestDto,
+    @Idempotency('POST /v1/batches') idempotency: IdempotentRequest | null,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<CreatedBatchResponseDto> {
+    const { created, replayed } = await this.batches.createOnce({ accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api' }, body, idempotency);
+    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+    return CreatedBatchResponseDto.from(created);
+  }
+
+  @Post('estimate')
+  @HttpCode(200)
+  @ApiKeyAuth('batches:read')
+  @ApiOperation({
+    operationId: 'estimateBatch',
+    summary: 'Price a batch without creating it: the body of POST /v1/batches, the same refusals for checks 1-6, then what create would answer now',
+  })
+  @ApiOkResponse({ type: BatchEstimateResponseDto })
+  async estimate(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateBatchRequestDto): Promise<BatchEstimateResponseDto> {
+    return BatchEstimateResponseDto.from(await this.batches.estimate({ accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api' }, body));
   }
 
   @Get()
@@ -39,5 +77,18 @@ export class BatchesController {
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDetailResponseDto> {
     return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  }
+
+  @Get(':id/archive')
+  @ApiKeyAuth('batches:read')
+  @ApiOperation({
+    operationId: 'downloadBatchArchive',
+    summary: "A zip of the batch's images (images/0001-<prompt slug>.png, ...) and manifest.json, streamed; works while the batch runs",
+  })
+  @ApiProduces('application/zip')
+  @ApiOkResponse({ description: 'The zip (Content-Disposition: attachment; filename="kiln-<id>.zip")', schema: { type: 'string', format: 'binary' } })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  async archive(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Res() res: Response): Promise<void> {
+    await sendArchive(this.archives, await this.archives.open(auth.account.id, id), res);
   }
 }

@@ -1,11 +1,14 @@
-import { Body, Controller, Get, Param, Post, Query } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { BatchesService } from '@app/batches';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
+import { BatchArchiveService, BatchesService, IdempotentRequest } from '@app/batches';
 import type { AuthenticatedSession } from '@app/dashboard';
 import { decodeCursor, parseLimit } from '@app/database';
 import { BatchListQueryDto } from '../batches/dto/batch-list.query.dto';
-import { BatchDetailResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
+import { sendArchive } from '../batches/batch-archive.response';
+import { BatchDetailResponseDto, BatchEstimateResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
 import { CreateBatchRequestDto } from '../batches/dto/create-batch.request.dto';
+import { ApiIdempotentCreate, Idempotency, IDEMPOTENT_REPLAYED_HEADER } from '../batches/idempotency.decorators';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
@@ -19,16 +22,34 @@ import { CurrentSession, SessionAuth } from './session.decorators';
 @ApiResponse({ status: 400, description: 'invalid_request and the other validation codes of POST /v1/batches', type: ErrorResponseDto })
 @Controller('dashboard/batches')
 export class DashboardBatchesController {
-  constructor(private readonly batches: BatchesService) {}
+  constructor(
+    private readonly batches: BatchesService,
+    private readonly archives: BatchArchiveService,
+  ) {}
 
   @Post()
   @ApiOperation({ operationId: 'createDashboardBatch', summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
-  @ApiCreatedResponse({ type: CreatedBatchResponseDto })
+  @ApiIdempotentCreate()
+  @ApiCreatedResponse({ type: CreatedBatchResponseDto, headers: IDEMPOTENT_REPLAYED_HEADER })
   @ApiResponse({ status: 402, description: 'insufficient_credits', type: ErrorResponseDto })
   @ApiResponse({ status: 403, description: 'batch_limit_exceeded, concurrent_limit_exceeded, account_disabled', type: ErrorResponseDto })
-  async create(@CurrentSession() auth: AuthenticatedSession, @Body() body: CreateBatchRequestDto): Promise<CreatedBatchResponseDto> {
-    const batch = await this.batches.create({ accountId: auth.account.id, apiKeyId: null, via: 'dashboard' }, body);
-    return CreatedBatchResponseDto.from(batch);
+  async create(
+    @CurrentSession() auth: AuthenticatedSession,
+    @Body() body: CreateBatchRequestDto,
+    @Idempotency('POST /v1/dashboard/batches') idempotency: IdempotentRequest | null,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<CreatedBatchResponseDto> {
+    const { created, replayed } = await this.batches.createOnce({ accountId: auth.account.id, apiKeyId: null, via: 'dashboard' }, body, idempotency);
+    if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+    return CreatedBatchResponseDto.from(created);
+  }
+
+  @Post('estimate')
+  @HttpCode(200)
+  @ApiOperation({ operationId: 'estimateDashboardBatch', summary: 'Price a batch without creating it, as POST /v1/batches/estimate (no key, so no daily cap)' })
+  @ApiOkResponse({ type: BatchEstimateResponseDto })
+  async estimate(@CurrentSession() auth: AuthenticatedSession, @Body() body: CreateBatchRequestDto): Promise<BatchEstimateResponseDto> {
+    return BatchEstimateResponseDto.from(await this.batches.estimate({ accountId: auth.account.id, apiKeyId: null, via: 'dashboard' }, body));
   }
 
   @Get()
@@ -44,5 +65,14 @@ export class DashboardBatchesController {
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   async detail(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDetailResponseDto> {
     return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  }
+
+  @Get(':id/archive')
+  @ApiOperation({ operationId: 'downloadDashboardBatchArchive', summary: "A zip of the batch's images and manifest.json, as GET /v1/batches/{id}/archive" })
+  @ApiProduces('application/zip')
+  @ApiOkResponse({ description: 'The zip (Content-Disposition: attachment; filename="kiln-<id>.zip")', schema: { type: 'string', format: 'binary' } })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  async archive(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string, @Res() res: Response): Promise<void> {
+    await sendArchive(this.archives, await this.archives.open(auth.account.id, id), res);
   }
 }

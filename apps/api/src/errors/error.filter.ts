@@ -30,7 +30,12 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.NotFound]: HttpStatus.NOT_FOUND,
   [ErrorCode.InternalError]: HttpStatus.INTERNAL_SERVER_ERROR,
   [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
+  [ErrorCode.IdempotencyKeyReused]: HttpStatus.UNPROCESSABLE_ENTITY,
+  [ErrorCode.IdempotencyKeyInUse]: HttpStatus.CONFLICT,
 };
+
+/** Seconds a client is told to wait before retrying a key whose first request is still running: about one creation's time. */
+export const IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S = 1;
 
 /** Seconds a client is told to wait after a 503: long enough for a database restart or failover to finish. */
 export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
@@ -102,6 +107,9 @@ export class ErrorFilter implements ExceptionFilter {
     if (res.headersSent) return;
     if (status === HttpStatus.SERVICE_UNAVAILABLE && !res.getHeader('Retry-After')) {
       res.setHeader('Retry-After', String(SERVICE_UNAVAILABLE_RETRY_AFTER_S));
+    }
+    if (exception instanceof KilnError && exception.code === ErrorCode.IdempotencyKeyInUse) {
+      res.setHeader('Retry-After', String(IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S));
     }
     res.status(status).json(body);
   }

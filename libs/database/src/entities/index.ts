@@ -1,6 +1,7 @@
 import { AccountEntity } from './account.entity';
 import { ApiKeyEntity } from './api-key.entity';
 import { BatchEntity } from './batch.entity';
+import { IdempotencyKeyEntity } from './idempotency-key.entity';
 import { LedgerEntryEntity } from './ledger-entry.entity';
 import { ModelEntity } from './model.entity';
 import { PlanEntity } from './plan.entity';
@@ -13,6 +14,7 @@ import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 export * from './account.entity';
 export * from './api-key.entity';
 export * from './batch.entity';
+export * from './idempotency-key.entity';
 export * from './ledger-entry.entity';
 export * from './model.entity';
 export * from './plan.entity';
@@ -34,4 +36,5 @@ export const ALL_ENTITIES = [
   UploadEntity,
   WebhookEndpointEntity,
   WebhookDeliveryEntity,
+  IdempotencyKeyEntity,
 ];

@@ -3,6 +3,13 @@ import { BatchEntity } from './batch.entity';
 
 export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'failed';
 
+/**
+ * Why a task failed: the upstream refused the request (a 400, a content policy), stayed
+ * unavailable (429, 5xx, timeouts) until the attempts ran out, the route lacks its key or
+ * settings, or Kiln itself could not complete it.
+ */
+export type TaskErrorCode = 'upstream_rejected' | 'upstream_unavailable' | 'provider_not_configured' | 'internal';
+
 @Entity({ name: 'tasks' })
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })
 @Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending'` })
@@ -59,6 +66,17 @@ export class TaskEntity {
 
   @Column({ type: 'text', nullable: true })
   error: string | null;
+
+  /** Why the task failed, for code to branch on (TaskErrorCode); null unless failed. */
+  @Column({ name: 'error_code', type: 'text', nullable: true })
+  errorCode: TaskErrorCode | null;
+
+  /** Pixel size of the stored result as it really is (an upstream may map the asked size to another); null until succeeded. */
+  @Column({ name: 'result_width', type: 'integer', nullable: true })
+  resultWidth: number | null;
+
+  @Column({ name: 'result_height', type: 'integer', nullable: true })
+  resultHeight: number | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

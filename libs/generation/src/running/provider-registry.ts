@@ -20,7 +20,7 @@ export class ProviderRegistry {
         upstream: this.config.upstream,
       });
     } catch {
-      throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`);
+      throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`, 'provider_not_configured');
     }
   }
 

@@ -8,8 +8,19 @@ describe('classifyFailure', () => {
       message: 'Upstream rate limit reached (429)',
       retryAfterMs: 2000,
       internal: false,
+      code: 'upstream_unavailable',
     });
     expect(classifyFailure(new ProviderError('bad_request', 'Upstream refused the request (400)')).retryable).toBe(false);
+  });
+
+  it('gives each failure the errorCode clients branch on', () => {
+    expect(classifyFailure(new ProviderError('bad_request', 'Upstream refused the request (400)')).code).toBe('upstream_rejected');
+    expect(classifyFailure(new ProviderError('timeout', 'Upstream timed out (408)')).code).toBe('upstream_unavailable');
+    expect(classifyFailure(new ProviderError('upstream_error', 'Upstream error (503)')).code).toBe('upstream_unavailable');
+    expect(classifyFailure(new ProviderError('not_configured', 'OPENAI_API_KEY is not set')).code).toBe('provider_not_configured');
+    expect(classifyFailure(new TaskFailure('routing is not usable', 'provider_not_configured')).code).toBe('provider_not_configured');
+    expect(classifyFailure(new TaskFailure('Reference image 1 is no longer available')).code).toBe('internal');
+    expect(classifyFailure(new Error('boom')).code).toBe('internal');
   });
 
   it('fails a TaskFailure at once with its message', () => {

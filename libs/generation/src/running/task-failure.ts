@@ -1,4 +1,5 @@
-import { isProviderError } from '@app/providers';
+import type { TaskErrorCode } from '@app/database';
+import { isProviderError, ProviderErrorKind } from '@app/providers';
 
 /** The longest `error` a task carries: one honest line, never a stack trace. */
 export const MAX_TASK_ERROR_LENGTH = 300;
@@ -8,7 +9,10 @@ export const MAX_TASK_ERROR_LENGTH = 300;
  * sense): the task fails at once and is refunded. The message is shown to the account holder.
  */
 export class TaskFailure extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly code: TaskErrorCode = 'internal',
+  ) {
     super(message);
     this.name = 'TaskFailure';
   }
@@ -29,7 +33,23 @@ export interface ClassifiedFailure {
   retryAfterMs?: number;
   /** Kiln's fault rather than the upstream's or the request's: worth a log line with details. */
   internal: boolean;
+  /** The task's errorCode should this failure be its last. */
+  code: TaskErrorCode;
 }
+
+/**
+ * What each provider failure means to a client: the upstream refused this very request, or
+ * could not serve it (busy, down, slow, or answering nonsense), or the route itself is
+ * unusable until an operator fixes it.
+ */
+const CODE_BY_PROVIDER_ERROR: Record<ProviderErrorKind, TaskErrorCode> = {
+  bad_request: 'upstream_rejected',
+  rate_limited: 'upstream_unavailable',
+  upstream_error: 'upstream_unavailable',
+  timeout: 'upstream_unavailable',
+  invalid_response: 'upstream_unavailable',
+  not_configured: 'provider_not_configured',
+};
 
 /**
  * Upstream errors say themselves whether they are retryable (429, 5xx, timeouts are);
@@ -39,10 +59,16 @@ export interface ClassifiedFailure {
  */
 export function classifyFailure(err: unknown): ClassifiedFailure {
   if (isProviderError(err)) {
-    return { retryable: err.retryable, message: oneLine(err.message), retryAfterMs: err.retryAfterMs, internal: false };
+    return {
+      retryable: err.retryable,
+      message: oneLine(err.message),
+      retryAfterMs: err.retryAfterMs,
+      internal: false,
+      code: CODE_BY_PROVIDER_ERROR[err.kind],
+    };
   }
-  if (err instanceof TaskFailure) return { retryable: false, message: oneLine(err.message), internal: false };
-  return { retryable: true, message: 'Kiln could not complete this image (internal error)', internal: true };
+  if (err instanceof TaskFailure) return { retryable: false, message: oneLine(err.message), internal: false, code: err.code };
+  return { retryable: true, message: 'Kiln could not complete this image (internal error)', internal: true, code: 'internal' };
 }
 
 export function exhaustedMessage(message: string, attempts: number): string {

@@ -2,6 +2,7 @@ import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import type { TaskErrorCode } from '@app/database';
 import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, TASK_QUEUE, TaskStateStore } from '@app/tasks';
@@ -116,7 +117,7 @@ export class TaskRunnerService {
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
       // interrupted, most likely by crashes. Failing it stops a crash loop.
-      return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts));
+      return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts), 'internal');
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
@@ -132,7 +133,7 @@ export class TaskRunnerService {
       preview = stored.preview;
       if (stored.failed) throw stored.failed.err;
       progress.stop();
-      return await this.recordSuccess(fence, claim, batch, resultKey, preview);
+      return await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview);
     } catch (err) {
       progress.stop();
       await this.previews.discard(claim.batchId, preview);
@@ -187,14 +188,17 @@ export class TaskRunnerService {
     fence: Fence,
     claim: ClaimedTask,
     batch: RenderBatch,
-    resultKey: string,
+    result: { key: string; width: number; height: number },
     preview: StoredPreview | null,
   ): Promise<RunOutcome> {
     const tally = await this.store.succeed({
       fence,
       batchId: batch.id,
-      resultUrl: this.storage.publicUrl(resultKey),
-      resultKey,
+      resultUrl: this.storage.publicUrl(result.key),
+      resultKey: result.key,
+      // What the provider made, which a route's size map may have changed from what was asked.
+      width: result.width,
+      height: result.height,
       previewUrl: preview?.url ?? null,
     });
     if (!tally) {
@@ -223,11 +227,11 @@ export class TaskRunnerService {
       return (await this.retry(claim, fence, delay)) ? 'retrying' : 'superseded';
     }
     const message = failure.retryable ? exhaustedMessage(failure.message, fence.attempt) : failure.message;
-    return this.failForGood(fence, message);
+    return this.failForGood(fence, message, failure.code);
   }
 
-  private async failForGood(fence: Fence, message: string): Promise<RunOutcome> {
-    const tally = await this.store.fail(fence, oneLine(message));
+  private async failForGood(fence: Fence, message: string, code: TaskErrorCode): Promise<RunOutcome> {
+    const tally = await this.store.fail(fence, oneLine(message), code);
     if (!tally) return 'superseded';
     if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);
     return 'failed';

@@ -1,5 +1,5 @@
 import { batchObject, BatchView } from '@app/batches';
-import { taskObject, TaskView } from '@app/tasks';
+import { PositionedTask, taskObject } from '@app/tasks';
 import { BatchDto, TaskDto } from './batch.response.dto';
 
 /**
@@ -22,10 +22,10 @@ describe('the wire shapes of libs and api agree', () => {
   });
 
   it.each([
-    { status: 'succeeded', resultUrl: 'https://x/r.png', error: null },
-    { status: 'failed', resultUrl: null, error: 'Simulated upstream failure' },
+    { status: 'succeeded', resultUrl: 'https://x/r.png', error: null, errorCode: null, resultWidth: 1024, resultHeight: 576 },
+    { status: 'failed', resultUrl: null, error: 'Simulated upstream failure', errorCode: 'upstream_unavailable', resultWidth: null, resultHeight: null },
   ])('taskObject equals TaskDto.from (%o)', (outcome) => {
-    const view = { id: 't', batchId: 'b', seq: 3, prompt: 'p', progress: 100, ...outcome } as TaskView;
+    const view = { id: 't', batchId: 'b', seq: 3, prompt: 'p', progress: 100, index: 4, promptIndex: 1, refImage: 'https://x/u.png', copy: 2, ...outcome } as PositionedTask;
     expect(taskObject(view)).toEqual(TaskDto.from(view));
     expect(Object.keys(taskObject(view)).sort()).toEqual(Object.keys(TaskDto.from(view)).sort());
   });

@@ -1,9 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchView, CreatedBatch } from '@app/batches';
-import type { TaskView } from '@app/tasks';
+import type { BatchEstimate, BatchTask, BatchView, RememberedCreation } from '@app/batches';
+import { ErrorObjectDto } from '../../common/error.response.dto';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
+export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'];
 
 /** docs/api.md#counts-object: `pending` includes queued tasks. */
 export class CountsDto {
@@ -74,16 +75,39 @@ export class TaskDto {
   progress: number;
   @ApiProperty({ type: [String], description: 'One public URL once succeeded, else empty' }) resultUrls: string[];
   @ApiProperty({ type: 'string', nullable: true, description: 'Short reason when failed' }) error: string | null;
+  @ApiProperty({ type: 'integer', description: '1-based position in the batch: prompt order, then reference image, then copy', example: 1 })
+  index: number;
+  @ApiProperty({ type: 'integer', description: '0-based index into the batch\'s prompts', example: 0 }) promptIndex: number;
+  @ApiProperty({ type: 'string', nullable: true, description: 'The reference URL this task pairs with under refMode "each", else null' })
+  refImage: string | null;
+  @ApiProperty({ type: 'integer', description: '1-based copy number within its prompt (and reference) combination', example: 1 })
+  copy: number;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'Pixel width of the stored image as it really is; null until succeeded' })
+  width: number | null;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'Pixel height of the stored image; null until succeeded' })
+  height: number | null;
+  @ApiProperty({ type: 'string', enum: TASK_ERROR_CODES, nullable: true, description: 'Why it failed, to branch on; null unless failed' })
+  errorCode: string | null;
 
-  static from(t: TaskView): TaskDto {
+  static from(t: BatchTask): TaskDto {
+    const succeeded = t.status === 'succeeded';
+    const failed = t.status === 'failed';
     return {
       id: t.id,
       batchId: t.batchId,
       prompt: t.prompt,
       status: t.status,
       progress: t.progress,
-      resultUrls: t.status === 'succeeded' && t.resultUrl ? [t.resultUrl] : [],
+      resultUrls: succeeded && t.resultUrl ? [t.resultUrl] : [],
       error: t.error,
+      index: t.index,
+      promptIndex: t.promptIndex,
+      refImage: t.refImage,
+      copy: t.copy,
+      width: succeeded ? t.resultWidth : null,
+      height: succeeded ? t.resultHeight : null,
+      // A task failed before error codes were recorded is still a failure with a cause.
+      errorCode: failed ? (t.errorCode ?? 'internal') : null,
     };
   }
 }
@@ -95,7 +119,7 @@ export class CreatedBatchResponseDto {
   @ApiProperty({ type: 'integer' }) creditsCharged: number;
   @ApiProperty({ enum: BATCH_STATUSES, example: 'pending' }) status: string;
 
-  static from(b: Pick<CreatedBatch, 'id' | 'total' | 'creditsCharged' | 'status'>): CreatedBatchResponseDto {
+  static from(b: RememberedCreation): CreatedBatchResponseDto {
     return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
   }
 }
@@ -115,7 +139,39 @@ export class BatchDetailResponseDto {
   @ApiProperty({ type: [TaskDto], description: 'In fan-out order: prompt, then reference image, then copy' })
   tasks: TaskDto[];
 
-  static from(d: { batch: BatchView; tasks: TaskView[] }): BatchDetailResponseDto {
+  static from(d: { batch: BatchView; tasks: BatchTask[] }): BatchDetailResponseDto {
     return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
   }
 }
+
+export class DailyCapEstimateDto {
+  @ApiProperty({ type: 'integer', example: 500 }) cap: number;
+  @ApiProperty({ type: 'integer', description: 'Credits charged through this key today (UTC), minus refunds', example: 120 }) used: number;
+  @ApiProperty({ type: 'integer', example: 380 }) remaining: number;
+  @ApiProperty({ type: 'integer', description: 'Unix ms of the next 00:00 UTC', example: 1767312000000 }) resetsAt: number;
+}
+
+/** POST /v1/batches/estimate: what create would charge and answer now; nothing is charged or reserved. */
+export class BatchEstimateResponseDto {
+  @ApiProperty({ type: 'integer', description: 'Number of images (tasks)', example: 8 }) total: number;
+  @ApiProperty({ type: 'integer', description: 'Credits per image at the resolution', example: 5 }) creditCost: number;
+  @ApiProperty({ type: 'integer', description: 'total x creditCost: what create would charge', example: 40 }) creditsRequired: number;
+  @ApiProperty({ type: 'integer', example: 1000 }) balance: number;
+  @ApiProperty({ type: DailyCapEstimateDto, nullable: true, description: "The key's daily cap; null without one (and for the dashboard)" })
+  dailyCap: DailyCapEstimateDto | null;
+  @ApiProperty({ description: 'True when create would succeed now', example: true }) wouldCreate: boolean;
+  @ApiProperty({
+    type: ErrorObjectDto,
+    nullable: true,
+    description: 'What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null',
+    example: null,
+  })
+  refusal: ErrorObjectDto | null;
+
+  static from(e: BatchEstimate): BatchEstimateResponseDto {
+    return { ...e };
+  }
+}
+
+/** How an archive's manifest shows a batch and its tasks: the wire shapes of GET /v1/batches/{id}. */
+export const ARCHIVE_JSON = { batch: BatchDto.from, task: (t: BatchTask) => ({ ...TaskDto.from(t) }) };
