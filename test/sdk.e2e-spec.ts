@@ -194,18 +194,12 @@ describe('SDK against a live Kiln', () => {
     expect(fs.readdirSync(dir).sort()).toEqual(names);
   });
 
-  it('estimate prices a body without charging; cancel stops a batch; archive streams a zip', async () => {
+  it('estimate prices a body without charging; archive streams a zip', async () => {
     const a = await kiln.api.account({ plan: 'scale', credits: 1000 });
     const sdk = clientFor(a);
     const estimate = await sdk.batches.estimate({ model: MODEL, prompts: ['e1', 'e2'], countPerCombo: 2 });
     expect(estimate).toMatchObject({ total: 4, creditCost: 3, creditsRequired: 12, balance: 1000, wouldCreate: true, refusal: null });
     expect(await charges(a.id)).toBe(0);
-
-    await routeModel(kiln.api, 'delta', { type: 'simulated', latencyMs: 4000, maxConcurrency: 1 });
-    const slow = await sdk.batches.create({ model: 'delta', prompts: Array.from({ length: 6 }, (_, i) => `c${i}`) });
-    const cancelled = await sdk.batches.cancel(slow.id);
-    expect(cancelled.id).toBe(slow.id);
-    expect((cancelled.counts as { cancelled?: number }).cancelled).toBeGreaterThanOrEqual(4);
 
     const { id } = await sdk.batches.create({ model: MODEL, prompts: ['A Red Fox!'] });
     await sdk.batches.wait(id);
@@ -214,6 +208,18 @@ describe('SDK against a live Kiln', () => {
     const zip = Buffer.concat(chunks);
     expect(zip.subarray(0, 2).toString()).toBe('PK');
     expect(zip.toString('latin1')).toContain('images/0001-a-red-fox.png');
+  });
+
+  it('cancel stops what has not started and answers the batch', async () => {
+    const a = await kiln.api.account({ plan: 'scale', credits: 1000 });
+    const sdk = clientFor(a);
+    await routeModel(kiln.api, 'delta', { type: 'simulated', latencyMs: 4000, maxConcurrency: 1 });
+    const slow = await sdk.batches.create({ model: 'delta', prompts: Array.from({ length: 6 }, (_, i) => `c${i}`) });
+    const cancelled = await sdk.batches.cancel(slow.id);
+    expect(cancelled.id).toBe(slow.id);
+    expect((cancelled.counts as { cancelled?: number }).cancelled).toBeGreaterThanOrEqual(4);
+    const done = await sdk.batches.wait(slow.id, { timeoutMs: 30_000 });
+    expect(done.batch.status).toBe('cancelled');
   });
 
   it('webhooks: create, list, test ping verified with Kiln.verifyWebhook, deliveries, rotate, delete', async () => {

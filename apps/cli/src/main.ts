@@ -122,7 +122,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
           [
             `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
             `credits required ${e.creditsRequired}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
-            ...(e.refusal ? [`would be refused now: ${e.refusal.error.code}: ${e.refusal.error.message}`] : []),
+            ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
           ].join('\n'),
         );
         return;

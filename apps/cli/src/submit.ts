@@ -312,7 +312,7 @@ export async function estimateSubmission(kiln: Kiln, file: string, options: Subm
   }
   const creditsRequired = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const balance = me.credits.balance;
-  const refusals = estimates.map((e) => e.refusal).filter((r) => r && r.error.code !== 'concurrent_limit_exceeded');
+  const refusals = estimates.map((e) => e.refusal).filter((r) => r && r.code !== 'concurrent_limit_exceeded');
   return {
     prompts: plan.prompts.length,
     images: estimates.reduce((sum, e) => sum + e.total, 0),

@@ -56,6 +56,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches/estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Price a batch without creating it: the body of POST /v1/batches, the same refusals for checks 1-6, then what create would answer now */
+        post: operations["estimateBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/batches/{id}": {
         parameters: {
             query?: never;
@@ -65,6 +82,23 @@ export interface paths {
         };
         /** Poll a batch: its counts, done flag and tasks */
         get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A zip of the batch's images (images/0001-<prompt slug>.png, ...) and manifest.json, streamed; works while the batch runs */
+        get: operations["downloadBatchArchive"];
         put?: never;
         post?: never;
         delete?: never;
@@ -493,6 +527,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/dashboard/batches/estimate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Price a batch without creating it, as POST /v1/batches/estimate (no key, so no daily cap) */
+        post: operations["estimateDashboardBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/dashboard/batches/{id}": {
         parameters: {
             query?: never;
@@ -502,6 +553,23 @@ export interface paths {
         };
         /** A batch with its counts, done flag and tasks */
         get: operations["getDashboardBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dashboard/batches/{id}/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A zip of the batch's images and manifest.json, as GET /v1/batches/{id}/archive */
+        get: operations["downloadDashboardBatchArchive"];
         put?: never;
         post?: never;
         delete?: never;
@@ -665,7 +733,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "internal_error" | "service_unavailable";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -771,6 +839,53 @@ export interface components {
              */
             status: "pending" | "running" | "succeeded" | "partial" | "failed" | "cancelled";
         };
+        DailyCapEstimateDto: {
+            /** @example 500 */
+            cap: number;
+            /**
+             * @description Credits charged through this key today (UTC), minus refunds
+             * @example 120
+             */
+            used: number;
+            /** @example 380 */
+            remaining: number;
+            /**
+             * @description Unix ms of the next 00:00 UTC
+             * @example 1767312000000
+             */
+            resetsAt: number;
+        };
+        BatchEstimateResponseDto: {
+            /**
+             * @description Number of images (tasks)
+             * @example 8
+             */
+            total: number;
+            /**
+             * @description Credits per image at the resolution
+             * @example 5
+             */
+            creditCost: number;
+            /**
+             * @description total x creditCost: what create would charge
+             * @example 40
+             */
+            creditsRequired: number;
+            /** @example 1000 */
+            balance: number;
+            /** @description The key's daily cap; null without one (and for the dashboard) */
+            dailyCap: components["schemas"]["DailyCapEstimateDto"] | null;
+            /**
+             * @description True when create would succeed now
+             * @example true
+             */
+            wouldCreate: boolean;
+            /**
+             * @description What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null
+             * @example null
+             */
+            refusal: components["schemas"]["ErrorObjectDto"] | null;
+        };
         CountsDto: {
             /** @description pending and queued tasks */
             pending: number;
@@ -828,6 +943,32 @@ export interface components {
             resultUrls: string[];
             /** @description Short reason when failed */
             error: string | null;
+            /**
+             * @description 1-based position in the batch: prompt order, then reference image, then copy
+             * @example 1
+             */
+            index: number;
+            /**
+             * @description 0-based index into the batch's prompts
+             * @example 0
+             */
+            promptIndex: number;
+            /** @description The reference URL this task pairs with under refMode "each", else null */
+            refImage: string | null;
+            /**
+             * @description 1-based copy number within its prompt (and reference) combination
+             * @example 1
+             */
+            copy: number;
+            /** @description Pixel width of the stored image as it really is; null until succeeded */
+            width: number | null;
+            /** @description Pixel height of the stored image; null until succeeded */
+            height: number | null;
+            /**
+             * @description Why it failed, to branch on; null unless failed
+             * @enum {string|null}
+             */
+            errorCode: "upstream_rejected" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
         };
         BatchDetailResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -1319,9 +1460,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -1339,8 +1479,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -1360,9 +1499,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -1383,9 +1521,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -1405,9 +1542,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -1428,9 +1564,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -1504,9 +1639,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -1524,8 +1658,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -1545,9 +1678,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -1568,9 +1700,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -1590,9 +1721,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -1613,9 +1743,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -1703,9 +1832,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -1723,8 +1851,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -1744,9 +1871,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -1767,9 +1893,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -1789,9 +1914,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -1812,9 +1936,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -1824,6 +1947,253 @@ export interface operations {
         };
     };
     createBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: 1-255 printable ASCII characters, kept 24 h per account. The same key with the same body answers the first 201 again (Idempotent-Replayed: true) and charges nothing. */
+                "Idempotency-Key"?: string;
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "prompts": [
+                 *         "a red fox in the snow",
+                 *         "a lighthouse at dusk"
+                 *       ],
+                 *       "model": "eta-image",
+                 *       "aspectRatio": "16:9",
+                 *       "resolution": "1K",
+                 *       "countPerCombo": 1,
+                 *       "refMode": "none",
+                 *       "refImages": [],
+                 *       "quality": "auto",
+                 *       "background": "transparent",
+                 *       "note": null
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateBatchRequestDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    /** @description "true" when this 201 is the remembered answer to an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "string",
+                     *       "total": 1,
+                     *       "creditsCharged": 1,
+                     *       "status": "pending"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedBatchResponseDto"];
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits, daily_credit_cap_exceeded */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits, daily_credit_cap_exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description idempotency_key_in_use: the first request with this key is still running; honour Retry-After */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_key_in_use",
+                     *         "message": "idempotency_key_in_use: the first request with this key is still running; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description idempotency_key_reused: this key was used with a different request */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "idempotency_key_reused: this key was used with a different request"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    estimateBatch: {
         parameters: {
             query?: never;
             header?: {
@@ -1856,7 +2226,7 @@ export interface operations {
             };
         };
         responses: {
-            201: {
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -1867,13 +2237,21 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "string",
-                     *       "total": 1,
-                     *       "creditsCharged": 1,
-                     *       "status": "pending"
+                     *       "total": 8,
+                     *       "creditCost": 5,
+                     *       "creditsRequired": 40,
+                     *       "balance": 1000,
+                     *       "dailyCap": {
+                     *         "cap": 500,
+                     *         "used": 120,
+                     *         "remaining": 380,
+                     *         "resetsAt": 1767312000000
+                     *       },
+                     *       "wouldCreate": true,
+                     *       "refusal": null
                      *     }
                      */
-                    "application/json": components["schemas"]["CreatedBatchResponseDto"];
+                    "application/json": components["schemas"]["BatchEstimateResponseDto"];
                 };
             };
             /** @description invalid_request and other validation codes */
@@ -1889,9 +2267,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -1909,30 +2286,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["ErrorResponseDto"];
-                };
-            };
-            /** @description insufficient_credits, daily_credit_cap_exceeded */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -1952,9 +2306,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -1975,9 +2328,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -1997,9 +2349,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2020,9 +2371,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -2097,7 +2447,14 @@ export interface operations {
                      *           "resultUrls": [
                      *             "string"
                      *           ],
-                     *           "error": null
+                     *           "error": null,
+                     *           "index": 1,
+                     *           "promptIndex": 0,
+                     *           "refImage": null,
+                     *           "copy": 1,
+                     *           "width": null,
+                     *           "height": null,
+                     *           "errorCode": "upstream_rejected"
                      *         }
                      *       ]
                      *     }
@@ -2118,9 +2475,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -2138,8 +2494,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -2159,9 +2514,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -2181,9 +2535,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
                      *       }
                      *     }
                      */
@@ -2204,9 +2557,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -2226,9 +2578,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2249,9 +2600,135 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    downloadBatchArchive: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The zip (Content-Disposition: attachment; filename="kiln-<id>.zip") */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -2314,9 +2791,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -2334,8 +2810,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -2355,9 +2830,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -2378,9 +2852,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -2400,9 +2873,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2423,9 +2895,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -2487,9 +2958,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -2507,8 +2977,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -2528,9 +2997,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -2551,9 +3019,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -2573,9 +3040,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2596,9 +3062,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -2672,9 +3137,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request; details {field: \"url\", reason: \"forbidden_address\"} for a non-public address"
                      *       }
                      *     }
                      */
@@ -2692,8 +3156,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -2713,9 +3176,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "endpoint_limit_exceeded",
+                     *         "message": "endpoint_limit_exceeded (10 per account)"
                      *       }
                      *     }
                      */
@@ -2736,9 +3198,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -2758,9 +3219,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2781,9 +3241,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: the server has no WEBHOOK_SECRET_KEY"
                      *       }
                      *     }
                      */
@@ -2829,9 +3288,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -2849,8 +3307,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -2870,9 +3327,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -2892,9 +3348,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -2915,9 +3370,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -2937,9 +3391,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -2960,9 +3413,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3015,9 +3467,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -3035,8 +3486,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -3056,9 +3506,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -3078,9 +3527,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -3101,9 +3549,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -3123,9 +3570,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -3146,9 +3592,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3210,9 +3655,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -3230,8 +3674,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -3251,9 +3694,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -3273,9 +3715,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -3296,9 +3737,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -3318,9 +3758,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -3341,9 +3780,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3412,9 +3850,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -3432,8 +3869,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
                      *       }
                      *     }
                      */
@@ -3453,9 +3889,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -3475,9 +3910,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -3498,9 +3932,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -3520,9 +3953,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -3543,9 +3975,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3603,9 +4034,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3622,9 +4052,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3641,9 +4070,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3661,9 +4089,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3681,9 +4108,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3747,9 +4173,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3766,9 +4191,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3785,9 +4209,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3805,9 +4228,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3825,9 +4247,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3881,9 +4302,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3900,9 +4320,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3919,9 +4338,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3939,9 +4357,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -3959,9 +4376,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4025,9 +4441,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4044,9 +4459,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4063,9 +4477,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4083,9 +4496,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4103,9 +4515,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4169,9 +4580,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4188,9 +4598,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4207,9 +4616,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4227,9 +4635,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4247,9 +4654,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4323,9 +4729,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4342,9 +4747,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4361,9 +4765,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4381,9 +4784,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4401,9 +4803,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4475,9 +4876,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4494,9 +4894,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4513,9 +4912,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4533,9 +4931,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4553,9 +4950,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4641,9 +5037,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4660,9 +5055,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4679,9 +5073,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4699,9 +5092,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4719,9 +5111,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4775,9 +5166,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4794,9 +5184,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4813,9 +5202,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4833,9 +5221,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4853,9 +5240,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4922,9 +5308,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4941,9 +5326,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4960,9 +5344,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -4980,9 +5363,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5000,9 +5382,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5057,9 +5438,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5076,9 +5456,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5095,9 +5474,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5115,9 +5493,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5135,9 +5512,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5193,9 +5569,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request (email, password of 10..200 characters)"
                      *       }
                      *     }
                      */
@@ -5212,9 +5587,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "email_taken",
+                     *         "message": "email_taken (emails compare case-insensitively)"
                      *       }
                      *     }
                      */
@@ -5232,9 +5606,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
                      *       }
                      *     }
                      */
@@ -5252,9 +5625,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5310,9 +5682,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
                      *       }
                      *     }
                      */
@@ -5329,9 +5700,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_credentials",
+                     *         "message": "invalid_credentials (unknown email or wrong password alike)"
                      *       }
                      *     }
                      */
@@ -5348,9 +5718,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -5368,9 +5737,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (attempts per IP, failures per email and IP, failures per email per hour); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -5388,9 +5756,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5432,8 +5799,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -5453,9 +5819,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -5476,9 +5841,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -5498,9 +5862,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -5521,9 +5884,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5587,8 +5949,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -5608,9 +5969,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -5631,9 +5991,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -5653,9 +6012,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -5676,9 +6034,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5744,9 +6101,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
                      *       }
                      *     }
                      */
@@ -5764,8 +6120,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -5785,9 +6140,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -5808,9 +6162,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -5830,9 +6183,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -5853,9 +6205,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -5933,9 +6284,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
                      *       }
                      *     }
                      */
@@ -5953,8 +6303,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -5974,9 +6323,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "key_limit_exceeded",
+                     *         "message": "key_limit_exceeded (the free plan allows none)"
                      *       }
                      *     }
                      */
@@ -5997,9 +6345,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6019,9 +6366,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -6042,9 +6388,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -6110,9 +6455,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
                      *       }
                      *     }
                      */
@@ -6130,8 +6474,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -6151,9 +6494,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -6173,9 +6515,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found"
                      *       }
                      *     }
                      */
@@ -6196,9 +6537,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6218,9 +6558,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -6241,9 +6580,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -6322,9 +6660,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
                      *       }
                      *     }
                      */
@@ -6342,8 +6679,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -6363,9 +6699,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -6385,9 +6720,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found"
                      *       }
                      *     }
                      */
@@ -6408,9 +6742,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6430,9 +6763,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -6453,9 +6785,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -6520,9 +6851,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request (days)"
                      *       }
                      *     }
                      */
@@ -6540,8 +6870,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -6561,9 +6890,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -6584,9 +6912,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6606,9 +6933,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -6629,9 +6955,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -6699,9 +7024,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request (limit or cursor)"
                      *       }
                      *     }
                      */
@@ -6719,8 +7043,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -6740,9 +7063,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -6763,9 +7085,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6785,9 +7106,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -6808,9 +7128,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -6898,9 +7217,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
                      *       }
                      *     }
                      */
@@ -6918,8 +7236,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -6939,9 +7256,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -6962,9 +7278,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -6984,9 +7299,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7007,9 +7321,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -7019,6 +7332,253 @@ export interface operations {
         };
     };
     createDashboardBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the create safe to retry: 1-255 printable ASCII characters, kept 24 h per account. The same key with the same body answers the first 201 again (Idempotent-Replayed: true) and charges nothing. */
+                "Idempotency-Key"?: string;
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "prompts": [
+                 *         "a red fox in the snow",
+                 *         "a lighthouse at dusk"
+                 *       ],
+                 *       "model": "eta-image",
+                 *       "aspectRatio": "16:9",
+                 *       "resolution": "1K",
+                 *       "countPerCombo": 1,
+                 *       "refMode": "none",
+                 *       "refImages": [],
+                 *       "quality": "auto",
+                 *       "background": "transparent",
+                 *       "note": null
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateBatchRequestDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    /** @description "true" when this 201 is the remembered answer to an earlier request with the same key */
+                    "Idempotent-Replayed"?: string;
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "string",
+                     *       "total": 1,
+                     *       "creditsCharged": 1,
+                     *       "status": "pending"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedBatchResponseDto"];
+                };
+            };
+            /** @description invalid_request and the other validation codes of POST /v1/batches */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description batch_limit_exceeded, concurrent_limit_exceeded, account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "batch_limit_exceeded",
+                     *         "message": "batch_limit_exceeded, concurrent_limit_exceeded, account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description idempotency_key_in_use: the first request with this key is still running; honour Retry-After */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_key_in_use",
+                     *         "message": "idempotency_key_in_use: the first request with this key is still running; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description idempotency_key_reused: this key was used with a different request */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "idempotency_key_reused",
+                     *         "message": "idempotency_key_reused: this key was used with a different request"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    estimateDashboardBatch: {
         parameters: {
             query?: never;
             header?: {
@@ -7051,7 +7611,7 @@ export interface operations {
             };
         };
         responses: {
-            201: {
+            200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -7062,13 +7622,21 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "id": "string",
-                     *       "total": 1,
-                     *       "creditsCharged": 1,
-                     *       "status": "pending"
+                     *       "total": 8,
+                     *       "creditCost": 5,
+                     *       "creditsRequired": 40,
+                     *       "balance": 1000,
+                     *       "dailyCap": {
+                     *         "cap": 500,
+                     *         "used": 120,
+                     *         "remaining": 380,
+                     *         "resetsAt": 1767312000000
+                     *       },
+                     *       "wouldCreate": true,
+                     *       "refusal": null
                      *     }
                      */
-                    "application/json": components["schemas"]["CreatedBatchResponseDto"];
+                    "application/json": components["schemas"]["BatchEstimateResponseDto"];
                 };
             };
             /** @description invalid_request and the other validation codes of POST /v1/batches */
@@ -7084,9 +7652,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
                      *       }
                      *     }
                      */
@@ -7104,37 +7671,14 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description insufficient_credits */
-            402: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
-                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
-                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["ErrorResponseDto"];
-                };
-            };
-            /** @description batch_limit_exceeded, concurrent_limit_exceeded, account_disabled */
+            /** @description account_disabled */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -7147,9 +7691,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -7170,9 +7713,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -7192,9 +7734,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7215,9 +7756,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -7292,7 +7832,14 @@ export interface operations {
                      *           "resultUrls": [
                      *             "string"
                      *           ],
-                     *           "error": null
+                     *           "error": null,
+                     *           "index": 1,
+                     *           "promptIndex": 0,
+                     *           "refImage": null,
+                     *           "copy": 1,
+                     *           "width": null,
+                     *           "height": null,
+                     *           "errorCode": "upstream_rejected"
                      *         }
                      *       ]
                      *     }
@@ -7313,9 +7860,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
                      *       }
                      *     }
                      */
@@ -7333,8 +7879,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -7354,9 +7899,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -7376,9 +7920,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
                      *       }
                      *     }
                      */
@@ -7399,9 +7942,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -7421,9 +7963,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7444,9 +7985,175 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    downloadDashboardBatchArchive: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The zip (Content-Disposition: attachment; filename="kiln-<id>.zip") */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            /** @description invalid_request and the other validation codes of POST /v1/batches */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -7506,8 +8213,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -7527,9 +8233,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -7550,9 +8255,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -7572,9 +8276,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7595,9 +8298,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -7671,9 +8373,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request; details {field: \"url\", reason: \"forbidden_address\"} for a non-public address"
                      *       }
                      *     }
                      */
@@ -7691,8 +8392,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -7712,9 +8412,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "endpoint_limit_exceeded",
+                     *         "message": "endpoint_limit_exceeded (10 per account)"
                      *       }
                      *     }
                      */
@@ -7735,9 +8434,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -7757,9 +8455,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7780,9 +8477,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: the server has no WEBHOOK_SECRET_KEY"
                      *       }
                      *     }
                      */
@@ -7826,8 +8522,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -7847,9 +8542,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -7869,9 +8563,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -7892,9 +8585,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -7914,9 +8606,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -7937,9 +8628,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -7990,8 +8680,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -8011,9 +8700,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -8033,9 +8721,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -8056,9 +8743,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -8078,9 +8764,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -8101,9 +8786,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -8163,8 +8847,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -8184,9 +8867,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -8206,9 +8888,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -8229,9 +8910,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -8251,9 +8931,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -8274,9 +8953,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */
@@ -8343,8 +9021,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
                      *       }
                      *     }
                      */
@@ -8364,9 +9041,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
                      *       }
                      *     }
                      */
@@ -8386,9 +9062,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such endpoint on this account"
                      *       }
                      *     }
                      */
@@ -8409,9 +9084,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
                      *       }
                      *     }
                      */
@@ -8431,9 +9105,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
                      *       }
                      *     }
                      */
@@ -8454,9 +9127,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "unauthorized",
-                     *         "message": "string",
-                     *         "details": {}
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
                      *       }
                      *     }
                      */

@@ -20,15 +20,7 @@ export type UploadResult = Schemas['UploadResponseDto'];
 export type ErrorBody = Schemas['ErrorResponseDto'];
 
 /** `POST /v1/batches/estimate`: what a create would cost and whether it would go through now. */
-export interface Estimate {
-  total: number;
-  creditCost: number;
-  creditsRequired: number;
-  balance: number;
-  dailyCap: { cap: number; used: number; remaining: number; resetsAt: number } | null;
-  wouldCreate: boolean;
-  refusal: ErrorBody | null;
-}
+export type Estimate = Schemas['BatchEstimateResponseDto'];
 
 export type WebhookEndpoint = Schemas['WebhookEndpointDto'];
 export type WebhookEventType = WebhookEndpoint['events'][number];

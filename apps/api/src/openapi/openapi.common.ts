@@ -75,7 +75,8 @@ export function addCommonHeaders(document: OpenAPIObject): void {
       if (metered && status !== '401') {
         for (const name of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'] as const) headers[name] = ref(name);
       }
-      if (status === '429' || status === '503') headers['Retry-After'] = ref('Retry-After');
+      // And any other answer documented as carrying it (409 idempotency_key_in_use).
+      if (status === '429' || status === '503' || /Retry-After/.test(response.description)) headers['Retry-After'] = ref('Retry-After');
       response.headers = headers as ResponseObject['headers'];
     }
   }
@@ -103,5 +104,19 @@ export function addAdminErrors(document: OpenAPIObject): void {
     operation.responses['401'] ??= { description: 'unauthorized: missing or wrong ADMIN_TOKEN', content: errorContent };
     operation.responses['404'] ??= { description: 'not_found: no such resource, or ADMIN_TOKEN is not configured', content: errorContent };
     operation.responses['429'] ??= { description: 'rate_limited: too many failed admin tokens from this address', content: errorContent };
+  }
+}
+
+/**
+ * Errors are always JSON, even from a route that produces something else (@ApiProduces applies
+ * to every answer of the route, so a zip route would otherwise document its 404 as a zip).
+ */
+export function errorsAsJson(document: OpenAPIObject): void {
+  for (const { operation } of operationsOf(document)) {
+    for (const [status, response] of Object.entries(operation.responses) as [string, ResponseObject][]) {
+      if (status.startsWith('2') || !response.content || response.content['application/json']) continue;
+      const schema = Object.values(response.content).find((media) => media.schema)?.schema;
+      response.content = schema ? { 'application/json': { schema } } : errorContent;
+    }
   }
 }

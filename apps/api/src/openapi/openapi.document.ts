@@ -4,7 +4,7 @@ import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { addExamples } from './openapi.examples';
-import { addAdminErrors, addCommonHeaders, addServiceUnavailable } from './openapi.common';
+import { addAdminErrors, addCommonHeaders, addServiceUnavailable, errorsAsJson } from './openapi.common';
 
 /** Where the document and its browsable reference are served (outside the /v1 prefix for the page). */
 export const OPENAPI_JSON_PATH = 'v1/openapi.json';
@@ -40,6 +40,7 @@ export function buildOpenApi(app: INestApplication): OpenAPIObject {
     extraModels: [ErrorResponseDto],
     operationIdFactory: operationIdFallback,
   });
+  errorsAsJson(document);
   addAdminErrors(document);
   addServiceUnavailable(document);
   addCommonHeaders(document);
