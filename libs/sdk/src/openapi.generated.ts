@@ -2091,6 +2091,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2647,7 +2648,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description unauthorized, invalid_api_key, key_revoked */
@@ -2657,7 +2666,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
@@ -2670,7 +2687,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description not_found: no such batch on this account */
@@ -2683,7 +2708,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description rate_limited; honour Retry-After */
@@ -2697,7 +2730,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description internal_error */
@@ -2710,7 +2751,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
@@ -7476,6 +7525,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8092,7 +8142,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/zip": components["schemas"]["ErrorResponseDto"];
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
