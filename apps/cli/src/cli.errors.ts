@@ -16,3 +16,12 @@ export enum ExitCode {
 export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
+
+/** The reason given to aborted work on Ctrl-C: exit 130, no stack. */
+export class InterruptedError extends Error {
+  override readonly name = 'InterruptedError';
+
+  constructor() {
+    super('Interrupted');
+  }
+}

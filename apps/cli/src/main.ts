@@ -1,6 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { Batch, BatchDetail, Kiln, KilnApiError, KilnConnectionError, SDK_VERSION } from '@app/sdk';
-import { ExitCode, UsageError } from './cli.errors';
+import { ExitCode, InterruptedError, UsageError } from './cli.errors';
 import { progressReporter } from './progress';
 import { estimateSubmission, resultOf, submit, SubmitOptions } from './submit';
 
@@ -31,7 +31,7 @@ function interruptSignal(): AbortSignal {
   process.on('SIGINT', () => {
     if (controller.signal.aborted) process.exit(ExitCode.Interrupted);
     io.err('Interrupted: finishing what is in flight and saving state (Ctrl-C again to quit at once)');
-    controller.abort(new Error('interrupted'));
+    controller.abort(new InterruptedError());
   });
   return controller.signal;
 }
@@ -233,6 +233,10 @@ export async function main(argv: string[]): Promise<ExitCode> {
   } catch (err) {
     if (err instanceof CommanderError) {
       return err.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+    }
+    if (err instanceof InterruptedError) {
+      io.err('kiln: interrupted');
+      return ExitCode.Interrupted;
     }
     if (err instanceof UsageError) {
       io.err(`kiln: ${err.message}`);
