@@ -3,8 +3,9 @@
  * Redis prefix, DATA_DIR, ADMIN_TOKEN and port), runs the scenarios of issue 6 with their
  * same-run baselines, writes the results and removes everything it created.
  *
- *   scenarios        polling creation pipeline latency memory webhooks (default: all, in this order;
- *                    webhooks runs the first pipeline size with and without endpoints)
+ *   scenarios        polling conditional long-poll creation pipeline latency memory webhooks
+ *                    (default: all, in this order; webhooks runs the first pipeline size with
+ *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
  *                    takes about 80 s of a full run's 5 minutes on two cores)
  *   --rounds=N       alternating baseline/Kiln rounds of polling and creation (default 2)
@@ -31,8 +32,10 @@ import { machineInfo, otherBusyProcesses } from './lib/machine';
 import { BenchReport, renderMarkdown, writeReport } from './lib/report';
 import { BenchContext, RunOptions, ScenarioId, ScenarioResult, SCENARIOS } from './lib/types';
 import { errorMessage, log } from './lib/util';
+import { conditional } from './scenarios/conditional';
 import { creation } from './scenarios/creation';
 import { latencyBound } from './scenarios/latency';
+import { longPoll } from './scenarios/long-poll';
 import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
@@ -43,6 +46,8 @@ const DEFAULT_SIZES = [1000, 10000, 30000];
 
 const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioResult, 'durationSec'>>> = {
   polling,
+  conditional,
+  'long-poll': longPoll,
   creation,
   pipeline,
   latency: latencyBound,

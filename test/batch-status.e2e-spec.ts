@@ -21,16 +21,16 @@ describe('batch status from counts: the TypeScript and SQL forms agree', () => {
   it('over a grid of counts', async () => {
     const grid: { stored: BatchStatus; counts: TaskCounts }[] = [];
     for (const stored of STORED)
-      for (const pending of N) for (const running of N) for (const succeeded of N) for (const failed of N)
-        grid.push({ stored, counts: { pending, running, succeeded, failed } });
+      for (const pending of N) for (const running of N) for (const succeeded of N) for (const failed of N) for (const cancelled of N)
+        grid.push({ stored, counts: { pending, running, succeeded, failed, cancelled } });
 
     const values = grid
-      .map((_, i) => `($${i * 6 + 1}::int, $${i * 6 + 2}::text, $${i * 6 + 3}::int, $${i * 6 + 4}::int, $${i * 6 + 5}::int, $${i * 6 + 6}::int)`)
+      .map((_, i) => `($${i * 7 + 1}::int, $${i * 7 + 2}::text, $${i * 7 + 3}::int, $${i * 7 + 4}::int, $${i * 7 + 5}::int, $${i * 7 + 6}::int, $${i * 7 + 7}::int)`)
       .join(', ');
-    const params = grid.flatMap((g, i) => [i, g.stored, g.counts.pending, g.counts.running, g.counts.succeeded, g.counts.failed]);
-    const status = batchStatusFromCountsSql({ stored: 'g.stored', pending: 'g.p', running: 'g.r', succeeded: 'g.s', failed: 'g.f' });
+    const params = grid.flatMap((g, i) => [i, g.stored, g.counts.pending, g.counts.running, g.counts.succeeded, g.counts.failed, g.counts.cancelled]);
+    const status = batchStatusFromCountsSql({ stored: 'g.stored', pending: 'g.p', running: 'g.r', succeeded: 'g.s', failed: 'g.f', cancelled: 'g.c' });
     const { rows } = await db.query<{ i: number; status: string }>(
-      `SELECT g.i, ${status} AS status FROM (VALUES ${values}) AS g(i, stored, p, r, s, f) ORDER BY g.i`,
+      `SELECT g.i, ${status} AS status FROM (VALUES ${values}) AS g(i, stored, p, r, s, f, c) ORDER BY g.i`,
       params,
     );
 

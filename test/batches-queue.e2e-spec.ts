@@ -1,7 +1,7 @@
 import { getQueueToken } from '@nestjs/bull';
 import Bull, { Queue } from 'bull';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
-import { TASK_QUEUE, TaskDispatchService } from '@app/tasks';
+import { BatchChangePublisher, TASK_QUEUE, TaskDispatchService } from '@app/tasks';
 import { TestApp, getJson, postBatch, taskRows, FileEnvironment, fileEnvironment } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
@@ -59,7 +59,7 @@ describe('Batches: dispatch to the task queue', () => {
     }
     // The pending counts as pending in the API, as queued does (docs/api.md#counts-object).
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
-    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0 });
+    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
     expect(await feedAll()).toBe(2);
     expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
   });
@@ -181,7 +181,7 @@ describe('Batches: dispatch to the task queue', () => {
     });
     deadQueue.on('error', () => undefined);
     try {
-      const offline = new TaskDispatchService(deadQueue, t.db, env.config);
+      const offline = new TaskDispatchService(deadQueue, t.db, env.config, t.app.get(BatchChangePublisher));
       offline.enqueueTimeoutMs = 300;
       const started = Date.now();
       expect(await offline.enqueueQueued(tasks.map((x) => x.id))).toBe(0);

@@ -372,7 +372,7 @@ describe('Batches: creation, validation and detail', () => {
       const { batch, tasks } = res.body;
       expect(Object.keys(batch).sort()).toEqual(
         [
-          'aspectRatio', 'background', 'countPerCombo', 'counts', 'createdAt', 'createdViaApi', 'creditsCharged',
+          'aspectRatio', 'background', 'cancelledAt', 'countPerCombo', 'counts', 'createdAt', 'createdViaApi', 'creditsCharged',
           'creditsRefunded', 'done', 'id', 'model', 'note', 'previewUrl', 'prompts', 'quality', 'refImages',
           'refMode', 'resolution', 'status', 'total',
         ].sort(),
@@ -411,8 +411,14 @@ describe('Batches: creation, validation and detail', () => {
       const set = (i: number, sql: string, params: unknown[] = []) =>
         t.db.query(`UPDATE tasks SET ${sql} WHERE id = $1`, [rows[i].id, ...params]);
 
-      await set(0, `status = 'running', progress = 40`);
+      // Claimed but waiting for a slot: shown queued, not running.
+      await set(0, `status = 'running', progress = 0, sent_at = NULL`);
       let res = await getJson(t, a, `/v1/batches/${id}`).expect(200);
+      expect(res.body.batch).toMatchObject({ counts: { pending: 4, running: 0, succeeded: 0, failed: 0 }, status: 'pending', done: false });
+      expect(res.body.tasks[0]).toMatchObject({ status: 'queued', progress: 0 });
+
+      await set(0, `status = 'running', progress = 40, sent_at = now()`);
+      res = await getJson(t, a, `/v1/batches/${id}`).expect(200);
       expect(res.body.batch).toMatchObject({ counts: { pending: 3, running: 1, succeeded: 0, failed: 0 }, status: 'running', done: false });
       expect(res.body.tasks[0]).toMatchObject({ status: 'running', progress: 40 });
 
@@ -497,7 +503,7 @@ describe('Batches: creation, validation and detail', () => {
       });
       // The copies have no tasks: all counts zero.
       const copy = first.body.batches.find((b: any) => String(b.note).startsWith('copy'));
-      expect(copy.counts).toEqual({ pending: 0, running: 0, succeeded: 0, failed: 0 });
+      expect(copy.counts).toEqual({ pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
       const all = await getJson(t, a, '/v1/batches?limit=100').expect(200);
       expect(all.body.batches).toHaveLength(25);
       expect(all.body.nextCursor).toBeNull();

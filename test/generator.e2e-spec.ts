@@ -7,7 +7,7 @@ import { ModelConcurrencyLimiter, RetentionService, TaskReconcilerService, TaskR
 import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
-import { ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
+import { BatchChangePublisher, ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
 import { TestApp, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
@@ -361,7 +361,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const takenOver = (await store.claim(tasks[1].id))!;
       expect(takenOver.attempts).toBe(2);
       const success = (c: ClaimedTask, attempt = c.attempts) => ({
-        fence: { taskId: c.id, attempt },
+        fence: { taskId: c.id, attempt, batchId: c.batchId },
         batchId: c.batchId,
         resultUrl: `http://kiln.test/files/results/${c.id}/${attempt}.png`,
         resultKey: `results/${c.id}/${attempt}.png`,
@@ -398,7 +398,7 @@ describe('generator: the real worker consuming the real queue', () => {
     it('two generators recording successes of the same batches at once neither deadlock nor miscount', async () => {
       const here = gen.get(TaskStateStore);
       // A second replica: its own store on its own connection pool.
-      const there = new TaskStateStore(api.db, api.app.get(BillingService));
+      const there = new TaskStateStore(api.db, api.app.get(BillingService), api.app.get(BatchChangePublisher));
       const a = await api.account({ credits: 5000 });
       const ids = await Promise.all(
         ['p', 'q', 'r', 's'].map((prompt) => createBatch(api, a, { model: 'eta-image', prompts: [prompt], countPerCombo: 20 })),
@@ -410,7 +410,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const tallies = await Promise.all(
         shuffled.map(({ c }, i) =>
           (i % 2 ? there : here).succeed({
-            fence: { taskId: c.id, attempt: c.attempts },
+            fence: { taskId: c.id, attempt: c.attempts, batchId: c.batchId },
             batchId: c.batchId,
             resultUrl: `http://kiln.test/files/results/${c.id}/r.png`,
             resultKey: `results/${c.id}/r.png`,

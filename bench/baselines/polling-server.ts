@@ -14,7 +14,7 @@ const FULL_ROWS = process.env.FULL_ROWS === '1';
 const BATCH_COLUMNS = FULL_ROWS
   ? '*'
   : `id, created_at, prompts, model, aspect_ratio, resolution, quality, background, count_per_combo, ref_mode,
-     ref_images, total, note, preview_url, created_via_api, status, credits_charged, credits_refunded`;
+     ref_images, total, note, preview_url, created_via_api, status, credits_charged, credits_refunded, cancelled_at`;
 const TASK_COLUMNS = FULL_ROWS ? '*' : 'id, batch_id, prompt, status, progress, result_url, error';
 
 interface TaskRow {
@@ -36,12 +36,13 @@ async function detail(req: http.IncomingMessage, res: http.ServerResponse, batch
     `SELECT ${TASK_COLUMNS} FROM tasks WHERE batch_id = $1 ORDER BY seq`,
     [batchId],
   );
-  const counts = { pending: 0, running: 0, succeeded: 0, failed: 0 };
+  const counts = { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
   for (const t of tasks) {
     if (t.status === 'pending' || t.status === 'queued') counts.pending++;
     else if (t.status === 'running') counts.running++;
     else if (t.status === 'succeeded') counts.succeeded++;
     else if (t.status === 'failed') counts.failed++;
+    else if (t.status === 'cancelled') counts.cancelled++;
   }
   const done = counts.pending + counts.running === 0;
   sendJson(res, 200, {
@@ -66,6 +67,7 @@ async function detail(req: http.IncomingMessage, res: http.ServerResponse, batch
       done,
       creditsCharged: b.credits_charged,
       creditsRefunded: b.credits_refunded,
+      cancelledAt: b.cancelled_at ? b.cancelled_at.getTime() : null,
     },
     tasks: tasks.map((t) => ({
       id: t.id,
@@ -79,10 +81,13 @@ async function detail(req: http.IncomingMessage, res: http.ServerResponse, batch
   });
 }
 
-/** The same derivation as libs/batches deriveStatus. */
-function status(stored: string, c: { pending: number; running: number; succeeded: number; failed: number }, total: number): string {
-  if (stored === 'cancelled' || total === 0) return stored;
-  if (c.pending + c.running === 0) return c.failed === 0 ? 'succeeded' : c.succeeded === 0 ? 'failed' : 'partial';
+/** The same derivation as libs/tasks batchStatusFromCounts. */
+function status(stored: string, c: { pending: number; running: number; succeeded: number; failed: number; cancelled: number }, total: number): string {
+  if (total === 0) return stored;
+  if (c.pending + c.running === 0) {
+    if (c.cancelled > 0) return 'cancelled';
+    return c.failed === 0 ? 'succeeded' : c.succeeded === 0 ? 'failed' : 'partial';
+  }
   return c.pending === total ? 'pending' : 'running';
 }
 

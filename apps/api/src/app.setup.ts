@@ -24,6 +24,9 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   const config = app.get<KilnConfig>(KILN_CONFIG);
   app.useLogger(app.get(Logger));
   app.disable('x-powered-by');
+  // Express would tag every GET body with its own ETag and answer If-None-Match itself; a
+  // batch's poll has Kiln's (made without reading the body), and nothing else has one.
+  app.set('etag', false);
   app.set('query parser', 'simple');
   trustProxies(app, config.trustProxy);
   limitHttpServer(app.getHttpServer(), config.http);

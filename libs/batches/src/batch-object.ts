@@ -27,6 +27,7 @@ export interface BatchObject {
   done: boolean;
   creditsCharged: number;
   creditsRefunded: number;
+  cancelledAt: number | null;
 }
 
 export function batchObject(b: BatchView): BatchObject {
@@ -44,12 +45,19 @@ export function batchObject(b: BatchView): BatchObject {
     refImages: b.refImages,
     total: b.total,
     note: b.note,
-    counts: { pending: b.counts.pending, running: b.counts.running, succeeded: b.counts.succeeded, failed: b.counts.failed },
+    counts: {
+      pending: b.counts.pending,
+      running: b.counts.running,
+      succeeded: b.counts.succeeded,
+      failed: b.counts.failed,
+      cancelled: b.counts.cancelled,
+    },
     previewUrl: b.previewUrl,
     createdViaApi: b.createdViaApi,
     status: b.status,
     done: b.done,
     creditsCharged: b.creditsCharged,
     creditsRefunded: b.creditsRefunded,
+    cancelledAt: b.cancelledAt ? b.cancelledAt.getTime() : null,
   };
 }

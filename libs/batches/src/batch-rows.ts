@@ -78,11 +78,14 @@ export async function selectBatchFields(db: DataSource, accountId: string, batch
     `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
             background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
             note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
-            credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded"
+            credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
+            cancelled_at AS "cancelledAt", version
        FROM batches WHERE id = $1 AND account_id = $2`,
     [batchId, accountId],
   );
-  return rows[0] ?? null;
+  const row = rows[0];
+  // bigint arrives as text.
+  return row ? Object.assign(row, { version: Number(row.version) }) : null;
 }
 
 /** An account's batches newest first, keyset-paginated on (createdAt, id); one row past `limit` tells of a next page. */

@@ -22,6 +22,8 @@ export type BatchFields = Pick<
   | 'status'
   | 'creditsCharged'
   | 'creditsRefunded'
+  | 'cancelledAt'
+  | 'version'
 >;
 
 /** A batch as clients see it: the row plus its live task counts and whether it is done. */

@@ -4,13 +4,15 @@ import { CatalogModule } from '@app/catalog';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
 import { BatchArchiveService } from './batch-archive';
+import { BatchPolling } from './batch-polling';
+import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
 import { ContentPolicy } from './content-policy';
 
 /** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule],
-  providers: [BatchesService, BatchArchiveService, ContentPolicy],
-  exports: [BatchesService, BatchArchiveService, ContentPolicy],
+  providers: [BatchesService, BatchArchiveService, ContentPolicy, BatchPolling, BatchWatcher],
+  exports: [BatchesService, BatchArchiveService, ContentPolicy, BatchPolling, BatchWatcher],
 })
 export class BatchesModule {}

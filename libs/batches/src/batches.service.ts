@@ -9,7 +9,17 @@ import { Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
 import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
 import { lockKeyCreditCap, readKeyCreditCap } from '@app/keys';
 import { pixelSize } from '@app/providers';
-import { addToCounts, countTasksByBatch, emptyCounts, insertTasks, NewTask, selectTaskViews, TaskDispatchService, TaskView } from '@app/tasks';
+import {
+  addToCounts,
+  BatchCancellation,
+  countTasksByBatch,
+  emptyCounts,
+  insertTasks,
+  NewTask,
+  selectTaskViews,
+  TaskDispatchService,
+  TaskView,
+} from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
 import { insertBatch, NewBatch, selectBatchFields, selectBatchPage } from './batch-rows';
@@ -49,6 +59,7 @@ export class BatchesService {
     private readonly billing: BillingService,
     private readonly contentPolicy: ContentPolicy,
     private readonly dispatcher: TaskDispatchService,
+    private readonly cancellation: BatchCancellation,
   ) {}
 
   /**
@@ -194,6 +205,17 @@ export class BatchesService {
     const tasks = await selectTaskViews(this.db, batchId);
     const counts = tasks.reduce((c, t) => addToCounts(c, t.status), emptyCounts());
     return { batch: toBatchView(batch, counts), tasks: tasks.map((t) => ({ ...t, ...taskPosition(t.seq, batch) })) };
+  }
+
+  /**
+   * Cancels the batch (BatchCancellation: every task not yet in its provider's hands, refunded
+   * in one transaction) and returns it as it is afterwards. Cancelling it again changes
+   * nothing; a batch that finished without a cancel is refused.
+   */
+  async cancel(accountId: string, batchId: string): Promise<BatchView> {
+    if (!isUuid(batchId)) throw notFound('Batch');
+    await this.cancellation.cancel(accountId, batchId);
+    return (await this.detail(accountId, batchId)).batch;
   }
 
   /** The key's cap (locked, so an edit cannot race the check) and today's use, or null without a cap. */

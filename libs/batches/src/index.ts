@@ -7,3 +7,5 @@ export * from './batches.service';
 export * from './batches.module';
 export * from './idempotency';
 export * from './batch-archive';
+export * from './batch-polling';
+export * from './batch-watcher';

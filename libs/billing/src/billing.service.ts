@@ -11,12 +11,26 @@ export interface ChargeBatch {
   amount: number;
 }
 
+/** The refund of a cancel: every task it cancelled, in one sum. */
+export interface RefundCancelled {
+  accountId: string;
+  batchId: string;
+  amount: number;
+  tasks: number;
+}
+
 export interface RefundTask {
   accountId: string;
   batchId: string;
   taskId: string;
   amount: number;
 }
+
+/** Ledger kinds that give back (part of) a batch's charge. */
+export const REFUND_KINDS: readonly LedgerKind[] = ['task_refund', 'cancel_refund'];
+const REFUND_KINDS_SQL = `(${REFUND_KINDS.map((k) => `'${k}'`).join(', ')})`;
+/** Ledger kinds a key's daily cap counts: its charges and their refunds. */
+const CAP_KINDS_SQL = `('batch_charge', ${REFUND_KINDS.map((k) => `'${k}'`).join(', ')})`;
 
 /** Today's UTC day as stored in ledger_entries.charge_day. */
 export function utcDay(at: Date = new Date()): string {
@@ -99,45 +113,42 @@ export class BillingService {
    * caller's whole transaction back: refunded exactly once.
    */
   async refundTask(m: EntityManager, refund: RefundTask): Promise<number> {
-    const [charge] = await m.query(
-      `SELECT api_key_id, charge_day::text AS charge_day FROM ledger_entries
-        WHERE batch_id = $1 AND kind = 'batch_charge' LIMIT 1`,
-      [refund.batchId],
-    );
-    const rows = await queryRows<{ balance: string }>(m,
-      `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`,
-      [refund.accountId, refund.amount],
-    );
-    const balance = Number(rows[0].balance);
-    await this.insertLedger(m, {
-      accountId: refund.accountId,
-      amount: refund.amount,
-      balanceAfter: balance,
+    return this.refund(m, refund.accountId, refund.batchId, refund.amount, {
       kind: 'task_refund',
       reason: 'Refund for a failed task',
-      batchId: refund.batchId,
       taskId: refund.taskId,
-      // No charge row (a repaired database): the refund counts against no key's day.
-      apiKeyId: charge?.api_key_id ?? null,
-      chargeDay: charge?.charge_day ?? undefined,
     });
-    return balance;
   }
 
-  /** Credits refunded so far for a batch's failed tasks. */
+  /**
+   * Refunds the tasks a cancel took, inside the caller's transaction (the one that marks them
+   * cancelled, under their batch's lock): one `cancel_refund` row for the sum. Exactly once
+   * because each task moves to `cancelled` only once (the caller's fenced update) and only a
+   * task so moved is counted in the sum. Like a task refund, it lowers the usage of the key
+   * and day its batch's charge counted against.
+   */
+  async refundCancelled(m: EntityManager, refund: RefundCancelled): Promise<number> {
+    return this.refund(m, refund.accountId, refund.batchId, refund.amount, {
+      kind: 'cancel_refund',
+      reason: `Refund for ${refund.tasks} cancelled task${refund.tasks === 1 ? '' : 's'}`,
+    });
+  }
+
+  /** Credits refunded so far for a batch: its failed tasks and its cancels. */
   async refundedForBatch(m: EntityManager, batchId: string): Promise<number> {
     const [row] = await m.query(
-      `SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM ledger_entries WHERE batch_id = $1 AND kind = 'task_refund'`,
+      `SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM ledger_entries
+        WHERE batch_id = $1 AND kind IN ${REFUND_KINDS_SQL}`,
       [batchId],
     );
     return row.refunded;
   }
 
-  /** Credits charged through a key today (UTC) minus refunds of those same charges. */
+  /** Credits charged through a key today (UTC) minus refunds (failures, cancels) of those same charges. */
   async creditsUsedToday(keyId: string, m: EntityManager = this.db.manager): Promise<number> {
     const [row] = await m.query(
       `SELECT COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
-        WHERE api_key_id = $1 AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund')`,
+        WHERE api_key_id = $1 AND charge_day = $2 AND kind IN ${CAP_KINDS_SQL}`,
       [keyId, utcDay()],
     );
     return Number(row.used);
@@ -151,6 +162,39 @@ export class BillingService {
       [accountId],
     );
     return { balance: Number(row.balance), ledgerSum: Number(row.sum) };
+  }
+
+  /** A refund row carrying the key and UTC day of its batch's charge row. */
+  private async refund(
+    m: EntityManager,
+    accountId: string,
+    batchId: string,
+    amount: number,
+    what: { kind: 'task_refund' | 'cancel_refund'; reason: string; taskId?: string },
+  ): Promise<number> {
+    const [charge] = await m.query(
+      `SELECT api_key_id, charge_day::text AS charge_day FROM ledger_entries
+        WHERE batch_id = $1 AND kind = 'batch_charge' LIMIT 1`,
+      [batchId],
+    );
+    const rows = await queryRows<{ balance: string }>(m,
+      `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`,
+      [accountId, amount],
+    );
+    const balance = Number(rows[0].balance);
+    await this.insertLedger(m, {
+      accountId,
+      amount,
+      balanceAfter: balance,
+      kind: what.kind,
+      reason: what.reason,
+      batchId,
+      taskId: what.taskId,
+      // No charge row (a repaired database): the refund counts against no key's day.
+      apiKeyId: charge?.api_key_id ?? null,
+      chargeDay: charge?.charge_day ?? undefined,
+    });
+    return balance;
   }
 
   private async insertLedger(

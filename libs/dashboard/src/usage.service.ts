@@ -64,9 +64,9 @@ export class UsageService {
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
               api_key_id AS key_id,
               COALESCE(-SUM(amount) FILTER (WHERE kind = 'batch_charge'), 0) AS charged,
-              COALESCE(SUM(amount) FILTER (WHERE kind = 'task_refund'), 0) AS refunded
+              COALESCE(SUM(amount) FILTER (WHERE kind IN ('task_refund', 'cancel_refund')), 0) AS refunded
          FROM ledger_entries
-        WHERE account_id = $1 AND created_at >= $2 AND kind IN ('batch_charge', 'task_refund')
+        WHERE account_id = $1 AND created_at >= $2 AND kind IN ('batch_charge', 'task_refund', 'cancel_refund')
         GROUP BY 1, 2
         ORDER BY 1, 2 NULLS FIRST`,
       [accountId, since],
@@ -128,7 +128,7 @@ export class UsageService {
     if (keyIds.length === 0) return used;
     const rows: Array<{ key_id: string; used: string }> = await this.db.query(
       `SELECT api_key_id AS key_id, COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
-        WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund')
+        WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund', 'cancel_refund')
         GROUP BY api_key_id`,
       [keyIds, utcDay()],
     );

@@ -26,6 +26,8 @@ export enum ErrorCode {
   InvalidCredentials = 'invalid_credentials',
   RateLimited = 'rate_limited',
   NotFound = 'not_found',
+  /** A batch that finished without a cancel cannot be cancelled. */
+  BatchNotCancellable = 'batch_not_cancellable',
   InternalError = 'internal_error',
   /** An Idempotency-Key already used (within 24 h) for another request. */
   IdempotencyKeyReused = 'idempotency_key_reused',

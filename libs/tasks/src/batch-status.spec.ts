@@ -1,6 +1,12 @@
 import { batchStatusFromCounts, TaskCounts } from './batch-status';
 
-const c = (pending: number, running: number, succeeded: number, failed: number): TaskCounts => ({ pending, running, succeeded, failed });
+const c = (pending: number, running: number, succeeded: number, failed: number, cancelled = 0): TaskCounts => ({
+  pending,
+  running,
+  succeeded,
+  failed,
+  cancelled,
+});
 
 // The SQL form is held to this one over a grid of counts in test/batch-status.e2e-spec.ts.
 describe('batchStatusFromCounts', () => {
@@ -15,8 +21,13 @@ describe('batchStatusFromCounts', () => {
     expect(batchStatusFromCounts('pending', counts)).toBe(status);
   });
 
-  it('keeps cancelled', () => {
-    expect(batchStatusFromCounts('cancelled', c(1, 0, 0, 0))).toBe('cancelled');
+  it.each([
+    [c(0, 0, 2, 1, 1), 'cancelled'],
+    [c(0, 0, 0, 0, 3), 'cancelled'],
+    [c(0, 1, 0, 0, 2), 'running'],
+    [c(1, 0, 0, 0, 2), 'running'],
+  ])('with cancelled tasks %j -> %s: cancelled once done', (counts, status) => {
+    expect(batchStatusFromCounts('running', counts)).toBe(status);
   });
 
   it('a batch without tasks keeps what is stored', () => {

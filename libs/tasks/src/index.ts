@@ -9,3 +9,6 @@ export * from './task-outcome.hook';
 export * from './task-dispatch.service';
 export * from './task-state.store';
 export * from './tasks.module';
+export * from './batch-changes';
+export * from './batch-tally';
+export * from './task-cancellation';

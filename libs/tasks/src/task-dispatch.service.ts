@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
+import { BatchChangePublisher, bumpBatchVersions } from './batch-changes';
 import { renderJob, TASK_QUEUE } from './task-queue.contract';
 
 /**
@@ -25,7 +26,7 @@ WITH next AS (
 )
 UPDATE tasks t SET status = 'queued', updated_at = now()
   FROM next WHERE t.id = next.id
-RETURNING t.id, t.seq, t.created_at`;
+RETURNING t.id, t.batch_id, t.seq, t.created_at`;
 
 /**
  * Hands tasks to the generator through Bull. The database is the source of truth and holds
@@ -52,6 +53,7 @@ export class TaskDispatchService {
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @InjectDataSource() private readonly db: DataSource,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+    private readonly changes: BatchChangePublisher,
   ) {}
 
   /**
@@ -114,11 +116,28 @@ export class TaskDispatchService {
    */
   async feed(max: number): Promise<number> {
     if (max <= 0) return 0;
-    const rows = await queryRows<{ id: string; seq: number; created_at: Date }>(this.db, TAKE_PENDING_SQL, [Math.floor(max)]);
+    const rows = await queryRows<{ id: string; batch_id: string; seq: number; created_at: Date }>(this.db, TAKE_PENDING_SQL, [
+      Math.floor(max),
+    ]);
     if (rows.length === 0) return 0;
+    await this.tasksShownChanged(rows.map((r) => r.batch_id));
     // UPDATE ... RETURNING has no order of its own; the queue must get the fair one.
     rows.sort((a, b) => a.seq - b.seq || a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
     return this.enqueueQueued(rows.map((r) => r.id));
+  }
+
+  /**
+   * pending <-> queued shows in the tasks' status, so their batches' versions move; bumped
+   * after the tasks' own statement (bumpBatchVersions says why that is safe), which locks
+   * tasks with SKIP LOCKED and must not wait for a batch lock while holding them.
+   */
+  private async tasksShownChanged(batchIds: string[]): Promise<void> {
+    try {
+      await bumpBatchVersions(this.db, batchIds);
+      this.changes.announce(batchIds);
+    } catch (err) {
+      this.logger.warn(`Could not bump the versions of ${new Set(batchIds).size} batch(es): ${errorMessage(err)}`);
+    }
   }
 
   /**
@@ -129,9 +148,12 @@ export class TaskDispatchService {
    */
   private async backToPending(taskIds: readonly string[]): Promise<void> {
     try {
-      await this.db.query(`UPDATE tasks SET status = 'pending', updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'queued'`, [
-        taskIds,
-      ]);
+      const rows = await queryRows<{ batch_id: string }>(
+        this.db,
+        `UPDATE tasks SET status = 'pending', updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'queued' RETURNING batch_id`,
+        [taskIds],
+      );
+      await this.tasksShownChanged(rows.map((r) => r.batch_id));
     } catch (err) {
       this.logger.warn(`Could not put ${taskIds.length} task(s) back to pending: ${errorMessage(err)}`);
     }

@@ -53,12 +53,18 @@ export async function insertTasks(
 }
 
 /**
+ * A task's status as clients see it: `running` only once it is in its provider's hands; a
+ * task its worker took but that still waits for a model or render slot shows `queued`.
+ */
+const SHOWN_STATUS_SQL = `CASE WHEN status = 'running' AND sent_at IS NULL THEN 'queued' ELSE status END`;
+
+/**
  * The polling endpoint's task read (its hot path): one constant statement for only the
  * columns the response shows, aliased to the field names so no entity is hydrated.
  */
 export async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
   return db.query(
-    `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error,
+    `SELECT id, batch_id AS "batchId", seq, prompt, ${SHOWN_STATUS_SQL} AS status, progress, result_url AS "resultUrl", error,
             error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
        FROM tasks WHERE batch_id = $1 ORDER BY seq`,
     [batchId],
@@ -76,7 +82,7 @@ export async function countTasksByBatch(db: DataSource, batchIds: string[]): Pro
   const counts = new Map<string, TaskCounts>();
   if (batchIds.length === 0) return counts;
   const rows: { batch_id: string; status: TaskStatus; n: number }[] = await db.query(
-    `SELECT batch_id, status, count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY batch_id, status`,
+    `SELECT batch_id, ${SHOWN_STATUS_SQL} AS status, count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY 1, 2`,
     [batchIds],
   );
   for (const r of rows) {

@@ -4,7 +4,10 @@ import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
 import { BatchStatus, pgError, ProviderRoute, queryRows, TaskErrorCode } from '@app/database';
 import { newObjectToken } from '@app/storage';
-import { batchStatusFromCounts, batchStatusFromCountsSql } from './batch-status';
+import { BatchChangePublisher } from './batch-changes';
+import { batchStatusFromCounts } from './batch-status';
+import { tallyAssignments } from './batch-tally';
+import { cancelUnsentTasks } from './task-cancellation';
 import { groupWrites } from './group-writes';
 import { EndedTask, TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
 import type { TaskView } from './task-rows';
@@ -13,7 +16,18 @@ import type { TaskView } from './task-rows';
 export interface Fence {
   taskId: string;
   attempt: number;
+  /** The task's batch: every fenced write locks it first (see TaskStateStore). */
+  batchId: string;
 }
+
+/** What a give-back for a retry did. */
+export type RequeueOutcome =
+  /** `running -> queued`: the caller adds the job for the next attempt. */
+  | 'requeued'
+  /** The batch was cancelled meanwhile: the task is cancelled and refunded instead. */
+  | 'cancelled'
+  /** The fence no longer holds: nothing changed. */
+  | null;
 
 /** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
 export interface RenderBatch {
@@ -73,39 +87,9 @@ interface Progress {
   pct: number;
 }
 
-/**
- * The SET list that counts terminal tasks into a batch and, when they were its last, settles
- * its status and finished_at. Each argument is SQL: how many succeeded, failed, credits
- * refunded, and a preview URL (or NULL). Runs in the same statement or transaction as the
- * tasks' fenced updates, so each task is counted exactly once.
- */
-const tallyAssignments = (succeeded: string, failed: string, refunded: string, preview: string): string => {
-  const succeededNow = `succeeded_count + ${succeeded}`;
-  const failedNow = `failed_count + ${failed}`;
-  // The statement cannot tell waiting tasks from running ones, and need not: it runs after a
-  // task ended, so with every unfinished task counted as waiting the rule still says
-  // `running` until the last one ends.
-  const status = batchStatusFromCountsSql({
-    stored: 'status',
-    pending: `GREATEST(total - (${succeededNow}) - (${failedNow}), 0)`,
-    running: '0',
-    succeeded: succeededNow,
-    failed: failedNow,
-  });
-  return `
-  succeeded_count = ${succeededNow},
-  failed_count = ${failedNow},
-  credits_refunded = credits_refunded + ${refunded},
-  preview_url = COALESCE(preview_url, ${preview}),
-  status = ${status},
-  finished_at = CASE
-    WHEN finished_at IS NULL AND ${succeededNow} + ${failedNow} >= total THEN now()
-    ELSE finished_at END`;
-};
-
 /** One task's tally: $1 batch, $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null. */
 const TALLY_SQL = `
-UPDATE batches SET ${tallyAssignments('$2', '$3', '$4', '$5::text')}
+UPDATE batches SET ${tallyAssignments({ succeeded: '$2', failed: '$3', cancelled: '0', refunded: '$4', preview: '$5::text' })}
 WHERE id = $1
 RETURNING status, finished_at, preview_url`;
 
@@ -139,7 +123,7 @@ WITH input AS (
 ), counted AS (
   SELECT batch_id, count(*)::int AS n, min(preview_url) AS new_preview FROM done GROUP BY batch_id
 ), tallied AS (
-  UPDATE batches SET ${tallyAssignments('counted.n', '0', '0', 'counted.new_preview')}
+  UPDATE batches SET ${tallyAssignments({ succeeded: 'counted.n', failed: '0', cancelled: '0', refunded: '0', preview: 'counted.new_preview' })}
     FROM counted
    WHERE batches.id = counted.batch_id
   RETURNING batches.id, batches.status, batches.finished_at, batches.preview_url
@@ -149,26 +133,30 @@ SELECT done.*, tallied.status AS batch_status, tallied.finished_at, tallied.prev
 
 /**
  * Takes a group of tasks for one attempt each and reads what their renders need, in one
- * statement: the fenced claims, their batches' move out of `pending` (locked in id order, so
- * two generators claiming tasks of the same new batches cannot deadlock), and the batch and
- * model rows, read from the statement's snapshot, which is all a render needs of them. A
- * task's first claim also gives it its result token. $1 distinct task ids, $2 a fresh token
- * for each.
+ * statement: their batches locked first and in id order (as every task write after creation
+ * does, the cancel included, so none of them can deadlock another), the fenced claims, the
+ * batches' move out of `pending` and version bump, and the batch and model rows, read from
+ * the statement's snapshot, which is all a render needs of them. A claimed task is not sent
+ * yet (sent_at null, shown `queued`): its worker may still wait for a slot, and a cancel may
+ * take it until `send`. A task's first claim also gives it its result token. $1 distinct
+ * task ids, $2 a fresh token for each.
  */
 const CLAIM_GROUP_SQL = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
+), locked AS (
+  SELECT id FROM batches WHERE id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[])) ORDER BY id FOR UPDATE
 ), claimed AS (
-  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 1,
+  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 0, sent_at = NULL,
          started_at = COALESCE(t.started_at, now()), updated_at = now(),
          result_token = COALESCE(t.result_token, i.token)
     FROM input i
    WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
+     AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token
-), starting AS (
-  SELECT id FROM batches WHERE id IN (SELECT batch_id FROM claimed) AND status = 'pending' ORDER BY id FOR UPDATE
-), started AS (
-  UPDATE batches SET status = 'running' WHERE id IN (SELECT id FROM starting) AND status = 'pending'
+), touched AS (
+  UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
+   WHERE id IN (SELECT batch_id FROM claimed)
 )
 SELECT c.*,
        b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
@@ -179,11 +167,44 @@ SELECT c.*,
   LEFT JOIN batches b ON b.id = c.batch_id
   LEFT JOIN models m ON m.key = b.model`;
 
-/** A group of progress writes, fenced, never backwards. $1 task ids, $2 attempts, $3 percentages. */
+/**
+ * A group of "sends": each task's fenced move into its provider's hands, right before the
+ * call (sent_at, progress 1), with its batch's version bump. A task cancelled (or taken
+ * over) meanwhile is not sent. $1 task ids, $2 attempts, $3 the tasks' batch ids.
+ */
+const SEND_GROUP_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[]) AS i(id, attempt)
+), locked AS (
+  SELECT id FROM batches WHERE id = ANY($3::uuid[]) ORDER BY id FOR UPDATE
+), sent AS (
+  UPDATE tasks t SET sent_at = now(), progress = GREATEST(t.progress, 1), updated_at = now()
+    FROM input i
+   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.sent_at IS NULL
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.attempts, t.batch_id
+), bumped AS (
+  UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM sent)
+)
+SELECT id, attempts, batch_id FROM sent`;
+
+/**
+ * A group of progress writes, fenced, never backwards, with their batches' version bumps
+ * (batches locked first, in id order). $1 task ids, $2 attempts, $3 percentages, $4 batch ids.
+ */
 const PROGRESS_GROUP_SQL = `
-UPDATE tasks t SET progress = i.pct, updated_at = now()
-  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempt, pct)
- WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.progress < i.pct`;
+WITH locked AS (
+  SELECT id FROM batches WHERE id = ANY($4::uuid[]) ORDER BY id FOR UPDATE
+), moved AS (
+  UPDATE tasks t SET progress = i.pct, updated_at = now()
+    FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempt, pct)
+   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.progress < i.pct
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.batch_id
+), bumped AS (
+  UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM moved)
+)
+SELECT DISTINCT batch_id FROM moved`;
 
 /** Most items one grouped statement carries; a larger group is split. */
 const MAX_GROUP = 250;
@@ -191,22 +212,30 @@ const MAX_GROUP = 250;
 const DEADLOCK_ATTEMPTS = 3;
 
 /**
- * Task state after creation: claims, progress, outcomes, and the batch tallies that go with
- * them. With TaskDispatchService (pending <-> queued) and the row inserts (task-rows.ts), the
- * only code that writes the tasks table. Every write after the claim is fenced. Claims,
- * progress and successes are group-committed (groupWrites): the many runs of a generator
- * share statements, which is most of what a task costs PostgreSQL and this process.
+ * Task state after creation: claims, sends, progress, outcomes, and the batch tallies that go
+ * with them. With TaskDispatchService (pending <-> queued), the row inserts (task-rows.ts)
+ * and the cancel (task-cancellation.ts), the only code that writes the tasks table. Every
+ * write after the claim is fenced. Claims, sends, progress and successes are group-committed
+ * (groupWrites): the many runs of a generator share statements, which is most of what a task
+ * costs PostgreSQL and this process.
+ *
+ * Lock order: every write here locks the task's batch row before the task row (grouped
+ * statements lock their batches in id order), as the cancel does, so a cancel racing any of
+ * them waits instead of deadlocking. Every write bumps the batch's version and, once
+ * committed, announces the batch (BatchChangePublisher) for held long polls.
  */
 @Injectable()
 export class TaskStateStore {
   private readonly logger = new Logger(TaskStateStore.name);
   private readonly claimOne = groupWrites((ids: readonly string[]) => this.claimGroup(ids), MAX_GROUP);
+  private readonly sendOne = groupWrites((group: readonly Fence[]) => this.sendGroup(group), MAX_GROUP);
   private readonly progressOne = groupWrites((group: readonly Progress[]) => this.progressGroup(group), MAX_GROUP);
   private readonly succeedOne = groupWrites((group: readonly Success[]) => this.succeedGroup(group), MAX_GROUP);
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly billing: BillingService,
+    private readonly changes: BatchChangePublisher,
     @Optional() @Inject(TASK_OUTCOME_HOOK) private readonly outcomes: TaskOutcomeHook | null = null,
   ) {}
 
@@ -219,6 +248,15 @@ export class TaskStateStore {
    */
   claim(taskId: string): Promise<ClaimedTask | null> {
     return this.claimOne(taskId);
+  }
+
+  /**
+   * Hands the task to its provider: called when the run holds its model or render slot,
+   * right before the call. False when the fence no longer holds (the task was cancelled or
+   * taken over while the run waited): the run must not send it.
+   */
+  send(fence: Fence): Promise<boolean> {
+    return this.sendOne(fence);
   }
 
   /** Fire-and-forget friendly: never throws, and never moves progress backwards. */
@@ -243,6 +281,7 @@ export class TaskStateStore {
     const rows = await this.retryingDeadlocks(() =>
       this.db.query(CLAIM_GROUP_SQL, [distinct, distinct.map(() => newObjectToken())]),
     );
+    this.changes.announce(rows.map((row: Record<string, any>) => row.batch_id as string));
     const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
     // A job delivered twice at once is run once: the first delivery gets the claim, the
     // others nothing to do, as if they had come after it.
@@ -253,10 +292,30 @@ export class TaskStateStore {
     });
   }
 
-  private async progressGroup(group: readonly Progress[]): Promise<void[]> {
-    await this.retryingDeadlocks(() =>
-      this.db.query(PROGRESS_GROUP_SQL, [group.map((p) => p.fence.taskId), group.map((p) => p.fence.attempt), group.map((p) => p.pct)]),
+  private async sendGroup(group: readonly Fence[]): Promise<boolean[]> {
+    const rows = await this.retryingDeadlocks(() =>
+      queryRows<{ id: string; attempts: number; batch_id: string }>(this.db, SEND_GROUP_SQL, [
+        group.map((f) => f.taskId),
+        group.map((f) => f.attempt),
+        [...new Set(group.map((f) => f.batchId))],
+      ]),
     );
+    this.changes.announce(rows.map((row) => row.batch_id));
+    const sent = new Set(rows.map((row) => `${row.id}:${row.attempts}`));
+    // A fence sent twice in one group (a duplicate delivery) is sent once.
+    return group.map((f) => sent.delete(`${f.taskId}:${f.attempt}`));
+  }
+
+  private async progressGroup(group: readonly Progress[]): Promise<void[]> {
+    const rows = await this.retryingDeadlocks(() =>
+      queryRows<{ batch_id: string }>(this.db, PROGRESS_GROUP_SQL, [
+        group.map((p) => p.fence.taskId),
+        group.map((p) => p.fence.attempt),
+        group.map((p) => p.pct),
+        [...new Set(group.map((p) => p.fence.batchId))],
+      ]),
+    );
+    this.changes.announce(rows.map((row) => row.batch_id));
     return group.map(() => undefined);
   }
 
@@ -288,6 +347,7 @@ export class TaskStateStore {
           })
         : queryRows<Row>(this.db, SUCCEED_GROUP_SQL, params),
     );
+    this.changes.announce(rows.map((row) => row.batch_id));
     // Keyed by attempt too: a stale attempt of a task may share the group with the current one.
     const byAttempt = new Map(rows.map((row) => [`${row.id}:${row.attempts}`, row]));
     const finishReported = new Set<string>();
@@ -317,12 +377,17 @@ export class TaskStateStore {
 
   /**
    * Terminal failure: the task, its refund and its batch's tally in one transaction, so a
-   * crash anywhere leaves either all of it or none. The fenced update admits one writer; the
-   * ledger's unique index on task refunds is the backstop, and a refund it refuses means
-   * "already refunded", not an error. Returns null when the fence no longer holds.
+   * crash anywhere leaves either all of it or none. The batch is locked first (see the lock
+   * order above). The fenced update admits one writer, so a cancelled task is never also
+   * refunded as failed; the ledger's unique index on task refunds is the backstop, and a
+   * refund it refuses means "already refunded", not an error. Returns null when the fence no
+   * longer holds.
    */
   async fail(fence: Fence, message: string, code: TaskErrorCode): Promise<(TallyResult & { refunded: number }) | null> {
-    return this.db.transaction(async (m) => {
+    const result = await this.db.transaction(async (m) => {
+      const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
+      // No batch row means no task row either (they go together).
+      if (!batch) return null;
       const rows = await queryRows<EndedRow>(
         m,
         `UPDATE tasks t SET status = 'failed', error = $3, error_code = $4, finished_at = now(), updated_at = now()
@@ -331,25 +396,42 @@ export class TaskStateStore {
         [fence.taskId, fence.attempt, message, code],
       );
       if (rows.length === 0) return null;
-      const { batch_id: batchId, ended_account_id: accountId } = rows[0];
-      const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1`, [batchId]);
-      const refunded = await this.refundOnce(m, { accountId, batchId, taskId: fence.taskId, amount: batch.unit_cost });
-      const tally = await this.tally(m, batchId, { succeeded: 0, failed: 1, refunded, previewUrl: null });
-      await this.recordOutcomes(m, [batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [batchId] : [] });
+      const accountId = rows[0].ended_account_id;
+      const refunded = await this.refundOnce(m, { accountId, batchId: fence.batchId, taskId: fence.taskId, amount: batch.unit_cost });
+      const tally = await this.tally(m, fence.batchId, { succeeded: 0, failed: 1, refunded, previewUrl: null });
+      await this.recordOutcomes(m, [fence.batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [fence.batchId] : [] });
       return { ...tally, refunded };
     });
+    if (result) this.changes.announce([fence.batchId]);
+    return result;
   }
 
-  /** `running -> queued` for a retry; false when the fence no longer holds. */
-  async requeue(fence: Fence): Promise<boolean> {
-    const rows = await queryRows(
-      this.db,
-      `UPDATE tasks SET status = 'queued', progress = 0, updated_at = now()
-        WHERE id = $1 AND status = 'running' AND attempts = $2
-        RETURNING id`,
-      [fence.taskId, fence.attempt],
-    );
-    return rows.length > 0;
+  /**
+   * `running -> queued` for a retry (or a give-back at shutdown). If the batch was cancelled
+   * meanwhile, the task is not queued again but cancelled and refunded in the same
+   * transaction: between its attempts it is not in its provider's hands. The batch is locked
+   * first, so a cancel either sees the task queued (and takes it) or comes after this.
+   */
+  async requeue(fence: Fence): Promise<RequeueOutcome> {
+    const outcome = await this.db.transaction(async (m): Promise<RequeueOutcome> => {
+      const [batch] = await m.query(`SELECT cancelled_at FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
+      if (batch?.cancelled_at) {
+        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt });
+        return cancelled.count > 0 ? 'cancelled' : null;
+      }
+      const rows = await queryRows(
+        m,
+        `UPDATE tasks SET status = 'queued', progress = 0, sent_at = NULL, updated_at = now()
+          WHERE id = $1 AND status = 'running' AND attempts = $2
+          RETURNING id`,
+        [fence.taskId, fence.attempt],
+      );
+      if (rows.length === 0) return null;
+      await m.query(`UPDATE batches SET version = version + 1 WHERE id = $1`, [fence.batchId]);
+      return 'requeued';
+    });
+    if (outcome) this.changes.announce([fence.batchId]);
+    return outcome;
   }
 
   /**
@@ -358,27 +440,32 @@ export class TaskStateStore {
    * Returns the status it settled on, or null when the batch is not finishable (yet).
    */
   async finishFromTasks(batchId: string): Promise<BatchStatus | null> {
-    return this.db.transaction(async (m) => {
+    const status = await this.db.transaction(async (m) => {
       const [batch] = await m.query(`SELECT status FROM batches WHERE id = $1 AND finished_at IS NULL FOR UPDATE`, [batchId]);
       if (!batch) return null;
       const [c] = await m.query(
         `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
                 count(*) FILTER (WHERE status = 'failed')::int AS failed,
+                count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,
                 count(*) FILTER (WHERE status IN ('pending', 'queued', 'running'))::int AS unfinished
            FROM tasks WHERE batch_id = $1`,
         [batchId],
       );
-      if (c.unfinished > 0 || c.succeeded + c.failed === 0) return null;
-      const status = batchStatusFromCounts(batch.status, { pending: 0, running: 0, succeeded: c.succeeded, failed: c.failed });
+      if (c.unfinished > 0 || c.succeeded + c.failed + c.cancelled === 0) return null;
+      const counts = { pending: 0, running: 0, succeeded: c.succeeded, failed: c.failed, cancelled: c.cancelled };
+      const status = batchStatusFromCounts(batch.status, counts);
       const refunded = await this.billing.refundedForBatch(m, batchId);
       await m.query(
-        `UPDATE batches SET succeeded_count = $2, failed_count = $3, credits_refunded = $4, status = $5, finished_at = now()
+        `UPDATE batches SET succeeded_count = $2, failed_count = $3, cancelled_count = $4, credits_refunded = $5, status = $6,
+                finished_at = now(), version = version + 1
           WHERE id = $1`,
-        [batchId, c.succeeded, c.failed, refunded, status],
+        [batchId, c.succeeded, c.failed, c.cancelled, refunded, status],
       );
       await this.recordOutcomes(m, [batchId], { ended: [], finishedBatchIds: [batchId] });
       return status;
     });
+    if (status) this.changes.announce([batchId]);
+    return status;
   }
 
   /**

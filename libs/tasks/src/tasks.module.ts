@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '@app/billing';
+import { BatchChangePublisher } from './batch-changes';
+import { BatchCancellation } from './task-cancellation';
 import { TaskDispatchService } from './task-dispatch.service';
 import { TaskStateStore } from './task-state.store';
 
@@ -10,7 +12,7 @@ import { TaskStateStore } from './task-state.store';
  */
 @Module({
   imports: [BillingModule],
-  providers: [TaskDispatchService, TaskStateStore],
-  exports: [TaskDispatchService, TaskStateStore],
+  providers: [TaskDispatchService, TaskStateStore, BatchCancellation, BatchChangePublisher],
+  exports: [TaskDispatchService, TaskStateStore, BatchCancellation, BatchChangePublisher],
 })
 export class TasksModule {}

@@ -57,7 +57,14 @@ export class WebhookOutbox implements TaskOutcomeHook {
     for (const b of batches) {
       if (!wants(b.accountId, 'batch.completed')) continue;
       // The write that finished the batch has just set its counts: nothing is waiting or running.
-      const counts = { pending: Math.max(0, b.total - b.succeededCount - b.failedCount), running: 0, succeeded: b.succeededCount, failed: b.failedCount };
+      const settled = b.succeededCount + b.failedCount + b.cancelledCount;
+      const counts = {
+        pending: Math.max(0, b.total - settled),
+        running: 0,
+        succeeded: b.succeededCount,
+        failed: b.failedCount,
+        cancelled: b.cancelledCount,
+      };
       events.push(newEvent(b.accountId, 'batch.completed', batchObject(toBatchView(b, counts))));
     }
     await this.insert(m, events);

@@ -1,5 +1,6 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
 import {
+  ApiConflictResponse,
   ApiCreatedResponse,
   ApiNotFoundResponse,
   ApiOkResponse,
@@ -8,16 +9,18 @@ import {
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
-import type { Response } from 'express';
-import { BatchArchiveService, BatchesService, IdempotentRequest } from '@app/batches';
+import type { Request, Response } from 'express';
+import { BatchArchiveService, BatchesService, BatchPolling, IdempotentRequest } from '@app/batches';
 import { decodeCursor, parseLimit } from '@app/database';
 import { AuthenticatedKey } from '@app/keys';
 import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { sendArchive } from './batch-archive.response';
 import { BatchListQueryDto } from './dto/batch-list.query.dto';
+import { ApiBatchPoll, answerPoll } from './batch-poll';
 import {
   BatchDetailResponseDto,
+  BatchDto,
   BatchEstimateResponseDto,
   BatchListResponseDto,
   CreatedBatchResponseDto,
@@ -31,6 +34,7 @@ export class BatchesController {
   constructor(
     private readonly batches: BatchesService,
     private readonly archives: BatchArchiveService,
+    private readonly polling: BatchPolling,
   ) {}
 
   @Post()
@@ -72,11 +76,28 @@ export class BatchesController {
 
   @Get(':id')
   @ApiKeyAuth('batches:read')
-  @ApiOperation({ operationId: 'getBatch', summary: 'Poll a batch: its counts, done flag and tasks' })
-  @ApiOkResponse({ type: BatchDetailResponseDto })
+  @ApiOperation({
+    operationId: 'getBatch',
+    summary: 'Poll a batch: its counts, done flag and tasks; conditional (If-None-Match) and long (Prefer: wait=N)',
+  })
+  @ApiBatchPoll()
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
-  async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDetailResponseDto> {
-    return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  async detail(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    await answerPoll(this.polling, req, res, { accountId: auth.account.id, batchId: id, holder: `key:${auth.key.id}` });
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @ApiKeyAuth('batches:write')
+  @ApiOperation({
+    operationId: 'cancelBatch',
+    summary: 'Cancel a batch: every task not yet sent to its provider is cancelled and refunded; sent ones finish',
+  })
+  @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel (again, unchanged, for a batch already cancelled)' })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
+  async cancel(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<BatchDto> {
+    return BatchDto.from(await this.batches.cancel(auth.account.id, id));
   }
 
   @Get(':id/archive')

@@ -1,12 +1,13 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
-import type { Response } from 'express';
-import { BatchArchiveService, BatchesService, IdempotentRequest } from '@app/batches';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { ApiConflictResponse, ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
+import type { Request, Response } from 'express';
+import { BatchArchiveService, BatchesService, BatchPolling, IdempotentRequest } from '@app/batches';
 import type { AuthenticatedSession } from '@app/dashboard';
 import { decodeCursor, parseLimit } from '@app/database';
 import { BatchListQueryDto } from '../batches/dto/batch-list.query.dto';
 import { sendArchive } from '../batches/batch-archive.response';
-import { BatchDetailResponseDto, BatchEstimateResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
+import { ApiBatchPoll, answerPoll } from '../batches/batch-poll';
+import { BatchDetailResponseDto, BatchDto, BatchEstimateResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from '../batches/dto/batch.response.dto';
 import { CreateBatchRequestDto } from '../batches/dto/create-batch.request.dto';
 import { ApiIdempotentCreate, Idempotency, IDEMPOTENT_REPLAYED_HEADER } from '../batches/idempotency.decorators';
 import { ErrorResponseDto } from '../common/error.response.dto';
@@ -25,6 +26,7 @@ export class DashboardBatchesController {
   constructor(
     private readonly batches: BatchesService,
     private readonly archives: BatchArchiveService,
+    private readonly polling: BatchPolling,
   ) {}
 
   @Post()
@@ -60,11 +62,29 @@ export class DashboardBatchesController {
   }
 
   @Get(':id')
-  @ApiOperation({ operationId: 'getDashboardBatch', summary: 'A batch with its counts, done flag and tasks' })
-  @ApiOkResponse({ type: BatchDetailResponseDto })
+  @ApiOperation({
+    operationId: 'getDashboardBatch',
+    summary: 'A batch with its counts, done flag and tasks; conditional and long polling as GET /v1/batches/{id}',
+  })
+  @ApiBatchPoll()
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
-  async detail(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDetailResponseDto> {
-    return BatchDetailResponseDto.from(await this.batches.detail(auth.account.id, id));
+  async detail(
+    @CurrentSession() auth: AuthenticatedSession,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
+    await answerPoll(this.polling, req, res, { accountId: auth.account.id, batchId: id, holder: `session:${auth.session.id}` });
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @ApiOperation({ operationId: 'cancelDashboardBatch', summary: 'Cancel a batch, as POST /v1/batches/{id}/cancel' })
+  @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel' })
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
+  async cancel(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDto> {
+    return BatchDto.from(await this.batches.cancel(auth.account.id, id));
   }
 
   @Get(':id/archive')

@@ -28,6 +28,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.EmailTaken]: HttpStatus.CONFLICT,
   [ErrorCode.RateLimited]: HttpStatus.TOO_MANY_REQUESTS,
   [ErrorCode.NotFound]: HttpStatus.NOT_FOUND,
+  [ErrorCode.BatchNotCancellable]: HttpStatus.CONFLICT,
   [ErrorCode.InternalError]: HttpStatus.INTERNAL_SERVER_ERROR,
   [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
   [ErrorCode.IdempotencyKeyReused]: HttpStatus.UNPROCESSABLE_ENTITY,

@@ -86,6 +86,20 @@ export class BatchEntity {
   @Column({ name: 'failed_count', type: 'integer', default: 0 })
   failedCount: number;
 
+  @Column({ name: 'cancelled_count', type: 'integer', default: 0 })
+  cancelledCount: number;
+
+  /** When the batch was first cancelled (a later cancel changes nothing). */
+  @Column({ name: 'cancelled_at', type: 'timestamptz', precision: 3, nullable: true })
+  cancelledAt: Date | null;
+
+  /**
+   * Bumped by every write that changes what the batch's GET shows (its tasks' writes
+   * included), in the same statement: the ETag is made of it.
+   */
+  @Column({ type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string | null) => (v === null ? null : Number(v)) } })
+  version: number;
+
   @Column({ name: 'preview_url', type: 'text', nullable: true })
   previewUrl: string | null;
 

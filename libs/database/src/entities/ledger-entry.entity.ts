@@ -1,7 +1,7 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { AccountEntity } from './account.entity';
 
-export type LedgerKind = 'grant' | 'adjustment' | 'batch_charge' | 'task_refund';
+export type LedgerKind = 'grant' | 'adjustment' | 'batch_charge' | 'task_refund' | 'cancel_refund';
 
 const bigintToNumber = { to: (v: number) => v, from: (v: string | null) => (v === null ? null : Number(v)) };
 

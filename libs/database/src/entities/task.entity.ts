@@ -1,7 +1,7 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { BatchEntity } from './batch.entity';
 
-export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'failed';
+export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
 /**
  * Why a task failed: the upstream refused the request (a 400, a content policy), stayed
@@ -83,6 +83,13 @@ export class TaskEntity {
 
   @Column({ name: 'started_at', type: 'timestamptz', nullable: true })
   startedAt: Date | null;
+
+  /**
+   * When the current attempt was handed to its provider; null while its worker still waits
+   * for a model or render slot (a cancel takes such a task; see TaskStateStore.send).
+   */
+  @Column({ name: 'sent_at', type: 'timestamptz', nullable: true })
+  sentAt: Date | null;
 
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt: Date | null;

@@ -6,6 +6,7 @@ import { RetentionIndexes1763888400004 } from './1763888400004-retention-indexes
 import { AccountsCreatedAtMilliseconds1763888400005 } from './1763888400005-accounts-created-at-milliseconds';
 import { ResultTokens1763888400010 } from './1763888400010-result-tokens';
 import { TaskDetailsAndIdempotencyKeys1763888400030 } from './1763888400030-task-details-and-idempotency-keys';
+import { CancelAndBatchVersions1763888400031 } from './1763888400031-cancel-and-batch-versions';
 import { Webhooks1763888400140 } from './1763888400140-webhooks';
 
 /** Every migration, in order. A new migration is added here as well as written. */
@@ -18,5 +19,6 @@ export const ALL_MIGRATIONS: Function[] = [
   AccountsCreatedAtMilliseconds1763888400005,
   ResultTokens1763888400010,
   TaskDetailsAndIdempotencyKeys1763888400030,
+  CancelAndBatchVersions1763888400031,
   Webhooks1763888400140,
 ];

@@ -5,7 +5,7 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
 import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-import { ClaimedTask, Fence, nextRenderJob, RenderBatch, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
@@ -23,6 +23,10 @@ export type RunOutcome =
   | 'failed'
   /** Back to `queued` with a delayed job for the next attempt. */
   | 'retrying'
+  /** Its batch was cancelled before the retry: cancelled and refunded instead. */
+  | 'cancelled'
+  /** Cancelled (or taken over) while the run waited for a slot: never sent, nothing written. */
+  | 'unsent'
   /** Given back to the queue because this generator is shutting down. */
   | 'requeued'
   /** Nothing to do: the task is terminal (a duplicate or late delivery) or does not exist. */
@@ -112,7 +116,7 @@ export class TaskRunnerService {
    * task's failure for good.
    */
   private async attempt(claim: ClaimedTask): Promise<RunOutcome> {
-    const fence: Fence = { taskId: claim.id, attempt: claim.attempts };
+    const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
     const maxAttempts = this.config.generator.maxAttempts;
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
@@ -127,7 +131,7 @@ export class TaskRunnerService {
     try {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
-      const result = await this.render(claim, batch, progress);
+      const result = await this.render(claim, fence, batch, progress);
       resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
       preview = stored.preview;
@@ -144,7 +148,7 @@ export class TaskRunnerService {
   }
 
   /** The image, within the local or the model's concurrency limits (see renderWithin). */
-  private async render(claim: ClaimedTask, batch: RenderBatch, progress: ProgressReporter): Promise<RenderResult> {
+  private async render(claim: ClaimedTask, fence: Fence, batch: RenderBatch, progress: ProgressReporter): Promise<RenderResult> {
     const references = await this.loadReferences(claim.refUploadIds);
     const provider = this.providers.forRoute(batch.provider);
     const request: RenderRequest = {
@@ -160,7 +164,7 @@ export class TaskRunnerService {
       signal: this.interrupting.signal,
       onProgress: (pct) => progress.report(pct),
     };
-    return this.renderWithin(batch, provider, request, priorityOf(claim));
+    return this.renderWithin(fence, batch, provider, request, priorityOf(claim));
   }
 
   /**
@@ -212,8 +216,10 @@ export class TaskRunnerService {
   }
 
   private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown): Promise<RunOutcome> {
+    if (err instanceof NotSent) return 'unsent';
     if (err instanceof ShutdownInterruption) {
-      return (await this.retry(claim, fence, 0)) ? 'requeued' : 'superseded';
+      const given = await this.retry(claim, fence, 0);
+      return given === 'requeued' ? 'requeued' : given ?? 'superseded';
     }
     const failure = classifyFailure(err);
     if (failure.internal) {
@@ -224,7 +230,8 @@ export class TaskRunnerService {
     const maxAttempts = this.config.generator.maxAttempts;
     if (failure.retryable && fence.attempt < maxAttempts) {
       const delay = retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
-      return (await this.retry(claim, fence, delay)) ? 'retrying' : 'superseded';
+      const given = await this.retry(claim, fence, delay);
+      return given === 'requeued' ? 'retrying' : given ?? 'superseded';
     }
     const message = failure.retryable ? exhaustedMessage(failure.message, fence.attempt) : failure.message;
     return this.failForGood(fence, message, failure.code);
@@ -240,32 +247,46 @@ export class TaskRunnerService {
   /**
    * `running -> queued`, then a job for the next attempt. If the process dies between the
    * two, or Redis refuses the job, the task sits `queued` without a job and the reconciler
-   * adds the same job id later.
+   * adds the same job id later. A task of a batch cancelled meanwhile is cancelled instead
+   * (no job); null when the fence no longer holds.
    */
-  private async retry(claim: ClaimedTask, fence: Fence, delayMs: number): Promise<boolean> {
-    if (!(await this.store.requeue(fence))) return false;
+  private async retry(claim: ClaimedTask, fence: Fence, delayMs: number): Promise<RequeueOutcome> {
+    const given = await this.store.requeue(fence);
+    if (given !== 'requeued') return given;
     const job = nextRenderJob({ id: claim.id, attempts: fence.attempt }, delayMs);
     try {
       await this.queue.add(job.name, job.data, job.opts);
     } catch (err) {
       this.logger.warn(`Could not enqueue the retry of task ${claim.id} (${describeError(err)}); the reconciler will`);
     }
-    return true;
+    return given;
   }
 
   /**
    * CPU-bound builtin renders take a local slot (one per core); upstream calls take one of
    * the model's slots shared by every replica (as many as the batch's route allows, else
-   * MODEL_CONCURRENCY_CAP). Both lines are ordered by the job's priority.
+   * MODEL_CONCURRENCY_CAP). Both lines are ordered by the job's priority. Only with its slot
+   * is the task sent (the fenced `send`): until then a cancel may take it, and then it is
+   * never sent.
    */
-  private async renderWithin(batch: RenderBatch, provider: ImageProvider, request: RenderRequest, priority: number): Promise<RenderResult> {
+  private async renderWithin(
+    fence: Fence,
+    batch: RenderBatch,
+    provider: ImageProvider,
+    request: RenderRequest,
+    priority: number,
+  ): Promise<RenderResult> {
+    const sendAndRender = async (): Promise<RenderResult> => {
+      if (!(await this.store.send(fence))) throw new NotSent();
+      return provider.render(request);
+    };
     if (batch.provider.type === 'builtin') {
-      return this.renderSlots.use(priority, this.interrupting.signal, () => provider.render(request));
+      return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
     }
     const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
     const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal, cap });
     try {
-      return await provider.render(request);
+      return await sendAndRender();
     } finally {
       lease.release();
     }
@@ -293,6 +314,9 @@ export class TaskRunnerService {
     await Promise.all(keys.map((key) => this.storage.remove(key).catch(() => undefined)));
   }
 }
+
+/** The task's send was refused: cancelled or taken over while this run waited for its slot. */
+class NotSent extends Error {}
 
 /**
  * Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th, the

@@ -50,7 +50,7 @@ export class RetentionService {
           `SELECT id, preview_url AS key FROM batches WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
           [cutoff],
         )) as { id: string; key: string }[]).map((r) => ({ id: r.id, key: this.storage.keyFromPublicUrl(r.key) })),
-      (ids) => this.db.query(`UPDATE batches SET preview_url = NULL WHERE id = ANY($1::uuid[])`, [ids]),
+      (ids) => this.db.query(`UPDATE batches SET preview_url = NULL, version = version + 1 WHERE id = ANY($1::uuid[])`, [ids]),
     );
     const report = { uploads, results, previews };
     if (uploads + results + previews > 0) this.logger.log(`Retention sweep removed ${JSON.stringify(report)}`);

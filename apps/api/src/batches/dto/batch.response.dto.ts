@@ -3,7 +3,7 @@ import type { BatchEstimate, BatchTask, BatchView, RememberedCreation } from '@a
 import { ErrorObjectDto } from '../../common/error.response.dto';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
-export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed'];
+export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
 export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'];
 
 /** docs/api.md#counts-object: `pending` includes queued tasks. */
@@ -12,6 +12,7 @@ export class CountsDto {
   @ApiProperty({ type: 'integer' }) running: number;
   @ApiProperty({ type: 'integer' }) succeeded: number;
   @ApiProperty({ type: 'integer' }) failed: number;
+  @ApiProperty({ type: 'integer', description: 'Tasks cancelled before they were sent (refunded)' }) cancelled: number;
 }
 
 /** docs/api.md#batch-object, with Kiln's added fields (status, done, credits, quality). */
@@ -37,7 +38,9 @@ export class BatchDto {
   @ApiProperty({ description: 'True once no task is pending, queued or running' }) done: boolean;
   @ApiProperty({ type: 'integer', description: 'Credits charged at creation; does not shrink on refund' })
   creditsCharged: number;
-  @ApiProperty({ type: 'integer', description: 'Credits refunded for failed tasks' }) creditsRefunded: number;
+  @ApiProperty({ type: 'integer', description: 'Credits refunded for failed and cancelled tasks' }) creditsRefunded: number;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'Unix milliseconds of the cancel, else null' })
+  cancelledAt: number | null;
 
   static from(b: BatchView): BatchDto {
     return {
@@ -54,13 +57,20 @@ export class BatchDto {
       refImages: b.refImages,
       total: b.total,
       note: b.note,
-      counts: { pending: b.counts.pending, running: b.counts.running, succeeded: b.counts.succeeded, failed: b.counts.failed },
+      counts: {
+        pending: b.counts.pending,
+        running: b.counts.running,
+        succeeded: b.counts.succeeded,
+        failed: b.counts.failed,
+        cancelled: b.counts.cancelled,
+      },
       previewUrl: b.previewUrl,
       createdViaApi: b.createdViaApi,
       status: b.status,
       done: b.done,
       creditsCharged: b.creditsCharged,
       creditsRefunded: b.creditsRefunded,
+      cancelledAt: b.cancelledAt ? b.cancelledAt.getTime() : null,
     };
   }
 }

@@ -59,7 +59,7 @@ export class LedgerEntryDto {
   @ApiProperty() id: string;
   @ApiProperty({ type: 'integer', description: 'Signed: negative for charges' }) amount: number;
   @ApiProperty({ type: 'integer' }) balanceAfter: number;
-  @ApiProperty({ enum: ['grant', 'adjustment', 'batch_charge', 'task_refund'] }) kind: string;
+  @ApiProperty({ enum: ['grant', 'adjustment', 'batch_charge', 'task_refund', 'cancel_refund'] }) kind: string;
   @ApiProperty({ type: 'string', nullable: true }) reason: string | null;
   @ApiProperty({ type: 'string', nullable: true }) batchId: string | null;
   @ApiProperty({ type: 'string', nullable: true }) taskId: string | null;

@@ -1,0 +1,45 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { DataSource, EntityManager } from 'typeorm';
+import { RedisService } from '@app/redis';
+
+/**
+ * How a batch's change is announced: after a write that bumped its version commits, its id is
+ * published on the batch's own channel. Held long polls (GET /v1/batches/{id} with
+ * `Prefer: wait`) subscribe to it, so they wait on Redis, not on PostgreSQL. An announcement
+ * is a hint: a lost one makes a held poll answer later (at its deadline, after re-reading
+ * the version), never wrongly.
+ */
+export function batchChangeChannel(redis: Pick<RedisService, 'key'>, batchId: string): string {
+  return redis.key('batch-changed', batchId);
+}
+
+@Injectable()
+export class BatchChangePublisher {
+  private readonly logger = new Logger(BatchChangePublisher.name);
+
+  constructor(private readonly redis: RedisService) {}
+
+  /** Fire-and-forget, one round trip for any number of batches; never throws. */
+  announce(batchIds: Iterable<string>): void {
+    const ids = [...new Set(batchIds)];
+    if (ids.length === 0) return;
+    const pipeline = this.redis.client.pipeline();
+    for (const id of ids) pipeline.publish(batchChangeChannel(this.redis, id), '1');
+    pipeline.exec().catch((err: Error) => this.logger.debug(`Could not announce ${ids.length} batch change(s): ${err.message}`));
+  }
+}
+
+/**
+ * Bumps the versions of batches whose tasks a statement changed without touching the batch
+ * rows (dispatch's pending <-> queued). Runs after that statement, so a reader may see the new
+ * tasks under the old version for a moment: it then answers 200 once more, never a stale 304.
+ * Locks in id order, like every grouped write, so it cannot deadlock with them.
+ */
+export async function bumpBatchVersions(db: DataSource | EntityManager, batchIds: readonly string[]): Promise<void> {
+  if (batchIds.length === 0) return;
+  await db.query(
+    `UPDATE batches SET version = version + 1
+      WHERE id IN (SELECT id FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE)`,
+    [[...new Set(batchIds)]],
+  );
+}

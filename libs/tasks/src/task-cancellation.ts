@@ -1,0 +1,108 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { BillingService } from '@app/billing';
+import { BatchStatus, queryRows } from '@app/database';
+import { ErrorCode, KilnError, notFound } from '@app/errors';
+import { BatchChangePublisher } from './batch-changes';
+import { tallyAssignments } from './batch-tally';
+
+/** What one cancelling transaction did. */
+export interface CancelledTasks {
+  /** Tasks it moved to `cancelled`. */
+  count: number;
+  /** Credits it refunded (one `cancel_refund` row), 0 when it took no task. */
+  refunded: number;
+  status: BatchStatus;
+  /** The batch is done (its last unsettled task was among these, or none is left). */
+  finished: boolean;
+}
+
+/**
+ * Every task of the batch not in its provider's hands (`pending`, `queued`, and `running`
+ * but not sent: its worker still waits for a slot) becomes `cancelled`; one refund row
+ * carries their price, and the batch's tally counts them, sets cancelledAt and bumps its
+ * version. With `only`, just that attempt of one task (a retry given back after the batch
+ * was cancelled: between attempts, it is in no provider's hands either).
+ *
+ * The caller holds the batch row's lock (FOR UPDATE) in `m`, taken before any task lock, the
+ * order every task write keeps. Each task moves to `cancelled` once (the update's condition),
+ * and only the tasks so moved are counted and refunded: a task that succeeded, failed or was
+ * sent meanwhile is neither cancelled nor refunded here.
+ */
+export async function cancelUnsentTasks(
+  m: EntityManager,
+  billing: BillingService,
+  batchId: string,
+  only?: { taskId: string; attempt: number },
+): Promise<CancelledTasks> {
+  const taken = only
+    ? await queryRows<{ id: string }>(
+        m,
+        `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
+          WHERE id = $2 AND batch_id = $1 AND status = 'running' AND attempts = $3
+          RETURNING id`,
+        [batchId, only.taskId, only.attempt],
+      )
+    : await queryRows<{ id: string }>(
+        m,
+        `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
+          WHERE batch_id = $1 AND (status IN ('pending', 'queued') OR (status = 'running' AND sent_at IS NULL))
+          RETURNING id`,
+        [batchId],
+      );
+  const count = taken.length;
+  const [batch] = await m.query(`SELECT account_id, unit_cost FROM batches WHERE id = $1`, [batchId]);
+  const refunded = count * batch.unit_cost;
+  if (refunded > 0) await billing.refundCancelled(m, { accountId: batch.account_id, batchId, amount: refunded, tasks: count });
+  const [row] = await queryRows<{ status: BatchStatus; finished_at: Date | null }>(
+    m,
+    `UPDATE batches SET cancelled_at = COALESCE(cancelled_at, now()),
+            ${tallyAssignments({ succeeded: '0', failed: '0', cancelled: '$2', refunded: '$3', preview: 'NULL' })}
+      WHERE id = $1
+      RETURNING status, finished_at`,
+    [batchId, count, refunded],
+  );
+  return { count, refunded, status: row.status, finished: row.finished_at !== null };
+}
+
+/**
+ * The cancel of a batch (POST /v1/batches/{id}/cancel): one transaction that locks the batch,
+ * then cancels and refunds every task not yet in its provider's hands (cancelUnsentTasks).
+ * Tasks already sent finish normally; the batch is done when the last of them settles (or at
+ * once when none is left). A worker that took a task but still waits for a slot finds it
+ * cancelled when it tries to send it (TaskStateStore.send), and never sends it; a job of a
+ * cancelled task delivered later claims nothing.
+ */
+@Injectable()
+export class BatchCancellation {
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly billing: BillingService,
+    private readonly changes: BatchChangePublisher,
+  ) {}
+
+  /**
+   * Cancels the account's batch. Another account's (or no) batch: not_found. A batch already
+   * cancelled: null, nothing changes. A batch that finished without a cancel:
+   * batch_not_cancellable.
+   */
+  async cancel(accountId: string, batchId: string): Promise<CancelledTasks | null> {
+    const result = await this.db.transaction(async (m) => {
+      const [batch] = await m.query(
+        `SELECT cancelled_at, finished_at FROM batches WHERE id = $1 AND account_id = $2 FOR UPDATE`,
+        [batchId, accountId],
+      );
+      if (!batch) throw notFound('Batch');
+      if (batch.cancelled_at) return null;
+      if (batch.finished_at) {
+        throw new KilnError(ErrorCode.BatchNotCancellable, 'This batch has already finished; there is nothing left to cancel', {
+          batchId,
+        });
+      }
+      return cancelUnsentTasks(m, this.billing, batchId);
+    });
+    if (result) this.changes.announce([batchId]);
+    return result;
+  }
+}
