@@ -80,10 +80,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Poll a batch: its counts, done flag and tasks */
+        /** Poll a batch: its counts, done flag and tasks; conditional (If-None-Match) and long (Prefer: wait=N) */
         get: operations["getBatch"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a batch: every task not yet sent to its provider is cancelled and refunded; sent ones finish */
+        post: operations["cancelBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -551,10 +568,27 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A batch with its counts, done flag and tasks */
+        /** A batch with its counts, done flag and tasks; conditional and long polling as GET /v1/batches/{id} */
         get: operations["getDashboardBatch"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dashboard/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a batch, as POST /v1/batches/{id}/cancel */
+        post: operations["cancelDashboardBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -733,7 +767,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -892,6 +926,8 @@ export interface components {
             running: number;
             succeeded: number;
             failed: number;
+            /** @description Tasks cancelled before they were sent (refunded) */
+            cancelled: number;
         };
         BatchDto: {
             id: string;
@@ -923,8 +959,10 @@ export interface components {
             done: boolean;
             /** @description Credits charged at creation; does not shrink on refund */
             creditsCharged: number;
-            /** @description Credits refunded for failed tasks */
+            /** @description Credits refunded for failed and cancelled tasks */
             creditsRefunded: number;
+            /** @description Unix milliseconds of the cancel, else null */
+            cancelledAt: number | null;
         };
         BatchListResponseDto: {
             batches: components["schemas"]["BatchDto"][];
@@ -936,7 +974,7 @@ export interface components {
             batchId: string;
             prompt: string;
             /** @enum {string} */
-            status: "pending" | "queued" | "running" | "succeeded" | "failed";
+            status: "pending" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
             /** @description 0 while pending/queued, 1..99 while running, 100 when succeeded */
             progress: number;
             /** @description One public URL once succeeded, else empty */
@@ -1335,7 +1373,7 @@ export interface components {
             amount: number;
             balanceAfter: number;
             /** @enum {string} */
-            kind: "grant" | "adjustment" | "batch_charge" | "task_refund";
+            kind: "grant" | "adjustment" | "batch_charge" | "task_refund" | "cancel_refund";
             reason: string | null;
             batchId: string | null;
             taskId: string | null;
@@ -1803,14 +1841,16 @@ export interface operations {
                      *             "pending": 1,
                      *             "running": 1,
                      *             "succeeded": 1,
-                     *             "failed": 1
+                     *             "failed": 1,
+                     *             "cancelled": 1
                      *           },
                      *           "previewUrl": null,
                      *           "createdViaApi": true,
                      *           "status": "pending",
                      *           "done": true,
                      *           "creditsCharged": 1,
-                     *           "creditsRefunded": 1
+                     *           "creditsRefunded": 1,
+                     *           "cancelledAt": null
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -2386,6 +2426,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description An ETag from an earlier answer: 304 while it is current */
+                "If-None-Match"?: string;
+                /** @description wait=N (1..60 s): hold the answer until the batch changes or N s pass (then 304 with If-None-Match, else 200). A done batch answers at once; past 20 held requests per key the request answers at once. */
+                Prefer?: string;
                 /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -2398,6 +2442,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    /** @description Weak; changes whenever anything in the body does */
+                    ETag?: string;
+                    /** @description wait=N when Prefer: wait was honoured */
+                    "Preference-Applied"?: string;
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
@@ -2429,14 +2477,16 @@ export interface operations {
                      *           "pending": 1,
                      *           "running": 1,
                      *           "succeeded": 1,
-                     *           "failed": 1
+                     *           "failed": 1,
+                     *           "cancelled": 1
                      *         },
                      *         "previewUrl": null,
                      *         "createdViaApi": true,
                      *         "status": "pending",
                      *         "done": true,
                      *         "creditsCharged": 1,
-                     *         "creditsRefunded": 1
+                     *         "creditsRefunded": 1,
+                     *         "cancelledAt": null
                      *       },
                      *       "tasks": [
                      *         {
@@ -2461,6 +2511,227 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDetailResponseDto"];
+                };
+            };
+            /** @description Not modified: If-None-Match holds the current ETag (no body) */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch after the cancel (again, unchanged, for a batch already cancelled) */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "string",
+                     *       "createdAt": 1,
+                     *       "prompts": [
+                     *         "string"
+                     *       ],
+                     *       "model": "string",
+                     *       "aspectRatio": "1:1",
+                     *       "resolution": "1K",
+                     *       "quality": "auto",
+                     *       "background": null,
+                     *       "countPerCombo": 1,
+                     *       "refMode": "none",
+                     *       "refImages": [
+                     *         "string"
+                     *       ],
+                     *       "total": 1,
+                     *       "note": null,
+                     *       "counts": {
+                     *         "pending": 1,
+                     *         "running": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "cancelled": 1
+                     *       },
+                     *       "previewUrl": null,
+                     *       "createdViaApi": true,
+                     *       "status": "pending",
+                     *       "done": true,
+                     *       "creditsCharged": 1,
+                     *       "creditsRefunded": 1,
+                     *       "cancelledAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BatchDto"];
                 };
             };
             /** @description invalid_request and other validation codes */
@@ -2538,6 +2809,27 @@ export interface operations {
                      *       "error": {
                      *         "code": "not_found",
                      *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description batch_not_cancellable: the batch finished without a cancel */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "batch_not_cancellable",
+                     *         "message": "batch_not_cancellable: the batch finished without a cancel"
                      *       }
                      *     }
                      */
@@ -7237,14 +7529,16 @@ export interface operations {
                      *             "pending": 1,
                      *             "running": 1,
                      *             "succeeded": 1,
-                     *             "failed": 1
+                     *             "failed": 1,
+                     *             "cancelled": 1
                      *           },
                      *           "previewUrl": null,
                      *           "createdViaApi": true,
                      *           "status": "pending",
                      *           "done": true,
                      *           "creditsCharged": 1,
-                     *           "creditsRefunded": 1
+                     *           "creditsRefunded": 1,
+                     *           "cancelledAt": null
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -7820,6 +8114,10 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description An ETag from an earlier answer: 304 while it is current */
+                "If-None-Match"?: string;
+                /** @description wait=N (1..60 s): hold the answer until the batch changes or N s pass (then 304 with If-None-Match, else 200). A done batch answers at once; past 20 held requests per key the request answers at once. */
+                Prefer?: string;
                 /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -7832,6 +8130,10 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    /** @description Weak; changes whenever anything in the body does */
+                    ETag?: string;
+                    /** @description wait=N when Prefer: wait was honoured */
+                    "Preference-Applied"?: string;
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
@@ -7863,14 +8165,16 @@ export interface operations {
                      *           "pending": 1,
                      *           "running": 1,
                      *           "succeeded": 1,
-                     *           "failed": 1
+                     *           "failed": 1,
+                     *           "cancelled": 1
                      *         },
                      *         "previewUrl": null,
                      *         "createdViaApi": true,
                      *         "status": "pending",
                      *         "done": true,
                      *         "creditsCharged": 1,
-                     *         "creditsRefunded": 1
+                     *         "creditsRefunded": 1,
+                     *         "cancelledAt": null
                      *       },
                      *       "tasks": [
                      *         {
@@ -7895,6 +8199,227 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDetailResponseDto"];
+                };
+            };
+            /** @description Not modified: If-None-Match holds the current ETag (no body) */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_request and the other validation codes of POST /v1/batches */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    cancelDashboardBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch after the cancel */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "string",
+                     *       "createdAt": 1,
+                     *       "prompts": [
+                     *         "string"
+                     *       ],
+                     *       "model": "string",
+                     *       "aspectRatio": "1:1",
+                     *       "resolution": "1K",
+                     *       "quality": "auto",
+                     *       "background": null,
+                     *       "countPerCombo": 1,
+                     *       "refMode": "none",
+                     *       "refImages": [
+                     *         "string"
+                     *       ],
+                     *       "total": 1,
+                     *       "note": null,
+                     *       "counts": {
+                     *         "pending": 1,
+                     *         "running": 1,
+                     *         "succeeded": 1,
+                     *         "failed": 1,
+                     *         "cancelled": 1
+                     *       },
+                     *       "previewUrl": null,
+                     *       "createdViaApi": true,
+                     *       "status": "pending",
+                     *       "done": true,
+                     *       "creditsCharged": 1,
+                     *       "creditsRefunded": 1,
+                     *       "cancelledAt": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BatchDto"];
                 };
             };
             /** @description invalid_request and the other validation codes of POST /v1/batches */
@@ -7972,6 +8497,27 @@ export interface operations {
                      *       "error": {
                      *         "code": "not_found",
                      *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description batch_not_cancellable: the batch finished without a cancel */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "batch_not_cancellable",
+                     *         "message": "batch_not_cancellable: the batch finished without a cancel"
                      *       }
                      *     }
                      */
