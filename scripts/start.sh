@@ -38,6 +38,11 @@ if [ -z "${ADMIN_TOKEN:-}" ]; then
   kiln_log "ADMIN_TOKEN (kept in .kiln/admin-token): $ADMIN_TOKEN"
 fi
 
+# What this run uses, for commands typed in another terminal (the CLI reads it: see
+# libs/config/src/runtime-env.ts); removed when this run stops.
+mkdir -p .kiln
+(umask 077 && printf 'DATABASE_URL=%s\nREDIS_URL=%s\n' "$DATABASE_URL" "$REDIS_URL" >.kiln/runtime.env)
+
 pids=()
 # Starts NAME in the background, each line of its output prefixed with [NAME]. setsid keeps
 # Ctrl-C from reaching it directly: it gets exactly one SIGTERM, from stop_all, and shuts
@@ -51,6 +56,7 @@ run_prefixed() {
 
 # A second Ctrl-C while the processes shut down kills them.
 stop_all() {
+  rm -f .kiln/runtime.env
   trap 'kill -KILL "${pids[@]}" 2>/dev/null || true' INT TERM
   kill -TERM "${pids[@]}" 2>/dev/null || true
   local pid
@@ -79,16 +85,13 @@ done
 
 url=${PUBLIC_BASE_URL:-http://localhost:${PORT:-8080}}
 url=${url%/}
-# Commands typed in another terminal need the services this one uses.
-env_prefix=""
-[ "$DATABASE_URL" = "$KILN_DEFAULT_DATABASE_URL" ] || env_prefix+="DATABASE_URL=$(printf %q "$DATABASE_URL") "
-[ "$REDIS_URL" = "$KILN_DEFAULT_REDIS_URL" ] || env_prefix+="REDIS_URL=$(printf %q "$REDIS_URL") "
 
 all_running && cat >&2 <<EOF
 
 [kiln] Kiln is running at $url (the api and the generator; Ctrl-C stops both)
-[kiln] A first API key, for a demo account on the studio plan with credits:
-    ${env_prefix}node $CLI demo
+[kiln] A first API key, for a demo account on the studio plan with credits (it finds this
+[kiln] run's database through .kiln/runtime.env):
+    eval "\$(node $CLI demo)"; echo \$KILN_API_KEY \$ACCOUNT_ID
 [kiln] Or through the admin API:
     curl -s -X POST $url/v1/admin/accounts -H "Authorization: Bearer $admin_token_ref" \\
       -H 'Content-Type: application/json' -d '{"email":"you@example.com","plan":"studio","credits":1000}'

@@ -346,7 +346,18 @@ describe('generator: the openai provider against a local upstream', () => {
 
   it('apiKeyEnv picks another key; a key that is not configured fails the task clearly', async () => {
     const other = await batchVia('alpha-image-2-5', route({ apiKeyEnv: 'KILN_TEST_OTHER_API_KEY' }), { prompts: ['Other key [plain]'] });
-    const missing = await batchVia('alpha-image-2-5', route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }), { prompts: ['No key [plain]'] });
+    // The admin API refuses a route the generators have no key for (GET /v1/admin/models
+    // reports it); one written behind its back still fails its tasks clearly.
+    const refused = await api.admin('patch', '/v1/admin/models/alpha-image-2-5').send({ provider: route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }) });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.details).toMatchObject({ field: 'provider.apiKeyEnv', missing: ['KILN_TEST_MISSING_API_KEY'] });
+    await api.db.query(`UPDATE models SET provider = $1 WHERE key = 'alpha-image-2-5'`, [route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' })]);
+    let missing: string;
+    try {
+      missing = await createBatch(api, a, { model: 'alpha-image-2-5', prompts: ['No key [plain]'] });
+    } finally {
+      await api.admin('patch', '/v1/admin/models/alpha-image-2-5').send({ provider: { type: 'builtin' } }).expect(200);
+    }
     await Promise.all([waitForBatchDone(api, other), waitForBatchDone(api, missing)]);
     expect(upstream.requestsFor('Other key [plain]')[0].authorization).toBe(`Bearer ${OTHER_KEY}`);
     expect(upstream.requestsFor('No key [plain]')).toHaveLength(0);

@@ -274,8 +274,8 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     const ds = new DataSource({ type: 'postgres', url: config.databaseUrl, migrations: ALL_MIGRATIONS, migrationsTableName: 'migrations' });
     await ds.initialize();
     try {
-      // Back to the schema before webhooks, with keys as they were then.
-      await ds.undoLastMigration();
+      // Back to the schema before webhooks (later migrations undone first), with keys as they were then.
+      while ((await ds.query(`SELECT 1 FROM migrations WHERE name = 'Webhooks1763888400140'`)).length > 0) await ds.undoLastMigration();
       const full = await ds.query(
         `INSERT INTO api_keys (account_id, name, key_hash, hint, scopes) VALUES ($1, 'full', 'h-full', 'x',
           ARRAY['models:read','account:read','batches:read','batches:write','uploads:write']) RETURNING id`,

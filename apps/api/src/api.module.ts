@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Module, RequestMethod } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { PassportModule } from '@nestjs/passport';
 import { TerminusModule } from '@nestjs/terminus';
@@ -12,6 +12,7 @@ import { CatalogModule } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { KeysModule } from '@app/keys';
+import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
@@ -21,6 +22,7 @@ import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
 import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
+import { AdminSupportController } from './admin/admin-support.controller';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
@@ -31,6 +33,8 @@ import { FilesController } from './files/files.controller';
 import { HealthController } from './health/health.controller';
 import { requestId } from './http/request-id';
 import { MeController } from './me/me.controller';
+import { ApiMetricsCollector } from './metrics/api-metrics';
+import { MetricsController } from './metrics/metrics.controller';
 import { ModelsController } from './models/models.controller';
 import { UploadsController } from './uploads/uploads.controller';
 import { WebhooksController } from './webhooks/webhooks.controller';
@@ -41,10 +45,13 @@ import { WebhooksController } from './webhooks/webhooks.controller';
     LoggerModule.forRootAsync({
       inject: [KILN_CONFIG],
       useFactory: (config: KilnConfig) => ({
+        // Every route, in Express 5's path syntax (nestjs-pino's default '*' draws a
+        // LegacyRouteConverter warning on each boot).
+        forRoutes: [{ path: '{*path}', method: RequestMethod.ALL }],
         pinoHttp: {
           level: config.logLevel,
           genReqId: requestId,
-          autoLogging: { ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz' },
+          autoLogging: { ignore: (req: IncomingMessage) => req.url === '/healthz' || req.url === '/readyz' || req.url === '/metrics' },
           redact: ['req.headers.authorization'],
         },
       }),
@@ -64,6 +71,7 @@ import { WebhooksController } from './webhooks/webhooks.controller';
     DashboardApiModule,
     StorageModule,
     UploadsModule,
+    MetricsModule,
     WebhooksModule,
   ],
   controllers: [
@@ -78,12 +86,15 @@ import { WebhooksController } from './webhooks/webhooks.controller';
     AdminModelsController,
     AdminPlansController,
     AdminQueuesController,
+    AdminSupportController,
+    MetricsController,
   ],
   providers: [
     { provide: APP_FILTER, useClass: ErrorFilter },
     ApiKeyStrategy,
     ApiKeyGuard,
     AdminGuard,
+    ApiMetricsCollector,
   ],
 })
 export class ApiModule {}

@@ -2,17 +2,20 @@ import { RequestMethod } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { OpenAPIObject } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
-import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { ConfigurationError, KILN_CONFIG, KilnConfig } from '@app/config';
+import { KilnMetrics } from '@app/metrics';
 import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-parser.middleware';
 import { assignRequestId } from './http/request-id';
 import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
 import { buildOpenApi, serveApiReference } from './openapi/openapi.document';
+import { httpMetricsMiddleware } from './metrics/api-metrics';
 
 /** Paths outside /v1: probes and public files. */
 export const UNVERSIONED_PATHS = [
   { path: 'healthz', method: RequestMethod.GET },
   { path: 'readyz', method: RequestMethod.GET },
+  { path: 'metrics', method: RequestMethod.GET },
   { path: 'files/{*path}', method: RequestMethod.GET },
 ];
 
@@ -22,16 +25,19 @@ export const UNVERSIONED_PATHS = [
  */
 export function configureApp(app: NestExpressApplication): OpenAPIObject {
   const config = app.get<KilnConfig>(KILN_CONFIG);
+  // Before pino takes over: Nest's own report of this refusal is left to the boot logger,
+  // which leaves it to exitOnBootFailure's one message.
+  trustProxies(app, config.trustProxy);
   app.useLogger(app.get(Logger));
   app.disable('x-powered-by');
   // Express would tag every GET body with its own ETag and answer If-None-Match itself; a
   // batch's poll has Kiln's (made without reading the body), and nothing else has one.
   app.set('etag', false);
   app.set('query parser', 'simple');
-  trustProxies(app, config.trustProxy);
   limitHttpServer(app.getHttpServer(), config.http);
   // First, so every answer carries them, the body parser's refusals included.
   app.use(assignRequestId);
+  app.use(httpMetricsMiddleware(app.get(KilnMetrics)));
   app.use(securityHeaders);
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
@@ -52,6 +58,6 @@ function trustProxies(app: NestExpressApplication, setting: KilnConfig['trustPro
   try {
     app.set('trust proxy', setting);
   } catch (err) {
-    throw new Error(`Invalid Kiln configuration:\n  TRUST_PROXY=${String(setting)}: ${(err as Error).message}`);
+    throw new ConfigurationError([{ variable: 'TRUST_PROXY', value: String(setting), rule: (err as Error).message }]);
   }
 }

@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AccountsModule, AccountsService } from '@app/accounts';
 import { BillingModule, BillingService } from '@app/billing';
-import { bootLogger, buildConfig, exitOnBootFailure, KilnConfigModule } from '@app/config';
+import { bootLogger, buildConfig, exitOnBootFailure, KilnConfigModule, useRuntimeEnv } from '@app/config';
 import { DatabaseModule, runMigrations } from '@app/database';
 import { KeysModule, KeysService } from '@app/keys';
 
@@ -36,7 +36,9 @@ async function demo(email: string, credits: number): Promise<void> {
     const { secret } = await keys.create(account.id, { name: DEMO_KEY_NAME });
     const { balance } = await accounts.get(account.id);
     console.error(`Demo account ${email} (studio plan, ${balance} credits).`);
+    // Shell assignments, so `eval "$(node dist/apps/api/src/cli.js demo)"` sets both.
     console.log(`KILN_API_KEY=${secret}`);
+    console.log(`ACCOUNT_ID=${account.id}`);
   } finally {
     await app.close();
   }
@@ -44,6 +46,8 @@ async function demo(email: string, credits: number): Promise<void> {
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...args] = argv;
+  // The database and Redis `npm start` runs on (its fallbacks included), unless set here.
+  useRuntimeEnv();
   switch (command) {
     case 'migrate': {
       // JSON lines: in a container this is the migrate service's (or the api's first) log.

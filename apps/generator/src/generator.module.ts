@@ -4,11 +4,13 @@ import { KilnQueueModule } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
+import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { WebhooksModule } from '@app/webhooks';
 import { GeneratorHealthServer } from './health.server';
 import { MaintenanceScheduler } from './maintenance.scheduler';
+import { RedisBootCheck } from './redis-boot.check';
 import { TasksProcessor } from './tasks.processor';
 import { WebhooksProcessor } from './webhooks.processor';
 
@@ -25,8 +27,9 @@ import { WebhooksProcessor } from './webhooks.processor';
     StorageModule,
     KilnQueueModule.forRoot(),
     GenerationModule,
+    MetricsModule,
     WebhooksModule,
   ],
-  providers: [TasksProcessor, MaintenanceScheduler, GeneratorHealthServer, WebhooksProcessor],
+  providers: [RedisBootCheck, TasksProcessor, MaintenanceScheduler, GeneratorHealthServer, WebhooksProcessor],
 })
 export class GeneratorModule {}

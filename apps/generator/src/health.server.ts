@@ -4,6 +4,7 @@ import { createServer, Server, ServerResponse } from 'node:http';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ErrorCode } from '@app/errors';
+import { KilnMetrics } from '@app/metrics';
 import { RedisService } from '@app/redis';
 import { StorageDriver } from '@app/storage';
 
@@ -15,8 +16,8 @@ type Check = { status: 'up' } | { status: 'down'; message: string };
  * The generator's health signal, for container healthchecks and orchestrators, on
  * GENERATOR_HEALTH_PORT (none when unset): GET /healthz answers while the process runs;
  * GET /readyz also checks PostgreSQL, Redis and the object store, in the api's /readyz shape,
- * and answers 503 once a shutdown has begun. A plain HTTP listener, so other endpoints for
- * operators can join it later.
+ * and answers 503 once a shutdown has begun; GET /metrics is the generator's Prometheus
+ * metrics. Unauthenticated: the port is for the container network and is not published.
  */
 @Injectable()
 export class GeneratorHealthServer implements OnApplicationShutdown {
@@ -29,6 +30,7 @@ export class GeneratorHealthServer implements OnApplicationShutdown {
     @InjectDataSource() private readonly db: DataSource,
     private readonly redis: RedisService,
     private readonly storage: StorageDriver,
+    private readonly metrics: KilnMetrics,
   ) {}
 
   /** Resolves once listening, or at once when no port is configured. */
@@ -39,6 +41,16 @@ export class GeneratorHealthServer implements OnApplicationShutdown {
       const path = (req.url ?? '').split('?')[0];
       if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: { code: ErrorCode.InvalidRequest, message: 'Only GET' } });
       if (path === '/healthz') return send(res, 200, { status: 'ok' });
+      if (path === '/metrics') {
+        this.metrics.render().then(
+          ({ contentType, body }) => {
+            res.writeHead(200, { 'Content-Type': contentType, 'Cache-Control': 'no-store' });
+            res.end(body);
+          },
+          (err: Error) => send(res, 500, { error: { code: ErrorCode.InternalError, message: err.message } }),
+        );
+        return;
+      }
       if (path === '/readyz') {
         this.readiness().then(
           (body) => send(res, body.status === 'ok' ? 200 : 503, body),
@@ -59,7 +71,7 @@ export class GeneratorHealthServer implements OnApplicationShutdown {
       });
     });
     this.server = server;
-    this.logger.log(`Health checks on :${port} (/healthz, /readyz)`);
+    this.logger.log(`Health checks and metrics on :${port} (/healthz, /readyz, /metrics)`);
   }
 
   /** From the first shutdown signal: /readyz answers 503, /healthz still 200. */

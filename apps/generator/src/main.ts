@@ -1,7 +1,7 @@
 import { NestFactory } from '@nestjs/core';
 import { Logger } from 'nestjs-pino';
 import { builtinFontRenders } from '@app/providers';
-import { BootLogger, exitOnBootFailure, KILN_CONFIG, KilnConfig } from '@app/config';
+import { BootLogger, buildConfig, exitOnBootFailure, KILN_CONFIG, KilnConfig } from '@app/config';
 import { GeneratorHealthServer } from './health.server';
 import { GeneratorModule } from './generator.module';
 
@@ -9,6 +9,8 @@ import { GeneratorModule } from './generator.module';
 const CLOSE_MARGIN_MS = 10_000;
 
 async function bootstrap(): Promise<void> {
+  // Checked before Nest starts, so a bad environment is one message, not Nest's report too.
+  buildConfig();
   // Signals are caught from the very start: jobs are taken as soon as the context is up,
   // before create() returns, and a SIGTERM in that window must still drain them.
   let pendingSignal: NodeJS.Signals | null = null;
@@ -20,7 +22,11 @@ async function bootstrap(): Promise<void> {
 
   // An application context, not an HTTP app: the generator only consumes the queue.
   // BootLogger until pino is attached: a failed boot is a JSON line too.
-  const app = await NestFactory.createApplicationContext(GeneratorModule, { bufferLogs: true, logger: new BootLogger() });
+  const app = await NestFactory.createApplicationContext(GeneratorModule, {
+    bufferLogs: true,
+    abortOnError: false,
+    logger: new BootLogger(),
+  });
   const logger = app.get(Logger);
   app.useLogger(logger);
   const config = app.get<KilnConfig>(KILN_CONFIG);

@@ -1,18 +1,19 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '@app/billing';
 import { CatalogModule } from '@app/catalog';
+import { MetricsModule } from '@app/metrics';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
 import { BatchArchiveService } from './batch-archive';
 import { BatchPolling } from './batch-polling';
 import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
-import { ContentPolicy } from './content-policy';
+import { ContentPolicyService } from './content-policy';
 
 /** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
-  imports: [BillingModule, CatalogModule, UploadsModule, TasksModule],
-  providers: [BatchesService, BatchArchiveService, ContentPolicy, BatchPolling, BatchWatcher],
-  exports: [BatchesService, BatchArchiveService, ContentPolicy, BatchPolling, BatchWatcher],
+  imports: [BillingModule, CatalogModule, UploadsModule, TasksModule, MetricsModule],
+  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher],
+  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher],
 })
 export class BatchesModule {}

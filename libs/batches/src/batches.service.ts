@@ -8,6 +8,7 @@ import { CatalogService, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog'
 import { Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
 import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
 import { lockKeyCreditCap, readKeyCreditCap } from '@app/keys';
+import { KilnMetrics } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import {
   addToCounts,
@@ -24,7 +25,7 @@ import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
 import { insertBatch, NewBatch, selectBatchFields, selectBatchPage } from './batch-rows';
 import { BatchView, toBatchView } from './batch-view';
-import { ContentPolicy } from './content-policy';
+import { ContentPolicyService } from './content-policy';
 import { findRememberedCreation, IdempotentRequest, RememberedCreation, rememberCreation, replayOf, takeIdempotencyKey } from './idempotency';
 import { fanOut, imageCount, TaskPosition, taskPosition } from './fan-out';
 
@@ -57,9 +58,10 @@ export class BatchesService {
     private readonly catalog: CatalogService,
     private readonly uploads: UploadsService,
     private readonly billing: BillingService,
-    private readonly contentPolicy: ContentPolicy,
+    private readonly contentPolicy: ContentPolicyService,
     private readonly dispatcher: TaskDispatchService,
     private readonly cancellation: BatchCancellation,
+    private readonly metrics: KilnMetrics,
   ) {}
 
   /**
@@ -136,7 +138,7 @@ export class BatchesService {
     const model = await this.catalog.requireEnabled(req.model);
     const unitCost = priceOf(model, req);
     const refUploadIds = await this.resolveReferences(actor.accountId, model, req);
-    this.checkPrompts(model, req.prompts);
+    await this.checkPrompts(model, req.prompts);
     // Counted, not expanded: the tasks are made only once every check has passed, so a
     // refused request costs work bounded by its body, whatever total it asks for.
     return { batch: newBatch(actor, req, model, unitCost), refUploadIds };
@@ -178,6 +180,7 @@ export class BatchesService {
     if (outcome.replay) return { replay: outcome.replay };
 
     const { created, tasks, dispatchCount } = outcome;
+    this.metrics.creditsCharged.inc({ model: batch.model }, batch.creditsCharged);
     await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
     return created;
   }
@@ -196,6 +199,13 @@ export class BatchesService {
       batches: page.map((b) => toBatchView(b, counts.get(b.id) ?? emptyCounts())),
       nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
     };
+  }
+
+  /** Any account's batch, for operators (support): the polling view and whose it is. */
+  async detailForOperator(batchId: string): Promise<{ accountId: string; batch: BatchView; tasks: BatchTask[] }> {
+    const [owner]: { account_id: string }[] = isUuid(batchId) ? await this.db.query(`SELECT account_id FROM batches WHERE id = $1`, [batchId]) : [];
+    if (!owner) throw notFound('Batch');
+    return { accountId: owner.account_id, ...(await this.detail(owner.account_id, batchId)) };
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
@@ -246,7 +256,7 @@ export class BatchesService {
   }
 
   /** Every prompt's length first, then the content policy. */
-  private checkPrompts(model: ModelEntity, prompts: string[]): void {
+  private async checkPrompts(model: ModelEntity, prompts: string[]): Promise<void> {
     const tooLong = prompts.findIndex((p) => codePointLength(p) > model.maxPromptLength);
     if (tooLong !== -1) {
       throw new KilnError(ErrorCode.PromptTooLong, `Prompt ${tooLong} is longer than ${model.maxPromptLength} characters`, {
@@ -254,7 +264,7 @@ export class BatchesService {
         maxLength: model.maxPromptLength,
       });
     }
-    const blocked = this.contentPolicy.firstBlocked(prompts);
+    const blocked = await this.contentPolicy.firstBlocked(prompts);
     if (blocked !== -1) {
       throw new KilnError(ErrorCode.ContentBlocked, `Prompt ${blocked} was blocked by the content policy; edit it and resubmit`, {
         index: blocked,

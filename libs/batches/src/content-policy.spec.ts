@@ -1,7 +1,8 @@
-import { ContentPolicy, DEFAULT_BLOCKED_TERMS } from './content-policy';
+import { SEEDED_BLOCKED_TERMS } from '@app/database';
+import { ContentPolicy } from './content-policy';
 
 describe('ContentPolicy', () => {
-  const policy = new ContentPolicy(DEFAULT_BLOCKED_TERMS);
+  const policy = new ContentPolicy(SEEDED_BLOCKED_TERMS);
 
   it('matches whole words, case-insensitively, across odd spacing and punctuation', () => {
     expect(policy.isBlocked('CSAM')).toBe(true);

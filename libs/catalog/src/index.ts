@@ -1,2 +1,3 @@
 export * from './catalog.service';
 export * from './catalog.module';
+export * from './route-health.store';

@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import pino from 'pino';
+import { ConfigurationError } from './env.schema';
 
 /**
  * JSON lines in pino's format, for what is said before the app's own pino logger is attached
@@ -16,6 +17,8 @@ export class BootLogger implements LoggerService {
   error(message: unknown, ...rest: unknown[]): void {
     // Nest calls error(message, stack?, context?).
     const [stack, context] = rest.length >= 2 ? rest : [undefined, rest[0]];
+    // Nest's report of a failed create(); the app's exitOnBootFailure reports it once, better.
+    if (context === 'ExceptionHandler') return;
     bootLogger.error({ context: contextOf(context), ...(typeof stack === 'string' ? { stack } : {}) }, text(message));
   }
   warn(message: unknown, context?: string): void {
@@ -35,10 +38,40 @@ export class BootLogger implements LoggerService {
 /** Logs why the process could not start, as one JSON line, and exits with status 1. */
 export function exitOnBootFailure(err: unknown, context: string): never {
   // Configuration errors name the variable in their message; a stack would only hide it.
-  const message = err instanceof Error ? err.message : String(err);
-  const stack = err instanceof Error && !message.startsWith('Invalid Kiln configuration') ? err.stack : undefined;
-  bootLogger.fatal({ context, ...(stack ? { stack } : {}) }, message);
+  if (err instanceof ConfigurationError) {
+    bootLogger.fatal({ context, problems: err.problems }, err.message);
+  } else if (err instanceof BootDependencyError) {
+    // Which service, where, and why: the cause is the whole story; a stack would bury it.
+    // uptimeMs: how long the process tried, from its start (the bound is 10 s).
+    bootLogger.fatal({ context, service: err.service, host: err.host, cause: err.causeText, uptimeMs: Math.round(process.uptime() * 1000) }, err.message);
+  } else {
+    const message = err instanceof Error ? err.message : String(err);
+    bootLogger.fatal({ context, ...(err instanceof Error ? { stack: err.stack } : {}) }, message);
+  }
+  // pino writes stdout synchronously, so the line is out before the exit.
   process.exit(1);
+}
+
+/** PostgreSQL or Redis could not be reached while the process started. */
+export class BootDependencyError extends Error {
+  constructor(
+    readonly service: 'PostgreSQL' | 'Redis',
+    readonly host: string,
+    readonly causeText: string,
+  ) {
+    super(`${service} at ${host} is not reachable: ${causeText}`);
+    this.name = 'BootDependencyError';
+  }
+}
+
+/** host:port of a connection URL, never its credentials. */
+export function hostOf(url: string, defaultPort: number): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname || 'localhost'}:${parsed.port || defaultPort}`;
+  } catch {
+    return '(unparseable URL)';
+  }
 }
 
 function contextOf(context: unknown): string | undefined {

@@ -22,8 +22,15 @@ const WEBHOOK_KEY_LIST_PATTERN = new RegExp(`^${WEBHOOK_KEY}(\\s*,\\s*${WEBHOOK_
 
 const toInt = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
-const toBool = ({ value }: { value: unknown }) =>
-  value === undefined || value === '' ? undefined : ['1', 'true', 'yes', 'on'].includes(String(value).toLowerCase());
+const TRUE_WORDS = ['1', 'true', 'yes', 'on'];
+const FALSE_WORDS = ['0', 'false', 'no', 'off'];
+/** Anything but a yes/no word stays a string, so IsBoolean refuses it instead of reading it as false. */
+const toBool = ({ value }: { value: unknown }) => {
+  if (value === undefined || value === '') return undefined;
+  const word = String(value).toLowerCase();
+  if (TRUE_WORDS.includes(word)) return true;
+  return FALSE_WORDS.includes(word) ? false : value;
+};
 const emptyToUndefined = ({ value }: { value: unknown }) => (value === '' ? undefined : value);
 
 /** Every environment variable Kiln reads. Nothing else in the code reads process.env. */
@@ -235,6 +242,29 @@ export const SECRET_VARIABLES = [
   'WEBHOOK_SECRET_KEY_PREVIOUS',
 ];
 
+/** One thing wrong with the environment: the variable, the value as given, and the rule it breaks. */
+export interface ConfigProblem {
+  variable: string;
+  /** As given in the environment (undefined: not set). */
+  value?: string;
+  rule: string;
+}
+
+/**
+ * Every configuration problem found at boot, in one message: one line per problem naming the
+ * variable, its value as given and the rule. Boot logs it without a stack trace.
+ */
+export class ConfigurationError extends Error {
+  constructor(readonly problems: ConfigProblem[]) {
+    super(`Invalid Kiln configuration:\n${problems.map(formatProblem).join('\n')}`);
+    this.name = 'ConfigurationError';
+  }
+}
+
+export function formatProblem(p: ConfigProblem): string {
+  return `  ${p.variable}${p.value === undefined ? '' : `=${JSON.stringify(p.value)}`}: ${p.rule}`;
+}
+
 /**
  * The environment with each `<NAME>_FILE` replaced by `<NAME>` set to that file's content (one
  * trailing newline dropped). Setting both is refused, as is a file that cannot be read.
@@ -242,37 +272,48 @@ export const SECRET_VARIABLES = [
 export function resolveSecretFiles(
   raw: Record<string, unknown>,
   readFile: (file: string) => string,
+  collected?: ConfigProblem[],
 ): Record<string, unknown> {
   const resolved: Record<string, unknown> = { ...raw };
-  const problems: string[] = [];
+  const problems = collected ?? [];
   for (const [fileVar, file] of Object.entries(raw)) {
     if (!fileVar.endsWith('_FILE') || typeof file !== 'string' || file === '') continue;
     const name = fileVar.slice(0, -'_FILE'.length);
     if (!SECRET_VARIABLES.includes(name) && !/^[A-Z][A-Z0-9_]*_API_KEY$/.test(name)) continue;
     if (raw[name] !== undefined && raw[name] !== '') {
-      problems.push(`  ${fileVar}: ${name} is set too; set only one of them`);
+      problems.push({ variable: fileVar, rule: `${name} is set too; set only one of them` });
       continue;
     }
     try {
       resolved[name] = readFile(file).replace(/\r?\n$/, '');
     } catch (err) {
-      problems.push(`  ${fileVar}=${JSON.stringify(file)}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      problems.push({ variable: fileVar, value: file, rule: `cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})` });
     }
     delete resolved[fileVar];
   }
-  if (problems.length > 0) throw new Error(`Invalid Kiln configuration:\n${problems.join('\n')}`);
+  if (!collected && problems.length > 0) throw new ConfigurationError(problems);
   return resolved;
 }
 
-/** Validates the environment once; the message names every variable that is wrong. */
-export function validateEnv(raw: Record<string, unknown>): EnvSchema {
+/**
+ * Validates the environment once. Each wrong variable is one problem with its value as given
+ * (not as converted: `PORT=abc` is "abc", not NaN) and the first rule it breaks in the order
+ * the schema declares them (a type before its range), so one mistake reads as one message.
+ */
+export function validateEnv(raw: Record<string, unknown>, problems?: ConfigProblem[]): EnvSchema {
   const env = plainToInstance(EnvSchema, raw, { enableImplicitConversion: false });
   const errors = validateSync(env, { skipMissingProperties: false, whitelist: false });
-  if (errors.length > 0) {
-    const lines = errors.map(
-      (e) => `  ${e.property}=${JSON.stringify(e.value)}: ${Object.values(e.constraints ?? {}).join('; ')}`,
-    );
-    throw new Error(`Invalid Kiln configuration:\n${lines.join('\n')}`);
-  }
+  const found: ConfigProblem[] = errors.map((e) => {
+    // class-validator lists constraints from the last decorator to the first.
+    const rules = Object.values(e.constraints ?? {}).reverse();
+    const given = raw[e.property];
+    return {
+      variable: e.property,
+      value: given === undefined ? undefined : String(given),
+      rule: (rules[0] ?? 'is not valid').replace(new RegExp(`^${e.property} `), ''),
+    };
+  });
+  if (problems) problems.push(...found);
+  else if (found.length > 0) throw new ConfigurationError(found);
   return env;
 }

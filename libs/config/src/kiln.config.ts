@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { availableCpus } from './cpus';
-import { EnvSchema, resolveSecretFiles, validateEnv } from './env.schema';
+import { ConfigProblem, ConfigurationError, EnvSchema, resolveSecretFiles, validateEnv } from './env.schema';
+import { lookalikeWarnings } from './lookalike-variables';
 
 export interface KilnConfig {
   env: 'development' | 'production' | 'test';
@@ -117,8 +118,10 @@ export function buildConfig(
   given: Record<string, unknown> = process.env,
   readFile: (file: string) => string = (file) => readFileSync(file, 'utf8'),
 ): KilnConfig {
-  const raw = resolveSecretFiles(given, readFile);
-  const env: EnvSchema = validateEnv(raw);
+  // Every problem is collected first, so one boot names them all.
+  const problems: ConfigProblem[] = [];
+  const raw = resolveSecretFiles(given, readFile, problems);
+  const env: EnvSchema = validateEnv(raw, problems);
   const port = env.PORT ?? 8080;
   const concurrency = env.GENERATOR_CONCURRENCY ?? 50;
   const minioEndpoint = env.MINIO_ENDPOINT ?? '127.0.0.1';
@@ -126,10 +129,9 @@ export function buildConfig(
   const minioSsl = env.MINIO_USE_SSL ?? false;
   const driver = (env.STORAGE_DRIVER ?? 'local') as 'local' | 'minio';
   if (driver === 'minio' && (!env.MINIO_ACCESS_KEY || !env.MINIO_SECRET_KEY)) {
-    throw new Error(
-      'Invalid Kiln configuration:\n  STORAGE_DRIVER=minio needs MINIO_ACCESS_KEY and MINIO_SECRET_KEY',
-    );
+    problems.push({ variable: 'STORAGE_DRIVER', value: 'minio', rule: 'needs MINIO_ACCESS_KEY and MINIO_SECRET_KEY' });
   }
+  if (problems.length > 0) throw new ConfigurationError(problems);
   const bucket = env.MINIO_BUCKET ?? 'kiln';
   const requestTimeout = env.HTTP_REQUEST_TIMEOUT_MS ?? 30000;
   const dataDir = path.resolve(env.DATA_DIR ?? './data');
@@ -218,7 +220,7 @@ export function buildConfig(
     providerApiKeys: providerApiKeys(raw),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
     trustProxy: trustProxyOf(env.TRUST_PROXY),
-    warnings: publicUrlWarnings(env, driver),
+    warnings: [...lookalikeWarnings(given), ...publicUrlWarnings(env, driver)],
   };
 }
 

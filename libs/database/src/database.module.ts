@@ -1,6 +1,7 @@
-import { DynamicModule, Global, Module } from '@nestjs/common';
+import { DynamicModule, Global, Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { BootDependencyError, hostOf, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ALL_ENTITIES } from './entities';
 import { dataSourceOptions } from './data-source';
 
@@ -27,8 +28,11 @@ export class DatabaseModule {
       imports: [
         TypeOrmModule.forRootAsync({
           inject: [KILN_CONFIG],
-          useFactory: (config: KilnConfig) =>
-            dataSourceOptions(config.databaseUrl, {
+          // Our own bounded retry (connectAtBoot) instead of Nest's nine retries 3 s apart.
+          dataSourceFactory: (options?: DataSourceOptions) => connectAtBoot(options!),
+          useFactory: (config: KilnConfig) => ({
+            toRetry: () => false,
+            ...dataSourceOptions(config.databaseUrl, {
               extra: {
                 // A database that does not answer fails the request (503) instead of holding it.
                 connectionTimeoutMillis: config.databaseConnectTimeoutMs,
@@ -38,10 +42,44 @@ export class DatabaseModule {
                 ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
               },
             }),
+          }),
         }),
         TypeOrmModule.forFeature(ALL_ENTITIES),
       ],
       exports: [TypeOrmModule],
     };
+  }
+}
+
+/**
+ * Refusals are retried until this long after the process started (a compose stack starting
+ * together), counted from the start because loading the code alone can take seconds.
+ */
+const BOOT_RETRY_DEADLINE_MS = 6500;
+const BOOT_RETRY_DELAY_MS = 1000;
+/** Errors that come back at once and may clear up in seconds; a timeout has already waited. */
+const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNRESET', '57P03']);
+
+/**
+ * Connects, retrying refusals for a few seconds, so a process whose PostgreSQL is missing
+ * stops within 10 s naming the host and the cause (a BootDependencyError, logged without a
+ * stack) instead of after half a minute of stack traces.
+ */
+async function connectAtBoot(options: DataSourceOptions): Promise<DataSource> {
+  const url = (options as { url?: string }).url ?? '';
+  let told = false;
+  for (;;) {
+    try {
+      return await new DataSource(options).initialize();
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      const cause = `${code && !(err as Error).message.includes(code) ? `${code}: ` : ''}${(err as Error).message}`;
+      if (!TRANSIENT_CODES.has(code) || process.uptime() * 1000 + BOOT_RETRY_DELAY_MS > BOOT_RETRY_DEADLINE_MS) {
+        throw new BootDependencyError('PostgreSQL', hostOf(url, 5432), cause);
+      }
+      if (!told) new Logger('Database').warn(`PostgreSQL at ${hostOf(url, 5432)} is not reachable yet (${cause}); retrying for a few seconds`);
+      told = true;
+      await new Promise((resolve) => setTimeout(resolve, BOOT_RETRY_DELAY_MS));
+    }
   }
 }

@@ -1,11 +1,14 @@
 import { Inject, Module, OnModuleInit } from '@nestjs/common';
 import sharp from 'sharp';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { CatalogModule } from '@app/catalog';
+import { MetricsModule } from '@app/metrics';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
 import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
 import { ProviderRegistry } from './running/provider-registry';
 import { TaskRunnerService } from './running/task-runner.service';
+import { GeneratorEnvReporter, TaskTelemetry } from './running/task-telemetry';
 import { OrphanSweepService } from './upkeep/orphan-sweep.service';
 import { QueueFeeder } from './upkeep/queue-feeder.service';
 import { RetentionService } from './upkeep/retention.service';
@@ -32,8 +35,8 @@ export function configureSharp(renderConcurrency: number, cores: number): number
  * DatabaseModule, RedisModule, StorageModule and KilnQueueModule.forRoot().
  */
 @Module({
-  imports: [TasksModule, UploadsModule],
-  providers: [TaskRunnerService, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  imports: [TasksModule, UploadsModule, CatalogModule, MetricsModule],
+  providers: [TaskRunnerService, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
   exports: [TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {

@@ -12,3 +12,4 @@ export * from './upkeep/task-reconciler.service';
 export * from './upkeep/queue-feeder.service';
 export * from './upkeep/retention.service';
 export * from './upkeep/orphan-sweep.service';
+export * from './running/task-telemetry';

@@ -176,6 +176,23 @@ export class KeysService {
     return this.get(accountId, keyId);
   }
 
+  /**
+   * Operators' lookup (support): a key by id, or every key whose hint is the one given
+   * (`kiln_live_abcd...wxyz`, as the holder sees it; hints are not unique). Any account's.
+   */
+  async findByIdOrHint(idOrHint: string): Promise<ApiKeyEntity[]> {
+    const given = idOrHint.trim();
+    const where = isUuid(given) ? { id: given } : { hint: given };
+    return this.keys.find({ where, order: { createdAt: 'DESC', id: 'DESC' }, take: 50 });
+  }
+
+  /** Revokes any account's key (operators); revoking twice keeps the first time. */
+  async revokeById(keyId: string): Promise<ApiKeyEntity> {
+    const [key] = await this.findByIdOrHint(keyId);
+    if (!key || !isUuid(keyId)) throw new KilnError(ErrorCode.NotFound, 'API key not found');
+    return this.revoke(key.accountId, key.id);
+  }
+
   private async findOwned(accountId: string, keyId: string): Promise<ApiKeyEntity | null> {
     if (!isUuid(keyId)) return null;
     return this.keys.findOne({ where: { id: keyId, accountId } });

@@ -1,6 +1,6 @@
 import { Global, Inject, Injectable, Logger, Module, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import Redis, { RedisOptions } from 'ioredis';
-import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { BootDependencyError, hostOf, KILN_CONFIG, KilnConfig } from '@app/config';
 
 /** How long one connection attempt may take before ioredis gives up on it and retries. */
 const CONNECT_TIMEOUT_MS = 2000;
@@ -34,22 +34,51 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(RedisService.name);
   readonly client: Redis;
   readonly prefix: string;
+  /** host:port, for messages (never the URL, which may hold a password). */
+  readonly host: string;
+  /** The connection's latest error, for saying why Redis is not reachable. */
+  private lastError: Error | null = null;
 
   constructor(@Inject(KILN_CONFIG) config: KilnConfig) {
     this.prefix = config.redisPrefix;
+    this.host = hostOf(config.redisUrl, 6379);
     this.client = new Redis(config.redisUrl, { ...redisClientOptions(config), lazyConnect: false });
     // Errors surface on the commands that fail; without a listener ioredis would log noise.
-    this.client.on('error', () => undefined);
+    this.client.on('error', (err: Error) => {
+      this.lastError = err;
+    });
   }
 
   /**
    * Gives the connection a moment at boot, so the first requests find it ready rather than
-   * falling back; a Redis that is down does not keep the process from starting.
+   * falling back; a Redis that is down does not keep the process from starting (the api starts
+   * not ready; the generator stops, see requireAtBoot).
    */
   async onModuleInit(): Promise<void> {
-    if (this.client.status === 'ready') return;
-    const ready = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => done(false), CONNECT_TIMEOUT_MS);
+    if (!(await this.waitReady(CONNECT_TIMEOUT_MS))) {
+      this.logger.error(`Redis at ${this.host} is not reachable (${this.unreachableCause()})`);
+    }
+  }
+
+  /**
+   * For processes that cannot do anything without Redis (the generator): waits up to `ms` for
+   * the connection, then throws a BootDependencyError naming the host and the cause.
+   */
+  async requireAtBoot(ms: number): Promise<void> {
+    if (!(await this.waitReady(ms))) throw new BootDependencyError('Redis', this.host, this.unreachableCause());
+  }
+
+  private unreachableCause(): string {
+    const err = this.lastError as (Error & { code?: string }) | null;
+    if (!err) return `no connection within the wait (${this.client.status})`;
+    return err.code && !err.message.includes(err.code) ? `${err.code}: ${err.message}` : err.message;
+  }
+
+  /** Whether the connection is (or becomes within `ms`) ready. */
+  async waitReady(ms: number): Promise<boolean> {
+    if (this.client.status === 'ready') return true;
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => done(false), ms);
       const onReady = () => done(true);
       const done = (ok: boolean) => {
         clearTimeout(timer);
@@ -58,7 +87,6 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
       };
       this.client.once('ready', onReady);
     });
-    if (!ready) this.logger.warn(`Redis is not reachable yet (${this.client.status}); carrying on without it until it is`);
   }
 
   key(...parts: string[]): string {

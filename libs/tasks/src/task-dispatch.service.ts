@@ -1,7 +1,7 @@
 import { InjectQueue } from '@nestjs/bull';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import type { Queue } from 'bull';
+import type { JobCounts, Queue } from 'bull';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
@@ -100,14 +100,31 @@ export class TaskDispatchService {
    */
   async queueStats(): Promise<{ name: string; pending: number } & Record<string, number | string>> {
     const [counts, [{ pending }]] = await Promise.all([
-      withTimeout(this.queue.getJobCounts(), QUEUE_STATS_TIMEOUT_MS).catch((err) => {
-        throw new KilnError(ErrorCode.ServiceUnavailable, `The task queue's Redis is unavailable (${errorMessage(err)}); retry shortly`, {
-          dependency: 'redis',
-        });
-      }),
+      this.jobCounts(),
       this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending'`),
     ]);
     return { name: TASK_QUEUE, ...counts, pending };
+  }
+
+  /**
+   * The backlog in PostgreSQL: how many tasks wait for room in the queue, and for how long
+   * the oldest has (seconds since it became pending; both read tasks_unfinished_idx).
+   */
+  async backlog(): Promise<{ pending: number; oldestPendingSeconds: number }> {
+    const [row] = await this.db.query(
+      `SELECT count(*)::int AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest
+         FROM tasks WHERE status = 'pending'`,
+    );
+    return { pending: row.pending, oldestPendingSeconds: row.oldest };
+  }
+
+  /** Bull's job counts (waiting, active, delayed, ...), or a 503 KilnError within QUEUE_STATS_TIMEOUT_MS. */
+  async jobCounts(): Promise<JobCounts> {
+    return withTimeout(this.queue.getJobCounts(), QUEUE_STATS_TIMEOUT_MS).catch((err) => {
+      throw new KilnError(ErrorCode.ServiceUnavailable, `The task queue's Redis is unavailable (${errorMessage(err)}); retry shortly`, {
+        dependency: 'redis',
+      });
+    });
   }
 
   /**

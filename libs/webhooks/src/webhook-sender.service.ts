@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { egressRequest, isEgressError } from '@app/egress';
+import { KilnMetrics } from '@app/metrics';
 import { SecretBox, signatureHeader } from './webhook-secret';
 
 /** Deliveries one generator takes per round (and sends at once). */
@@ -79,6 +80,7 @@ export class WebhookSender {
     @InjectDataSource() private readonly db: DataSource,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
     private readonly box: SecretBox,
+    @Optional() private readonly metrics?: KilnMetrics,
   ) {}
 
   async start(): Promise<void> {
@@ -158,6 +160,7 @@ export class WebhookSender {
         return null;
       }
       const outcome = await this.send(c);
+      this.metrics?.webhookAttempts.inc({ result: outcome.delivered ? 'delivered' : outcome.statusCode === null ? 'network_error' : 'http_error' });
       if (outcome.delivered) return outcome;
       await this.recordFailure(c, outcome);
       return null;

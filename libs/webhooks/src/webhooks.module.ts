@@ -1,5 +1,6 @@
 import { Global, Inject, Logger, Module, OnModuleInit } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { MetricsModule } from '@app/metrics';
 import { TASK_OUTCOME_HOOK } from '@app/tasks';
 import { WebhookEndpointsService } from './webhook-endpoints.service';
 import { WebhookOutbox } from './webhook-outbox';
@@ -13,6 +14,7 @@ import { WebhookSender } from './webhook-sender.service';
  */
 @Global()
 @Module({
+  imports: [MetricsModule],
   providers: [
     { provide: SecretBox, inject: [KILN_CONFIG], useFactory: (c: KilnConfig) => new SecretBox(c.webhooks.secretKey, c.webhooks.previousSecretKeys) },
     WebhookOutbox,

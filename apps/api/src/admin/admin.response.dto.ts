@@ -39,8 +39,29 @@ export class AdminModelDto {
   @ApiProperty({ format: 'date-time' }) updatedAt: string;
 }
 
+/** A model as GET /v1/admin/models lists it: with its route's health as the generators report it. */
+export class AdminModelWithHealthDto extends AdminModelDto {
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    required: ['state'],
+    properties: {
+      state: { type: 'string', enum: ['ok', 'not_configured', 'failing', 'unknown'] },
+      lastSuccessAt: { type: 'string', format: 'date-time', nullable: true, description: 'ok' },
+      missing: { type: 'array', items: { type: 'string' }, description: 'not_configured: the variables the generators lack' },
+      lastError: { type: 'string', description: 'failing' },
+      errorCode: { type: 'string', nullable: true, description: 'failing' },
+      status: { type: 'integer', nullable: true, description: 'failing: the upstream HTTP status' },
+      lastErrorAt: { type: 'string', format: 'date-time', description: 'failing' },
+      reason: { type: 'string', description: 'unknown' },
+    },
+    example: { state: 'ok', lastSuccessAt: '2026-01-31T12:00:00.000Z' },
+  })
+  routeHealth: Record<string, unknown>;
+}
+
 export class AdminModelListResponseDto {
-  @ApiProperty({ type: [AdminModelDto] }) models: AdminModelDto[];
+  @ApiProperty({ type: [AdminModelWithHealthDto] }) models: AdminModelWithHealthDto[];
 }
 
 export class AdminModelResponseDto {

@@ -8,6 +8,9 @@ import { ResultTokens1763888400010 } from './1763888400010-result-tokens';
 import { TaskDetailsAndIdempotencyKeys1763888400030 } from './1763888400030-task-details-and-idempotency-keys';
 import { CancelAndBatchVersions1763888400031 } from './1763888400031-cancel-and-batch-versions';
 import { Webhooks1763888400140 } from './1763888400140-webhooks';
+import { ContentPolicyTerms1763888400150 } from './1763888400150-content-policy-terms';
+
+export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
 /** Every migration, in order. A new migration is added here as well as written. */
 export const ALL_MIGRATIONS: Function[] = [
@@ -21,4 +24,5 @@ export const ALL_MIGRATIONS: Function[] = [
   TaskDetailsAndIdempotencyKeys1763888400030,
   CancelAndBatchVersions1763888400031,
   Webhooks1763888400140,
+  ContentPolicyTerms1763888400150,
 ];

@@ -12,6 +12,8 @@ import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { BatchPreviews, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
+import { shutdownInterrupter } from './shutdown-interrupter';
+import { TaskTelemetry } from './task-telemetry';
 import { retryDelayMs } from './retry-policy';
 import { classifyFailure, describeError, exhaustedMessage, oneLine, ShutdownInterruption, TaskFailure } from './task-failure';
 
@@ -61,7 +63,7 @@ export class TaskRunnerService {
    * Aborted when a shutdown's grace period runs out: renders in progress and runs still
    * waiting for a slot are interrupted and give their tasks back to the queue.
    */
-  private readonly interrupting = new AbortController();
+  private readonly interrupting: AbortController;
 
   constructor(
     private readonly store: TaskStateStore,
@@ -71,7 +73,9 @@ export class TaskRunnerService {
     private readonly uploads: UploadsService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+    private readonly telemetry: TaskTelemetry,
   ) {
+    this.interrupting = shutdownInterrupter(config.generator.concurrency);
     this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
     this.previews = new BatchPreviews(storage, this.renderSlots);
   }
@@ -117,11 +121,14 @@ export class TaskRunnerService {
    */
   private async attempt(claim: ClaimedTask): Promise<RunOutcome> {
     const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
+    const startedAt = Date.now();
+    this.telemetry.started(claim);
     const maxAttempts = this.config.generator.maxAttempts;
     if (claim.attempts > maxAttempts) {
       // Only takeovers get here (a retry never exceeds the limit): the task keeps being
       // interrupted, most likely by crashes. Failing it stops a crash loop.
-      return this.failForGood(fence, exhaustedMessage('The generator was interrupted while making this image', maxAttempts), 'internal');
+      const message = exhaustedMessage('The generator was interrupted while making this image', maxAttempts);
+      return this.failForGood(claim, fence, message, startedAt, new TaskFailure(message, 'internal'));
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
     // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
@@ -137,11 +144,13 @@ export class TaskRunnerService {
       preview = stored.preview;
       if (stored.failed) throw stored.failed.err;
       progress.stop();
-      return await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview);
+      const outcome = await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview);
+      if (outcome === 'succeeded') this.telemetry.finished(claim, 'succeeded', startedAt);
+      return outcome;
     } catch (err) {
       progress.stop();
       await this.previews.discard(claim.batchId, preview);
-      const outcome = await this.afterFailure(claim, fence, err);
+      const outcome = await this.afterFailure(claim, fence, err, startedAt);
       if (outcome === 'failed' && resultKey) await this.removeQuietly([resultKey]);
       return outcome;
     }
@@ -164,7 +173,7 @@ export class TaskRunnerService {
       signal: this.interrupting.signal,
       onProgress: (pct) => progress.report(pct),
     };
-    return this.renderWithin(fence, batch, provider, request, priorityOf(claim));
+    return this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
   }
 
   /**
@@ -215,7 +224,7 @@ export class TaskRunnerService {
     return 'succeeded';
   }
 
-  private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown): Promise<RunOutcome> {
+  private async afterFailure(claim: ClaimedTask, fence: Fence, err: unknown, startedAt: number): Promise<RunOutcome> {
     if (err instanceof NotSent) return 'unsent';
     if (err instanceof ShutdownInterruption) {
       const given = await this.retry(claim, fence, 0);
@@ -229,17 +238,20 @@ export class TaskRunnerService {
     }
     const maxAttempts = this.config.generator.maxAttempts;
     if (failure.retryable && fence.attempt < maxAttempts) {
+      this.telemetry.attemptFailed(claim, err, true);
       const delay = retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
       const given = await this.retry(claim, fence, delay);
       return given === 'requeued' ? 'retrying' : given ?? 'superseded';
     }
+    this.telemetry.attemptFailed(claim, err, false);
     const message = failure.retryable ? exhaustedMessage(failure.message, fence.attempt) : failure.message;
-    return this.failForGood(fence, message, failure.code);
+    return this.failForGood(claim, fence, message, startedAt, err);
   }
 
-  private async failForGood(fence: Fence, message: string, code: TaskErrorCode): Promise<RunOutcome> {
-    const tally = await this.store.fail(fence, oneLine(message), code);
+  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
+    const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code);
     if (!tally) return 'superseded';
+    this.telemetry.finished(claim, 'failed', startedAt, { err, refunded: tally.refunded });
     if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);
     return 'failed';
   }
@@ -270,6 +282,7 @@ export class TaskRunnerService {
    * never sent.
    */
   private async renderWithin(
+    claim: ClaimedTask,
     fence: Fence,
     batch: RenderBatch,
     provider: ImageProvider,
@@ -278,7 +291,7 @@ export class TaskRunnerService {
   ): Promise<RenderResult> {
     const sendAndRender = async (): Promise<RenderResult> => {
       if (!(await this.store.send(fence))) throw new NotSent();
-      return provider.render(request);
+      return this.timed(claim, () => provider.render(request));
     };
     if (batch.provider.type === 'builtin') {
       return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
@@ -289,6 +302,19 @@ export class TaskRunnerService {
       return await sendAndRender();
     } finally {
       lease.release();
+    }
+  }
+
+  /** The render alone, not its wait for a slot: kiln_render_* and kiln_upstream_* latencies. */
+  private async timed(claim: ClaimedTask, render: () => Promise<RenderResult>): Promise<RenderResult> {
+    const started = process.hrtime.bigint();
+    let ok = false;
+    try {
+      const result = await render();
+      ok = true;
+      return result;
+    } finally {
+      this.telemetry.rendered(claim, Number(process.hrtime.bigint() - started) / 1e9, ok);
     }
   }
 

@@ -1,0 +1,87 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, UseGuards } from '@nestjs/common';
+import { ApiBearerAuth, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { BatchesService, ContentPolicyService } from '@app/batches';
+import { BillingService } from '@app/billing';
+import { ApiKeyEntity } from '@app/database';
+import { KeysService } from '@app/keys';
+import { ErrorResponseDto } from '../common/error.response.dto';
+import { KeyDto } from '../common/key.response.dto';
+import { BatchDetailResponseDto } from '../batches/dto/batch.response.dto';
+import { AdminGuard } from './admin.guard';
+import {
+  AdminBatchResponseDto,
+  AdminKeyDto,
+  AdminKeyListResponseDto,
+  AdminKeyResponseDto,
+  ContentPolicyDto,
+  ContentPolicyRequestDto,
+} from './admin-support.dto';
+
+/** Operator API for support: any account's batch, keys by id or hint, the content blocklist. */
+@ApiTags('Admin')
+@ApiBearerAuth('adminToken')
+@UseGuards(AdminGuard)
+@Controller('admin')
+export class AdminSupportController {
+  constructor(
+    private readonly batches: BatchesService,
+    private readonly keys: KeysService,
+    private readonly billing: BillingService,
+    private readonly contentPolicy: ContentPolicyService,
+  ) {}
+
+  @Get('batches/:id')
+  @ApiOperation({ operationId: 'adminGetBatch', summary: "Any account's batch by id, as its owner polls it, with the owner's account id" })
+  @ApiOkResponse({ type: AdminBatchResponseDto })
+  @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
+  async batch(@Param('id') id: string): Promise<AdminBatchResponseDto> {
+    const found = await this.batches.detailForOperator(id);
+    return { accountId: found.accountId, ...BatchDetailResponseDto.from(found) };
+  }
+
+  @Get('keys/:idOrHint')
+  @ApiOperation({ operationId: 'adminFindKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account' })
+  @ApiOkResponse({ type: AdminKeyListResponseDto })
+  async findKeys(@Param('idOrHint') idOrHint: string): Promise<AdminKeyListResponseDto> {
+    const keys = await this.keys.findByIdOrHint(idOrHint);
+    return { keys: await Promise.all(keys.map((k) => this.keyDto(k))) };
+  }
+
+  @Post('keys/:id/revoke')
+  @HttpCode(200)
+  @ApiOperation({ operationId: 'adminRevokeKey', summary: "Revoke any account's key; refused on its next request on every replica" })
+  @ApiOkResponse({ type: AdminKeyResponseDto })
+  @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
+  async revokeKey(@Param('id') id: string): Promise<AdminKeyResponseDto> {
+    return { key: await this.keyDto(await this.keys.revokeById(id)) };
+  }
+
+  @Delete('keys/:id')
+  @ApiOperation({ operationId: 'adminDeleteKey', summary: 'Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased)' })
+  @ApiOkResponse({ type: AdminKeyResponseDto })
+  @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
+  async deleteKey(@Param('id') id: string): Promise<AdminKeyResponseDto> {
+    return this.revokeKey(id);
+  }
+
+  @Get('content-policy')
+  @ApiOperation({ operationId: 'adminGetContentPolicy', summary: 'The blocked terms batch creation refuses prompts for' })
+  @ApiOkResponse({ type: ContentPolicyDto })
+  async getContentPolicy(): Promise<ContentPolicyDto> {
+    return { terms: await this.contentPolicy.terms() };
+  }
+
+  @Put('content-policy')
+  @ApiOperation({
+    operationId: 'adminPutContentPolicy',
+    summary: 'Replace the blocked terms (normalised: NFKC, lower case, single spaces; duplicates dropped); every api applies it within 5 s',
+  })
+  @ApiOkResponse({ type: ContentPolicyDto })
+  async putContentPolicy(@Body() body: ContentPolicyRequestDto): Promise<ContentPolicyDto> {
+    return { terms: await this.contentPolicy.replace(body.terms) };
+  }
+
+  private async keyDto(k: ApiKeyEntity): Promise<AdminKeyDto> {
+    return { ...KeyDto.from(k, await this.billing.creditsUsedToday(k.id)), accountId: k.accountId };
+  }
+}

@@ -1,0 +1,62 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import type { NextFunction, Request, Response } from 'express';
+import { KilnMetrics } from '@app/metrics';
+import { TaskDispatchService } from '@app/tasks';
+import { RateLimitService } from '../auth/rate-limit.service';
+
+/**
+ * What only the api measures on each scrape: the queue (one shared Redis, so one reader is
+ * enough; the generators do not repeat it), the backlog in PostgreSQL, and its own rate-limit
+ * fallback. A source that does not answer leaves its gauges as they were and counts a
+ * failure, so a scrape never fails or hangs because Redis is down.
+ */
+@Injectable()
+export class ApiMetricsCollector implements OnModuleInit {
+  constructor(
+    private readonly metrics: KilnMetrics,
+    private readonly dispatch: TaskDispatchService,
+    private readonly rateLimits: RateLimitService,
+  ) {}
+
+  onModuleInit(): void {
+    this.metrics.onCollect(async () => {
+      try {
+        const counts = await this.dispatch.jobCounts();
+        for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.metrics.queueJobs.set({ state }, counts[state] ?? 0);
+      } catch {
+        this.metrics.collectFailures.inc({ source: 'redis' });
+      }
+    });
+    this.metrics.onCollect(async () => {
+      try {
+        const backlog = await this.dispatch.backlog();
+        this.metrics.tasksPending.set(backlog.pending);
+        this.metrics.oldestPendingAge.set(backlog.oldestPendingSeconds);
+      } catch {
+        this.metrics.collectFailures.inc({ source: 'postgresql' });
+      }
+    });
+    this.metrics.onCollect(() => {
+      const fallback = this.rateLimits.fallbackStats();
+      this.metrics.rateLimitFallback.set(fallback.active ? 1 : 0);
+      this.metrics.rateLimitFallbackDecisions.set(fallback.decisions);
+    });
+  }
+}
+
+/**
+ * Counts and times every answer by its route pattern (`/v1/batches/:id`, never the path
+ * itself, which would make a series per batch); requests no route matched share `unmatched`.
+ */
+export function httpMetricsMiddleware(metrics: KilnMetrics) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const started = process.hrtime.bigint();
+    res.once('finish', () => {
+      const route = req.route?.path ? `${req.baseUrl ?? ''}${String(req.route.path)}` : 'unmatched';
+      const labels = { method: req.method, route, status: String(res.statusCode) };
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+    });
+    next();
+  };
+}

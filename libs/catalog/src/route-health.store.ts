@@ -1,0 +1,134 @@
+import { Injectable } from '@nestjs/common';
+import { ErrorCode, KilnError } from '@app/errors';
+import type { ProviderRoute } from '@app/providers';
+import { RedisService } from '@app/redis';
+
+/** A generator that has not reported for this long is gone (it reports every ENV_REPORT_INTERVAL_MS). */
+export const GENERATOR_REPORT_TTL_S = 60;
+export const ENV_REPORT_INTERVAL_MS = 15_000;
+/** Reading route health never holds an admin request longer than this. */
+const READ_TIMEOUT_MS = 1500;
+
+/** The last outcome a generator saw on a model's route. */
+export interface RouteOutcome {
+  ok: boolean;
+  /** The task's error (one safe line), when not ok. */
+  error?: string;
+  errorCode?: string;
+  /** Upstream HTTP status, when there was one. */
+  status?: number;
+  at: string;
+}
+
+/** A model's route as the generators see it. */
+export type RouteHealth =
+  | { state: 'ok'; lastSuccessAt: string | null }
+  | { state: 'not_configured'; missing: string[] }
+  | { state: 'failing'; lastError: string; errorCode: string | null; status: number | null; lastErrorAt: string }
+  | { state: 'unknown'; reason: string };
+
+/**
+ * Route health through Redis: each generator reports the names of the upstream keys it holds
+ * (`*_API_KEY` names, never values) and the last outcome per model; the api reads them for
+ * GET /v1/admin/models and to refuse a route no generator could use.
+ */
+@Injectable()
+export class RouteHealthStore {
+  constructor(private readonly redis: RedisService) {}
+
+  private generatorsKey(): string {
+    return this.redis.key('route-health', 'generators');
+  }
+
+  private outcomeKey(model: string): string {
+    return this.redis.key('route-health', 'model', model);
+  }
+
+  /** A generator's heartbeat: the key names it holds. Entries older than the TTL are ignored. */
+  async reportEnv(instance: string, envNames: string[]): Promise<void> {
+    await this.redis.client.hset(this.generatorsKey(), instance, JSON.stringify({ envNames: [...envNames].sort(), at: Date.now() }));
+  }
+
+  async forgetGenerator(instance: string): Promise<void> {
+    await this.redis.client.hdel(this.generatorsKey(), instance);
+  }
+
+  async reportOutcome(model: string, outcome: RouteOutcome): Promise<void> {
+    await this.redis.client.set(this.outcomeKey(model), JSON.stringify(outcome), 'EX', 7 * 24 * 3600);
+  }
+
+  /** The key names every live generator holds, one list per generator; empty when none reports. */
+  async liveGenerators(): Promise<string[][]> {
+    const entries = await this.bounded(this.redis.client.hgetall(this.generatorsKey()));
+    const cutoff = Date.now() - GENERATOR_REPORT_TTL_S * 1000;
+    return Object.values(entries)
+      .map((v) => JSON.parse(v) as { envNames: string[]; at: number })
+      .filter((g) => g.at >= cutoff)
+      .map((g) => g.envNames);
+  }
+
+  /** Each model's route health, by model key. */
+  async healthOf(models: { key: string; provider: ProviderRoute }[]): Promise<Record<string, RouteHealth>> {
+    const generators = await this.liveGenerators();
+    const outcomes = models.length
+      ? await this.bounded(this.redis.client.mget(...models.map((m) => this.outcomeKey(m.key))))
+      : [];
+    const health: Record<string, RouteHealth> = {};
+    models.forEach((m, i) => {
+      const raw = outcomes[i];
+      health[m.key] = routeHealth(m.provider, generators, raw ? (JSON.parse(raw) as RouteOutcome) : null);
+    });
+    return health;
+  }
+
+  /**
+   * Refuses (400) a route to an upstream whose key some live generator does not hold: every
+   * batch on it would fail. With no generator reporting, nothing is known and it is accepted.
+   */
+  async checkRouteUsable(route: ProviderRoute): Promise<void> {
+    const needed = requiredKey(route);
+    if (!needed) return;
+    const generators = await this.liveGenerators();
+    if (generators.some((names) => !names.includes(needed))) {
+      throw new KilnError(
+        ErrorCode.InvalidRequest,
+        `Invalid provider.apiKeyEnv: the generators do not have ${needed} set; set it in their environment first`,
+        { field: 'provider.apiKeyEnv', reason: 'not_set_on_generators', missing: [needed] },
+      );
+    }
+  }
+
+  private async bounded<T>(promise: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        promise,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error('timeout')), READ_TIMEOUT_MS);
+        }),
+      ]);
+    } catch (err) {
+      throw new KilnError(ErrorCode.ServiceUnavailable, `Route health lives in Redis, which is unavailable (${(err as Error).message}); retry shortly`, {
+        dependency: 'redis',
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** The environment variable a route's upstream key comes from, or null when it needs none. */
+export function requiredKey(route: ProviderRoute): string | null {
+  return route.type === 'openai' ? (route.apiKeyEnv ?? 'OPENAI_API_KEY') : null;
+}
+
+/** Not configured beats failing: a missing key explains the failures. */
+export function routeHealth(route: ProviderRoute, generators: string[][], last: RouteOutcome | null): RouteHealth {
+  const needed = requiredKey(route);
+  if (needed && generators.some((names) => !names.includes(needed))) return { state: 'not_configured', missing: [needed] };
+  if (last && !last.ok) {
+    return { state: 'failing', lastError: last.error ?? 'unknown error', errorCode: last.errorCode ?? null, status: last.status ?? null, lastErrorAt: last.at };
+  }
+  if (!last && generators.length === 0) return { state: 'unknown', reason: 'no generator is reporting' };
+  return { state: 'ok', lastSuccessAt: last?.at ?? null };
+}

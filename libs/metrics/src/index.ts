@@ -1,0 +1,2 @@
+export * from './kiln.metrics';
+export * from './metrics.module';

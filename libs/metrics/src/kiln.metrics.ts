@@ -1,0 +1,166 @@
+import { Injectable, OnModuleDestroy } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Seconds; renders and upstream calls run from tens of milliseconds to minutes. */
+const TASK_SECONDS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300];
+const HTTP_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/**
+ * Every metric Kiln exports, in one registry per process, served by GET /metrics on the api
+ * (admin token) and on the generator's health listener. The names are the contract the
+ * Grafana dashboard in docker/ and any alerting rely on: never rename one once released.
+ *
+ * A feature that adds metrics declares them here (the api's long polls, webhook deliveries,
+ * ...), or registers its own on `registry`; gauges read on demand go through `onCollect`.
+ */
+@Injectable()
+export class KilnMetrics implements OnModuleDestroy {
+  /** Not prom-client's global registry: tests run several apps in one process. */
+  readonly registry = new Registry();
+  private readonly collectors = new Set<() => Promise<void> | void>();
+
+  // --- api: HTTP ---------------------------------------------------------------------------
+  readonly httpRequests = new Counter({
+    name: 'kiln_http_requests_total',
+    help: 'HTTP requests answered by the api, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'kiln_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: HTTP_SECONDS,
+    registers: [this.registry],
+  });
+
+  // --- api: credits ------------------------------------------------------------------------
+  readonly creditsCharged = new Counter({
+    name: 'kiln_credits_charged_total',
+    help: 'Credits charged for accepted batches, by model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  // --- generator: tasks --------------------------------------------------------------------
+  readonly tasksStarted = new Counter({
+    name: 'kiln_tasks_started_total',
+    help: 'Task attempts started (claimed) by a generator, by model and provider',
+    labelNames: ['model', 'provider'] as const,
+    registers: [this.registry],
+  });
+  readonly tasksSucceeded = new Counter({
+    name: 'kiln_tasks_succeeded_total',
+    help: 'Tasks that finished with an image, by model and provider',
+    labelNames: ['model', 'provider'] as const,
+    registers: [this.registry],
+  });
+  readonly tasksFailed = new Counter({
+    name: 'kiln_tasks_failed_total',
+    help: 'Tasks that failed for good (and were refunded), by model, provider and error code',
+    labelNames: ['model', 'provider', 'error_code'] as const,
+    registers: [this.registry],
+  });
+  readonly taskRetries = new Counter({
+    name: 'kiln_task_retries_total',
+    help: 'Failed attempts that will be retried, by model, provider and error code',
+    labelNames: ['model', 'provider', 'error_code'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamRateLimited = new Counter({
+    name: 'kiln_upstream_rate_limited_total',
+    help: 'Upstream answers that said 429 (rate limited), by model and provider',
+    labelNames: ['model', 'provider'] as const,
+    registers: [this.registry],
+  });
+  readonly renderDuration = new Histogram({
+    name: 'kiln_render_duration_seconds',
+    help: 'Local (builtin) renders, by model and outcome',
+    labelNames: ['model', 'outcome'] as const,
+    buckets: TASK_SECONDS,
+    registers: [this.registry],
+  });
+  readonly upstreamDuration = new Histogram({
+    name: 'kiln_upstream_duration_seconds',
+    help: 'Upstream (openai, simulated) render calls, by model, provider and outcome',
+    labelNames: ['model', 'provider', 'outcome'] as const,
+    buckets: TASK_SECONDS,
+    registers: [this.registry],
+  });
+  readonly refunds = new Counter({
+    name: 'kiln_refunds_total',
+    help: 'Failed tasks refunded, by model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly creditsRefunded = new Counter({
+    name: 'kiln_credits_refunded_total',
+    help: 'Credits refunded for failed tasks, by model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  // --- queue (read on scrape by the api) ---------------------------------------------------
+  readonly queueJobs = new Gauge({
+    name: 'kiln_queue_jobs',
+    help: 'Jobs in the task queue by state (waiting, active, delayed, failed)',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly tasksPending = new Gauge({
+    name: 'kiln_tasks_pending',
+    help: 'Tasks waiting in PostgreSQL for room in the queue (the backlog)',
+    registers: [this.registry],
+  });
+  readonly oldestPendingAge = new Gauge({
+    name: 'kiln_oldest_pending_task_age_seconds',
+    help: 'Age of the oldest task not yet started (pending or queued); 0 when none',
+    registers: [this.registry],
+  });
+  readonly collectFailures = new Counter({
+    name: 'kiln_metrics_collect_failures_total',
+    help: 'Scrapes where a gauge could not be read (its source, e.g. Redis, did not answer)',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+
+  // --- generator: webhooks ----------------------------------------------------------------
+  readonly webhookAttempts = new Counter({
+    name: 'kiln_webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts by result (delivered, http_error, network_error)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  // --- api: rate limiting ------------------------------------------------------------------
+  readonly rateLimitFallback = new Gauge({
+    name: 'kiln_rate_limit_fallback_active',
+    help: '1 while Redis does not answer and rate limits are counted in this process alone',
+    registers: [this.registry],
+  });
+  readonly rateLimitFallbackDecisions = new Gauge({
+    name: 'kiln_rate_limit_fallback_decisions',
+    help: 'Rate-limit decisions taken in this process because Redis did not answer, since start',
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** A source read on each scrape (queue depths, fallback state); it must bound its own time. */
+  onCollect(collector: () => Promise<void> | void): void {
+    this.collectors.add(collector);
+  }
+
+  /** The Prometheus text exposition, after every on-demand source had its chance. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    await Promise.all([...this.collectors].map((collect) => Promise.resolve().then(collect).catch(() => undefined)));
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  onModuleDestroy(): void {
+    this.collectors.clear();
+    this.registry.clear();
+  }
+}

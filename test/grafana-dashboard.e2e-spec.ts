@@ -1,0 +1,18 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { KilnMetrics } from '@app/metrics';
+
+/** The dashboard must only chart metrics Kiln exports, or a rename would leave panels empty. */
+describe('docker/grafana-dashboard.json', () => {
+  const dashboard = JSON.parse(fs.readFileSync(path.resolve(__dirname, '../docker/grafana-dashboard.json'), 'utf8'));
+  const exprs: string[] = dashboard.panels.flatMap((p: { targets: { expr: string }[] }) => p.targets.map((t) => t.expr));
+
+  it('uses only names the metrics registry declares', async () => {
+    const metrics = new KilnMetrics();
+    const declared = new Set((await metrics.registry.getMetricsAsJSON()).map((m) => m.name));
+    const used = new Set(exprs.flatMap((e) => e.match(/\b(?:kiln|process)_[a-z_]+/g) ?? []).map((n) => n.replace(/_(bucket|sum|count)$/, '')));
+    expect(used.size).toBeGreaterThan(10);
+    expect([...used].filter((n) => !declared.has(n))).toEqual([]);
+    metrics.onModuleDestroy();
+  });
+});
