@@ -307,7 +307,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every model, enabled or not, with its provider routing */
+        /** Every model, enabled or not, with its provider routing and its route's health as the generators see it (routeHealth; 503 when Redis is down) */
         get: operations["listAdminModels"];
         put?: never;
         post?: never;
@@ -377,6 +377,109 @@ export interface paths {
         };
         /** Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL */
         get: operations["getAdminQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Any account's batch by id, as its owner polls it, with the owner's account id */
+        get: operations["getAdminBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/keys/{idOrHint}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account */
+        get: operations["findAdminKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke any account's key; refused on its next request on every replica */
+        post: operations["revokeAdminKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased) */
+        delete: operations["deleteAdminKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/content-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The blocked terms batch creation refuses prompts for */
+        get: operations["getAdminContentPolicy"];
+        /** Replace the blocked terms (normalised: NFKC, lower case, single spaces; duplicates dropped); every api applies it within 5 s */
+        put: operations["updateAdminContentPolicy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The api's metrics in Prometheus' text format (see the README's Operations section) */
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1173,6 +1276,106 @@ export interface components {
              */
             secret: string;
         };
+        AdminModelWithHealthDto: {
+            /** @example eta-image */
+            key: string;
+            /** @example Eta Image */
+            displayName: string;
+            blurb: string;
+            /**
+             * @description Credits per image by resolution; a resolution absent here is not offered
+             * @example {
+             *       "1K": 5,
+             *       "2K": 10
+             *     }
+             */
+            creditCost: {
+                [key: string]: number;
+            };
+            /**
+             * @example {
+             *       "1:1": [
+             *         "1K",
+             *         "2K"
+             *       ]
+             *     }
+             */
+            resolutionsByRatio: {
+                [key: string]: ("1K" | "2K" | "4K")[];
+            };
+            supportsRefImages: boolean;
+            maxRefImages: number | null;
+            supportsQuality: boolean;
+            supportsBackground: boolean;
+            maxPromptLength: number;
+            enabled: boolean;
+            /**
+             * @description Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @example {
+             *       "type": "builtin"
+             *     }
+             */
+            provider?: {
+                /** @enum {string} */
+                type: "builtin" | "openai" | "simulated";
+            } & {
+                [key: string]: unknown;
+            };
+            sortOrder: number;
+            /** Format: date-time */
+            updatedAt: string;
+            /**
+             * @example {
+             *       "state": "ok",
+             *       "lastSuccessAt": "2026-01-31T12:00:00.000Z"
+             *     }
+             */
+            routeHealth?: {
+                /** @enum {string} */
+                state: "ok" | "not_configured" | "failing" | "unknown";
+                /**
+                 * Format: date-time
+                 * @description ok
+                 */
+                lastSuccessAt?: string | null;
+                /** @description not_configured: the variables the generators lack */
+                missing?: string[];
+                /** @description failing */
+                lastError?: string;
+                /** @description failing */
+                errorCode?: string | null;
+                /** @description failing: the upstream HTTP status */
+                status?: number | null;
+                /**
+                 * Format: date-time
+                 * @description failing
+                 */
+                lastErrorAt?: string;
+                /** @description unknown */
+                reason?: string;
+            } & {
+                [key: string]: unknown;
+            };
+        };
+        AdminModelListResponseDto: {
+            models: components["schemas"]["AdminModelWithHealthDto"][];
+        };
+        UpdateModelRequestDto: {
+            creditCost?: {
+                [key: string]: number;
+            };
+            resolutionsByRatio?: {
+                [key: string]: string[];
+            };
+            enabled?: boolean;
+            /** @description null: no declared cap (the ceiling of 16 applies) */
+            maxRefImages?: number | null;
+            maxPromptLength?: number;
+            /** @description { type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            provider?: {
+                [key: string]: unknown;
+            };
+        };
         AdminModelDto: {
             /** @example eta-image */
             key: string;
@@ -1222,25 +1425,6 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
-        AdminModelListResponseDto: {
-            models: components["schemas"]["AdminModelDto"][];
-        };
-        UpdateModelRequestDto: {
-            creditCost?: {
-                [key: string]: number;
-            };
-            resolutionsByRatio?: {
-                [key: string]: string[];
-            };
-            enabled?: boolean;
-            /** @description null: no declared cap (the ceiling of 16 applies) */
-            maxRefImages?: number | null;
-            maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
-            provider?: {
-                [key: string]: unknown;
-            };
-        };
         AdminModelResponseDto: {
             model: components["schemas"]["AdminModelDto"];
         };
@@ -1285,6 +1469,59 @@ export interface components {
         };
         QueuesResponseDto: {
             queues: components["schemas"]["QueueStatsDto"][];
+        };
+        AdminBatchResponseDto: {
+            batch: components["schemas"]["BatchDto"];
+            /** @description In fan-out order: prompt, then reference image, then copy */
+            tasks: components["schemas"]["TaskDto"][];
+            /** Format: uuid */
+            accountId: string;
+        };
+        AdminKeyDto: {
+            id: string;
+            name: string;
+            /** @example kiln_live_abcd...wxyz */
+            hint: string;
+            scopes: string[];
+            creditCapPerDay: number | null;
+            creditsUsedToday: number;
+            /** @description Unix ms of the next 00:00 UTC */
+            capResetsAt: number;
+            /** @description Unix ms */
+            createdAt: number;
+            /** @description Unix ms, kept to the minute */
+            lastUsedAt: number | null;
+            /** @description Unix ms */
+            revokedAt: number | null;
+            /** Format: uuid */
+            accountId: string;
+        };
+        AdminKeyListResponseDto: {
+            /** @description One key for an id; every key with that hint for a hint */
+            keys: components["schemas"]["AdminKeyDto"][];
+        };
+        AdminKeyResponseDto: {
+            key: components["schemas"]["AdminKeyDto"];
+        };
+        ContentPolicyDto: {
+            /**
+             * @description Blocked terms, whole words, case-insensitive; multi-word terms match across spaces and punctuation
+             * @example [
+             *       "csam",
+             *       "child porn"
+             *     ]
+             */
+            terms: string[];
+        };
+        ContentPolicyRequestDto: {
+            /**
+             * @description The whole new list (replaces the old one)
+             * @example [
+             *       "csam",
+             *       "child porn"
+             *     ]
+             */
+            terms: string[];
         };
         SignupRequestDto: {
             /**
@@ -5199,7 +5436,11 @@ export interface operations {
                      *             "type": "builtin"
                      *           },
                      *           "sortOrder": 1,
-                     *           "updatedAt": "string"
+                     *           "updatedAt": "string",
+                     *           "routeHealth": {
+                     *             "state": "ok",
+                     *             "lastSuccessAt": "2026-01-31T12:00:00.000Z"
+                     *           }
                      *         }
                      *       ]
                      *     }
@@ -5767,6 +6008,965 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["QueuesResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getAdminBatch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "batch": {
+                     *         "id": "string",
+                     *         "createdAt": 1,
+                     *         "prompts": [
+                     *           "string"
+                     *         ],
+                     *         "model": "string",
+                     *         "aspectRatio": "1:1",
+                     *         "resolution": "1K",
+                     *         "quality": "auto",
+                     *         "background": null,
+                     *         "countPerCombo": 1,
+                     *         "refMode": "none",
+                     *         "refImages": [
+                     *           "string"
+                     *         ],
+                     *         "total": 1,
+                     *         "note": null,
+                     *         "counts": {
+                     *           "pending": 1,
+                     *           "running": 1,
+                     *           "succeeded": 1,
+                     *           "failed": 1,
+                     *           "cancelled": 1
+                     *         },
+                     *         "previewUrl": null,
+                     *         "createdViaApi": true,
+                     *         "status": "pending",
+                     *         "done": true,
+                     *         "creditsCharged": 1,
+                     *         "creditsRefunded": 1,
+                     *         "cancelledAt": null
+                     *       },
+                     *       "tasks": [
+                     *         {
+                     *           "id": "string",
+                     *           "batchId": "string",
+                     *           "prompt": "string",
+                     *           "status": "pending",
+                     *           "progress": 1,
+                     *           "resultUrls": [
+                     *             "string"
+                     *           ],
+                     *           "error": null,
+                     *           "index": 1,
+                     *           "promptIndex": 0,
+                     *           "refImage": null,
+                     *           "copy": 1,
+                     *           "width": null,
+                     *           "height": null,
+                     *           "errorCode": "upstream_rejected"
+                     *         }
+                     *       ],
+                     *       "accountId": "string"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminBatchResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    findAdminKeys: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                idOrHint: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "id": "string",
+                     *           "name": "string",
+                     *           "hint": "kiln_live_abcd...wxyz",
+                     *           "scopes": [
+                     *             "string"
+                     *           ],
+                     *           "creditCapPerDay": null,
+                     *           "creditsUsedToday": 1,
+                     *           "capResetsAt": 1,
+                     *           "createdAt": 1,
+                     *           "lastUsedAt": null,
+                     *           "revokedAt": null,
+                     *           "accountId": "string"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminKeyListResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    revokeAdminKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key": {
+                     *         "id": "string",
+                     *         "name": "string",
+                     *         "hint": "kiln_live_abcd...wxyz",
+                     *         "scopes": [
+                     *           "string"
+                     *         ],
+                     *         "creditCapPerDay": null,
+                     *         "creditsUsedToday": 1,
+                     *         "capResetsAt": 1,
+                     *         "createdAt": 1,
+                     *         "lastUsedAt": null,
+                     *         "revokedAt": null,
+                     *         "accountId": "string"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminKeyResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    deleteAdminKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "key": {
+                     *         "id": "string",
+                     *         "name": "string",
+                     *         "hint": "kiln_live_abcd...wxyz",
+                     *         "scopes": [
+                     *           "string"
+                     *         ],
+                     *         "creditCapPerDay": null,
+                     *         "creditsUsedToday": 1,
+                     *         "capResetsAt": 1,
+                     *         "createdAt": 1,
+                     *         "lastUsedAt": null,
+                     *         "revokedAt": null,
+                     *         "accountId": "string"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminKeyResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getAdminContentPolicy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "terms": [
+                     *         "csam",
+                     *         "child porn"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ContentPolicyDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    updateAdminContentPolicy: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "terms": [
+                 *         "csam",
+                 *         "child porn"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ContentPolicyRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "terms": [
+                     *         "csam",
+                     *         "child porn"
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ContentPolicyDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text exposition format 0.0.4 */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
             /** @description invalid_request */
