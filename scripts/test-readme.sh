@@ -83,6 +83,12 @@ eval "$quick" >"$work/quick.out" || fail "the quick start's commands"
 [[ "${KILN_API_KEY:-}" == kiln_live_* ]] || fail "KILN_API_KEY was not set"
 [[ "${ACCOUNT_ID:-}" =~ ^[0-9a-f-]{36}$ ]] || fail "ACCOUNT_ID was not set"
 grep -q '"balance"' "$work/quick.out" || fail "GET /v1/me did not answer: $(cat "$work/quick.out")"
+# The third block: from the key to a folder of images with the kiln command line.
+images=$(block '## Quick start' 3)
+[ -n "$images" ] || fail "README kiln submit block not found"
+log "README kiln submit:"; printf '%s\n' "$images" >&2
+eval "$images" >"$work/submit.out" 2>"$work/submit.err" || fail "the quick start's kiln submit: $(cat "$work/submit.err")"
+[ "$(find images -name 'kiln-*.png' | wc -l)" -eq 3 ] || fail "kiln submit did not leave 3 images in images/"
 log "README API calls:"; printf '%s\n' "$api" >&2
 eval "$api" >"$work/api.out" || fail "the API section's commands"
 grep -q '"models"' "$work/api.out" || fail "GET /v1/models did not answer"

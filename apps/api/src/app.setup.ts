@@ -1,7 +1,6 @@
-import { INestApplication, RequestMethod } from '@nestjs/common';
-import type { Express } from 'express';
+import { RequestMethod } from '@nestjs/common';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { OpenAPIObject } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { ConfigurationError, KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
@@ -9,7 +8,7 @@ import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-pars
 import { assignRequestId } from './http/request-id';
 import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
-import { ErrorResponseDto } from './common/error.response.dto';
+import { buildOpenApi, serveApiReference } from './openapi/openapi.document';
 import { httpMetricsMiddleware } from './metrics/api-metrics';
 
 /** Paths outside /v1: probes and public files. */
@@ -46,8 +45,7 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   app.useGlobalPipes(kilnValidationPipe());
   app.enableShutdownHooks();
   const document = buildOpenApi(app);
-  const http = app.getHttpAdapter().getInstance() as Express;
-  http.get('/v1/openapi.json', (_req, res) => res.json(document));
+  serveApiReference(app, document);
   return document;
 }
 
@@ -62,18 +60,4 @@ function trustProxies(app: NestExpressApplication, setting: KilnConfig['trustPro
   } catch (err) {
     throw new ConfigurationError([{ variable: 'TRUST_PROXY', value: String(setting), rule: (err as Error).message }]);
   }
-}
-
-export function buildOpenApi(app: INestApplication): OpenAPIObject {
-  const config = new DocumentBuilder()
-    .setTitle('Kiln')
-    .setDescription(
-      'Bulk image generation. Public API under /v1 (API keys), dashboard under /v1/dashboard (session tokens), operator API under /v1/admin (ADMIN_TOKEN).',
-    )
-    .setVersion('1.0.0')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'kiln_live_ API key' }, 'apiKey')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'Dashboard session token' }, 'session')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'Operator ADMIN_TOKEN' }, 'adminToken')
-    .build();
-  return SwaggerModule.createDocument(app, config, { extraModels: [ErrorResponseDto] });
 }

@@ -8,6 +8,7 @@ import { AccountDto, AccountResponseDto } from '../common/account.response.dto';
 import { CreateKeyRequestDto } from '../common/key.request.dto';
 import { CreatedKeyResponseDto, KeyDto } from '../common/key.response.dto';
 import { AdminGuard } from './admin.guard';
+import { AdminAccountListResponseDto } from './admin.response.dto';
 import {
   CreateAccountRequestDto,
   CreditsRequestDto,
@@ -28,14 +29,15 @@ export class AdminAccountsController {
   ) {}
 
   @Post()
-  @ApiOperation({ summary: 'Create an account' })
+  @ApiOperation({ operationId: 'createAdminAccount', summary: 'Create an account' })
   @ApiCreatedResponse({ type: AccountResponseDto })
   async createAccount(@Body() body: CreateAccountRequestDto): Promise<AccountResponseDto> {
     return { account: AccountDto.from(await this.accounts.create(body)) };
   }
 
   @Get()
-  @ApiOperation({ summary: 'List accounts, newest first' })
+  @ApiOperation({ operationId: 'listAdminAccounts', summary: 'List accounts, newest first' })
+  @ApiOkResponse({ type: AdminAccountListResponseDto })
   async listAccounts(@Query() q: ListQueryDto) {
     const page = await this.accounts.list(parseLimit(q.limit), decodeCursor(q.cursor));
     return { accounts: page.accounts.map(AccountDto.from), nextCursor: page.nextCursor };
@@ -43,12 +45,13 @@ export class AdminAccountsController {
 
   @Get(':id')
   @ApiOkResponse({ type: AccountResponseDto })
+  @ApiOperation({ operationId: 'getAdminAccount', summary: 'An account by id' })
   async getAccount(@Param('id') id: string): Promise<AccountResponseDto> {
     return { account: AccountDto.from(await this.accounts.get(id)) };
   }
 
   @Patch(':id')
-  @ApiOperation({ summary: 'Change plan or status; disabling takes effect on the next request' })
+  @ApiOperation({ operationId: 'updateAdminAccount', summary: 'Change plan or status; disabling takes effect on the next request' })
   @ApiOkResponse({ type: AccountResponseDto })
   async updateAccount(@Param('id') id: string, @Body() body: UpdateAccountRequestDto): Promise<AccountResponseDto> {
     return { account: AccountDto.from(await this.accounts.update(id, body)) };
@@ -56,7 +59,7 @@ export class AdminAccountsController {
 
   @Post(':id/credits')
   @HttpCode(200)
-  @ApiOperation({ summary: 'Grant (positive) or adjust credits; a ledger row records it' })
+  @ApiOperation({ operationId: 'adjustAdminAccountCredits', summary: 'Grant (positive) or adjust credits; a ledger row records it' })
   @ApiOkResponse({ type: AccountResponseDto })
   async credits(@Param('id') id: string, @Body() body: CreditsRequestDto): Promise<AccountResponseDto> {
     await this.accounts.get(id);
@@ -65,7 +68,7 @@ export class AdminAccountsController {
   }
 
   @Post(':id/keys')
-  @ApiOperation({ summary: 'Create an API key for an account; the secret is shown only here' })
+  @ApiOperation({ operationId: 'createAdminAccountKey', summary: 'Create an API key for an account; the secret is shown only here' })
   @ApiCreatedResponse({ type: CreatedKeyResponseDto })
   async createKey(@Param('id') id: string, @Body() body: CreateKeyRequestDto): Promise<CreatedKeyResponseDto> {
     await this.accounts.get(id);

@@ -1,7 +1,8 @@
 import { Controller, Get, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { TaskDispatchService } from '@app/tasks';
 import { AdminGuard } from './admin.guard';
+import { QueuesResponseDto } from './admin.response.dto';
 
 /** Operator API: the task queue as it stands. */
 @ApiTags('Admin')
@@ -12,7 +13,8 @@ export class AdminQueuesController {
   constructor(private readonly dispatch: TaskDispatchService) {}
 
   @Get()
-  @ApiOperation({ summary: 'Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL' })
+  @ApiOperation({ operationId: 'getAdminQueues', summary: 'Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL' })
+  @ApiOkResponse({ type: QueuesResponseDto })
   async queues() {
     return { queues: [await this.dispatch.queueStats()] };
   }

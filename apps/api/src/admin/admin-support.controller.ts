@@ -31,7 +31,7 @@ export class AdminSupportController {
   ) {}
 
   @Get('batches/:id')
-  @ApiOperation({ operationId: 'adminGetBatch', summary: "Any account's batch by id, as its owner polls it, with the owner's account id" })
+  @ApiOperation({ operationId: 'getAdminBatch', summary: "Any account's batch by id, as its owner polls it, with the owner's account id" })
   @ApiOkResponse({ type: AdminBatchResponseDto })
   @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
   async batch(@Param('id') id: string): Promise<AdminBatchResponseDto> {
@@ -40,7 +40,7 @@ export class AdminSupportController {
   }
 
   @Get('keys/:idOrHint')
-  @ApiOperation({ operationId: 'adminFindKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account' })
+  @ApiOperation({ operationId: 'findAdminKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account' })
   @ApiOkResponse({ type: AdminKeyListResponseDto })
   async findKeys(@Param('idOrHint') idOrHint: string): Promise<AdminKeyListResponseDto> {
     const keys = await this.keys.findByIdOrHint(idOrHint);
@@ -49,7 +49,7 @@ export class AdminSupportController {
 
   @Post('keys/:id/revoke')
   @HttpCode(200)
-  @ApiOperation({ operationId: 'adminRevokeKey', summary: "Revoke any account's key; refused on its next request on every replica" })
+  @ApiOperation({ operationId: 'revokeAdminKey', summary: "Revoke any account's key; refused on its next request on every replica" })
   @ApiOkResponse({ type: AdminKeyResponseDto })
   @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
   async revokeKey(@Param('id') id: string): Promise<AdminKeyResponseDto> {
@@ -57,7 +57,7 @@ export class AdminSupportController {
   }
 
   @Delete('keys/:id')
-  @ApiOperation({ operationId: 'adminDeleteKey', summary: 'Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased)' })
+  @ApiOperation({ operationId: 'deleteAdminKey', summary: 'Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased)' })
   @ApiOkResponse({ type: AdminKeyResponseDto })
   @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
   async deleteKey(@Param('id') id: string): Promise<AdminKeyResponseDto> {
@@ -65,7 +65,7 @@ export class AdminSupportController {
   }
 
   @Get('content-policy')
-  @ApiOperation({ operationId: 'adminGetContentPolicy', summary: 'The blocked terms batch creation refuses prompts for' })
+  @ApiOperation({ operationId: 'getAdminContentPolicy', summary: 'The blocked terms batch creation refuses prompts for' })
   @ApiOkResponse({ type: ContentPolicyDto })
   async getContentPolicy(): Promise<ContentPolicyDto> {
     return { terms: await this.contentPolicy.terms() };
@@ -73,7 +73,7 @@ export class AdminSupportController {
 
   @Put('content-policy')
   @ApiOperation({
-    operationId: 'adminPutContentPolicy',
+    operationId: 'updateAdminContentPolicy',
     summary: 'Replace the blocked terms (normalised: NFKC, lower case, single spaces; duplicates dropped); every api applies it within 5 s',
   })
   @ApiOkResponse({ type: ContentPolicyDto })

@@ -39,7 +39,7 @@ export class BatchesController {
 
   @Post()
   @ApiKeyAuth('batches:write')
-  @ApiOperation({ summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
+  @ApiOperation({ operationId: 'createBatch', summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
   @ApiIdempotentCreate()
   @ApiCreatedResponse({ type: CreatedBatchResponseDto, headers: IDEMPOTENT_REPLAYED_HEADER })
   @ApiResponse({ status: 402, description: 'insufficient_credits, daily_credit_cap_exceeded', type: ErrorResponseDto })
@@ -68,7 +68,7 @@ export class BatchesController {
 
   @Get()
   @ApiKeyAuth('batches:read')
-  @ApiOperation({ summary: 'List batches, newest first (keyset pagination)' })
+  @ApiOperation({ operationId: 'listBatches', summary: 'List batches, newest first (keyset pagination)' })
   @ApiOkResponse({ type: BatchListResponseDto })
   async list(@CurrentKey() auth: AuthenticatedKey, @Query() q: BatchListQueryDto): Promise<BatchListResponseDto> {
     return BatchListResponseDto.from(await this.batches.list(auth.account.id, parseLimit(q.limit), decodeCursor(q.cursor)));

@@ -13,7 +13,7 @@ export class DashboardAccountController {
   constructor(private readonly accounts: AccountsService) {}
 
   @Get()
-  @ApiOperation({ summary: 'The account, its plan, balance and limits' })
+  @ApiOperation({ operationId: 'getDashboardAccount', summary: 'The account, its plan, balance and limits' })
   @ApiOkResponse({ type: DashboardAccountResponseDto })
   async account(@CurrentSession() auth: AuthenticatedSession): Promise<DashboardAccountResponseDto> {
     const { account, plan, activeBatches } = await this.accounts.view(auth.account.id);

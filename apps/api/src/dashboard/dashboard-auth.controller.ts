@@ -19,7 +19,7 @@ export class DashboardAuthController {
   ) {}
 
   @Post('signup')
-  @ApiOperation({ summary: 'Create an account (free plan, zero balance) and sign in' })
+  @ApiOperation({ operationId: 'createDashboardAccount', summary: 'Create an account (free plan, zero balance) and sign in' })
   @ApiCreatedResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request (email, password of 10..200 characters)', type: ErrorResponseDto })
   @ApiResponse({ status: 409, description: 'email_taken (emails compare case-insensitively)', type: ErrorResponseDto })
@@ -35,7 +35,7 @@ export class DashboardAuthController {
 
   @Post('login')
   @HttpCode(200)
-  @ApiOperation({ summary: 'Sign in with email and password' })
+  @ApiOperation({ operationId: 'createDashboardSession', summary: 'Sign in with email and password' })
   @ApiOkResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })
   @ApiResponse({ status: 401, description: 'invalid_credentials (unknown email or wrong password alike)', type: ErrorResponseDto })
@@ -53,7 +53,7 @@ export class DashboardAuthController {
   @Post('logout')
   @HttpCode(204)
   @SessionAuth()
-  @ApiOperation({ summary: 'End this session; its token is refused from the next request on' })
+  @ApiOperation({ operationId: 'deleteDashboardSession', summary: 'End this session; its token is refused from the next request on' })
   @ApiNoContentResponse()
   async logout(@CurrentSession() auth: AuthenticatedSession): Promise<void> {
     await this.sessions.logout(auth.session.id);

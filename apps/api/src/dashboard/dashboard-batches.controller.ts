@@ -30,7 +30,7 @@ export class DashboardBatchesController {
   ) {}
 
   @Post()
-  @ApiOperation({ summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
+  @ApiOperation({ operationId: 'createDashboardBatch', summary: 'Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches' })
   @ApiIdempotentCreate()
   @ApiCreatedResponse({ type: CreatedBatchResponseDto, headers: IDEMPOTENT_REPLAYED_HEADER })
   @ApiResponse({ status: 402, description: 'insufficient_credits', type: ErrorResponseDto })
@@ -48,14 +48,14 @@ export class DashboardBatchesController {
 
   @Post('estimate')
   @HttpCode(200)
-  @ApiOperation({ operationId: 'dashboardEstimateBatch', summary: 'Price a batch without creating it, as POST /v1/batches/estimate (no key, so no daily cap)' })
+  @ApiOperation({ operationId: 'estimateDashboardBatch', summary: 'Price a batch without creating it, as POST /v1/batches/estimate (no key, so no daily cap)' })
   @ApiOkResponse({ type: BatchEstimateResponseDto })
   async estimate(@CurrentSession() auth: AuthenticatedSession, @Body() body: CreateBatchRequestDto): Promise<BatchEstimateResponseDto> {
     return BatchEstimateResponseDto.from(await this.batches.estimate({ accountId: auth.account.id, apiKeyId: null, via: 'dashboard' }, body));
   }
 
   @Get()
-  @ApiOperation({ summary: "The account's batches, newest first, whichever way they were created" })
+  @ApiOperation({ operationId: 'listDashboardBatches', summary: "The account's batches, newest first, whichever way they were created" })
   @ApiOkResponse({ type: BatchListResponseDto })
   async list(@CurrentSession() auth: AuthenticatedSession, @Query() q: BatchListQueryDto): Promise<BatchListResponseDto> {
     return BatchListResponseDto.from(await this.batches.list(auth.account.id, parseLimit(q.limit), decodeCursor(q.cursor)));
@@ -63,7 +63,7 @@ export class DashboardBatchesController {
 
   @Get(':id')
   @ApiOperation({
-    operationId: 'dashboardGetBatch',
+    operationId: 'getDashboardBatch',
     summary: 'A batch with its counts, done flag and tasks; conditional and long polling as GET /v1/batches/{id}',
   })
   @ApiBatchPoll()
@@ -79,7 +79,7 @@ export class DashboardBatchesController {
 
   @Post(':id/cancel')
   @HttpCode(200)
-  @ApiOperation({ operationId: 'dashboardCancelBatch', summary: 'Cancel a batch, as POST /v1/batches/{id}/cancel' })
+  @ApiOperation({ operationId: 'cancelDashboardBatch', summary: 'Cancel a batch, as POST /v1/batches/{id}/cancel' })
   @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel' })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
@@ -88,7 +88,7 @@ export class DashboardBatchesController {
   }
 
   @Get(':id/archive')
-  @ApiOperation({ operationId: 'dashboardDownloadBatchArchive', summary: "A zip of the batch's images and manifest.json, as GET /v1/batches/{id}/archive" })
+  @ApiOperation({ operationId: 'downloadDashboardBatchArchive', summary: "A zip of the batch's images and manifest.json, as GET /v1/batches/{id}/archive" })
   @ApiProduces('application/zip')
   @ApiOkResponse({ description: 'The zip (Content-Disposition: attachment; filename="kiln-<id>.zip")', schema: { type: 'string', format: 'binary' } })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })

@@ -22,7 +22,7 @@ export class DashboardKeysController {
   ) {}
 
   @Get()
-  @ApiOperation({ summary: "The account's API keys, newest first, with today's usage" })
+  @ApiOperation({ operationId: 'listDashboardKeys', summary: "The account's API keys, newest first, with today's usage" })
   @ApiOkResponse({ type: KeyListResponseDto })
   async list(@CurrentSession() auth: AuthenticatedSession): Promise<KeyListResponseDto> {
     const keys = await this.keys.list(auth.account.id);
@@ -31,7 +31,7 @@ export class DashboardKeysController {
   }
 
   @Post()
-  @ApiOperation({ summary: 'Create an API key; the secret is shown only in this response' })
+  @ApiOperation({ operationId: 'createDashboardKey', summary: 'Create an API key; the secret is shown only in this response' })
   @ApiCreatedResponse({ type: CreatedKeyResponseDto })
   @ApiResponse({ status: 403, description: 'key_limit_exceeded (the free plan allows none)', type: ErrorResponseDto })
   async create(
@@ -43,7 +43,7 @@ export class DashboardKeysController {
   }
 
   @Patch(':id')
-  @ApiOperation({ summary: 'Rename, set or clear (null) the daily cap, or change the scopes of a key' })
+  @ApiOperation({ operationId: 'updateDashboardKey', summary: 'Rename, set or clear (null) the daily cap, or change the scopes of a key' })
   @ApiOkResponse({ type: KeyResponseDto })
   @ApiResponse({ status: 404, description: 'not_found', type: ErrorResponseDto })
   async update(
@@ -55,7 +55,7 @@ export class DashboardKeysController {
   }
 
   @Delete(':id')
-  @ApiOperation({ summary: 'Revoke a key (idempotent); refused from the very next request' })
+  @ApiOperation({ operationId: 'revokeDashboardKey', summary: 'Revoke a key (idempotent); refused from the very next request' })
   @ApiOkResponse({ type: KeyResponseDto })
   @ApiResponse({ status: 404, description: 'not_found', type: ErrorResponseDto })
   async revoke(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<KeyResponseDto> {

@@ -15,7 +15,7 @@ export class DashboardLedgerController {
   constructor(private readonly usage: UsageService) {}
 
   @Get()
-  @ApiOperation({ summary: 'The credit ledger, newest first: every change of balance and why' })
+  @ApiOperation({ operationId: 'listDashboardLedger', summary: 'The credit ledger, newest first: every change of balance and why' })
   @ApiOkResponse({ type: LedgerResponseDto })
   async ledger(@CurrentSession() auth: AuthenticatedSession, @Query() q: LedgerQueryDto): Promise<LedgerResponseDto> {
     const page = await this.usage.ledger(auth.account.id, parseLimit(q.limit), q.cursor);

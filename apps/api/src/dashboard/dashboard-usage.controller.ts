@@ -15,6 +15,7 @@ export class DashboardUsageController {
 
   @Get()
   @ApiOperation({
+    operationId: 'getDashboardUsage',
     summary: 'Credits charged and refunded per UTC day and per key over the last `days` days',
     description:
       'Each ledger row counts on the UTC day it was written, so a refund shows on the day it happened. ' +

@@ -26,7 +26,7 @@ export class DashboardWebhooksController {
   constructor(private readonly webhooks: WebhookEndpointsService) {}
 
   @Post()
-  @ApiOperation({ operationId: 'dashboardCreateWebhookEndpoint', summary: 'Register an endpoint; its signing secret is shown only in this response' })
+  @ApiOperation({ operationId: 'createDashboardWebhookEndpoint', summary: 'Register an endpoint; its signing secret is shown only in this response' })
   @ApiCreatedResponse({ type: CreatedWebhookResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request; details {field: "url", reason: "forbidden_address"} for a non-public address', type: ErrorResponseDto })
   @ApiResponse({ status: 403, description: 'endpoint_limit_exceeded (10 per account)', type: ErrorResponseDto })
@@ -37,7 +37,7 @@ export class DashboardWebhooksController {
   }
 
   @Get()
-  @ApiOperation({ operationId: 'dashboardListWebhookEndpoints', summary: "The account's webhook endpoints, oldest first" })
+  @ApiOperation({ operationId: 'listDashboardWebhookEndpoints', summary: "The account's webhook endpoints, oldest first" })
   @ApiOkResponse({ type: WebhookListResponseDto })
   async list(@CurrentSession() auth: AuthenticatedSession): Promise<WebhookListResponseDto> {
     return { endpoints: (await this.webhooks.list(auth.account.id)).map(WebhookEndpointDto.from) };
@@ -45,7 +45,7 @@ export class DashboardWebhooksController {
 
   @Delete(':id')
   @HttpCode(204)
-  @ApiOperation({ operationId: 'dashboardDeleteWebhookEndpoint', summary: 'Delete an endpoint and its delivery log' })
+  @ApiOperation({ operationId: 'deleteDashboardWebhookEndpoint', summary: 'Delete an endpoint and its delivery log' })
   @ApiNoContentResponse()
   @ApiResponse(NOT_FOUND)
   async remove(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<void> {
@@ -54,7 +54,7 @@ export class DashboardWebhooksController {
 
   @Post(':id/rotate-secret')
   @HttpCode(200)
-  @ApiOperation({ operationId: 'dashboardRotateWebhookSecret', summary: 'A new signing secret; for 24 h deliveries carry signatures with both' })
+  @ApiOperation({ operationId: 'rotateDashboardWebhookSecret', summary: 'A new signing secret; for 24 h deliveries carry signatures with both' })
   @ApiOkResponse({ type: WebhookSecretResponseDto })
   @ApiResponse(NOT_FOUND)
   async rotate(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<WebhookSecretResponseDto> {
@@ -63,7 +63,7 @@ export class DashboardWebhooksController {
 
   @Post(':id/test')
   @HttpCode(202)
-  @ApiOperation({ operationId: 'dashboardTestWebhookEndpoint', summary: 'Send a ping event to this endpoint' })
+  @ApiOperation({ operationId: 'testDashboardWebhookEndpoint', summary: 'Send a ping event to this endpoint' })
   @ApiAcceptedResponse({ type: WebhookDeliveryResponseDto })
   @ApiResponse(NOT_FOUND)
   async test(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<WebhookDeliveryResponseDto> {
@@ -71,7 +71,7 @@ export class DashboardWebhooksController {
   }
 
   @Get(':id/deliveries')
-  @ApiOperation({ operationId: 'dashboardListWebhookDeliveries', summary: "The endpoint's deliveries, newest first (keyset pagination)" })
+  @ApiOperation({ operationId: 'listDashboardWebhookDeliveries', summary: "The endpoint's deliveries, newest first (keyset pagination)" })
   @ApiOkResponse({ type: WebhookDeliveryListResponseDto })
   @ApiResponse(NOT_FOUND)
   async deliveries(

@@ -16,7 +16,7 @@ export class MeController {
 
   @Get()
   @ApiKeyAuth('account:read')
-  @ApiOperation({ summary: "Account, credit balance, plan limits and this key's daily usage" })
+  @ApiOperation({ operationId: 'getMe', summary: "Account, credit balance, plan limits and this key's daily usage" })
   @ApiOkResponse({ type: MeResponseDto })
   async me(@CurrentKey() auth: AuthenticatedKey): Promise<MeResponseDto> {
     const [{ account, plan, activeBatches }, usedToday] = await Promise.all([

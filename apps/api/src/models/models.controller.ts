@@ -11,7 +11,7 @@ export class ModelsController {
 
   @Get()
   @ApiKeyAuth('models:read')
-  @ApiOperation({ summary: 'Models with their prices and legal aspect-ratio x resolution pairs' })
+  @ApiOperation({ operationId: 'listModels', summary: 'Models with their prices and legal aspect-ratio x resolution pairs' })
   @ApiOkResponse({ type: CatalogResponseDto })
   async list(): Promise<CatalogResponseDto> {
     return CatalogResponseDto.from(await this.catalog.listEnabled());

@@ -16,6 +16,7 @@ export class UploadsController {
   @ApiKeyAuth('uploads:write')
   @UseInterceptors(UploadFilesInterceptor)
   @ApiOperation({
+    operationId: 'uploadFiles',
     summary: 'Upload reference images (free)',
     description:
       `PNG, JPEG, WebP or GIF, decided by the file's bytes; at most ${UPLOAD_LIMITS.maxBytes} bytes each, ` +

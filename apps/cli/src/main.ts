@@ -1,0 +1,262 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { Batch, BatchDetail, Kiln, KilnApiError, KilnConnectionError, SDK_VERSION } from '@app/sdk';
+import { ExitCode, InterruptedError, UsageError } from './cli.errors';
+import { progressReporter } from './progress';
+import { estimateSubmission, resultOf, submit, SubmitOptions } from './submit';
+
+/*
+ * `kiln`, the command line on the SDK (docs/cli.md). Talks to KILN_URL (default
+ * http://localhost:8080) with KILN_API_KEY; the SDK reads both.
+ */
+
+interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+const io: Io = {
+  out: (text) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
+  err: (text) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
+};
+
+const positiveInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+  return n;
+};
+
+/** Ctrl-C once: stop starting things, record what was done, exit 130. Twice: exit now. */
+function interruptSignal(): AbortSignal {
+  const controller = new AbortController();
+  process.on('SIGINT', () => {
+    if (controller.signal.aborted) process.exit(ExitCode.Interrupted);
+    io.err('Interrupted: finishing what is in flight and saving state (Ctrl-C again to quit at once)');
+    controller.abort(new InterruptedError());
+  });
+  return controller.signal;
+}
+
+function client(): Kiln {
+  try {
+    return new Kiln();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function print(json: boolean, value: unknown, human: () => string): void {
+  io.out(json ? JSON.stringify(value, null, 2) : human());
+}
+
+function batchLine(detail: BatchDetail): string {
+  const { batch } = detail;
+  const c = batch.counts as typeof batch.counts & { cancelled?: number };
+  return (
+    `${batch.id}  ${batch.status}${batch.done ? '' : ' (running)'}  ${batch.model}  ` +
+    `${c.succeeded}/${batch.total} succeeded, ${c.failed} failed${c.cancelled ? `, ${c.cancelled} cancelled` : ''}, ${c.pending + c.running} to go  ` +
+    `credits ${batch.creditsCharged} charged, ${batch.creditsRefunded} refunded`
+  );
+}
+
+function exitFor(detail: BatchDetail): ExitCode {
+  const r = resultOf(detail);
+  return r.succeeded === r.total ? ExitCode.Ok : ExitCode.Incomplete;
+}
+
+export function buildProgram(setExit: (code: ExitCode) => void): Command {
+  const program = new Command('kiln')
+    .description('Kiln from the command line: bulk image generation from a prompts file')
+    .version(SDK_VERSION)
+    .showHelpAfterError('(kiln --help for usage)')
+    .exitOverride();
+
+  program
+    .command('models')
+    .description('the models, their prices per resolution and aspect ratios')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const catalog = await client().models();
+      print(!!opts.json, catalog, () =>
+        catalog.models
+          .map((m) => `${m.key.padEnd(22)} ${Object.entries(m.creditCost).map(([r, c]) => `${r}=${c}`).join(' ').padEnd(20)} ${m.aspectRatios.join(' ')}`)
+          .join('\n'),
+      );
+    });
+
+  program
+    .command('me')
+    .description("the account, its balance, the plan's limits and this key's usage today")
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const me = await client().me();
+      print(!!opts.json, me, () =>
+        [
+          `${me.user.email} (${me.user.plan}, ${me.user.status})`,
+          `balance ${me.credits.balance} credits`,
+          `batches: at most ${me.limits.maxImagesPerBatch} images each, ${me.limits.maxConcurrentBatches} at once (${me.limits.activeBatches} running)`,
+          `this key: ${me.key.creditsUsedToday} credits today${me.key.creditCapPerDay === null ? '' : ` of ${me.key.creditCapPerDay}`}`,
+        ].join('\n'),
+      );
+    });
+
+  program
+    .command('submit')
+    .description('submit a prompts file (.txt: a prompt a line; .jsonl: a JSON string or {"prompt"} a line); resumable')
+    .argument('<prompts-file>')
+    .requiredOption('--model <model>', 'a model key (kiln models)')
+    .option('--ratio <ratio>', 'aspect ratio, e.g. 16:9')
+    .addOption(new Option('--resolution <resolution>', 'resolution').choices(['1K', '2K', '4K']))
+    .option('--count <n>', 'images per prompt (per reference with --ref-mode each)', positiveInt)
+    .option('--ref <files...>', 'reference images, uploaded once')
+    .addOption(new Option('--ref-mode <mode>', 'how references pair with prompts (default combined)').choices(['each', 'combined']))
+    .option('--note <text>', 'a label shown in the dashboard')
+    .option('--estimate', 'price the whole file and exit; charges nothing')
+    .option('--wait', 'wait for every batch to finish')
+    .option('--out <dir>', 'download images here as batches finish; the state file goes here too')
+    .option('--json', 'print one JSON document on stdout')
+    .action(async (file: string, opts: SubmitOptions & { estimate?: boolean; json?: boolean }) => {
+      const kiln = client();
+      if (opts.estimate) {
+        const e = await estimateSubmission(kiln, file, opts);
+        print(!!opts.json, e, () =>
+          [
+            `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
+            `credits required ${e.creditsRequired}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
+            ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
+          ].join('\n'),
+        );
+        return;
+      }
+      const progress = progressReporter(process.stderr);
+      const outcome = await submit(kiln, file, opts, progress, interruptSignal());
+      const { images, credits } = outcome;
+      print(!!opts.json, outcome, () =>
+        [
+          outcome.refusal ? `Refused: ${outcome.refusal.code}: ${outcome.refusal.message}` : '',
+          `${images.succeeded}/${images.total} images succeeded, ${images.failed} failed, ${images.cancelled} cancelled${images.pending ? `, ${images.pending} not finished` : ''}`,
+          `credits charged ${credits.charged}, refunded ${credits.refunded}`,
+          `batches: ${outcome.batches.map((b) => b.id ?? '(not created)').join(' ')}`,
+          outcome.outDir ? `${outcome.files} new files in ${outcome.outDir}` : '',
+          `time ${(outcome.durationMs / 1000).toFixed(1)} s; state in ${outcome.stateFile}`,
+          outcome.interrupted ? 'Interrupted: run the same command again to resume.' : '',
+        ]
+          .filter(Boolean)
+          .join('\n'),
+      );
+      if (outcome.refusal) {
+        io.err(`${outcome.refusal.code}: ${outcome.refusal.message}`);
+        setExit(ExitCode.Refused);
+      } else if (outcome.interrupted) setExit(ExitCode.Interrupted);
+      else if (images.succeeded < images.total && (outcome.waited || images.pending === 0)) setExit(ExitCode.Incomplete);
+    });
+
+  program
+    .command('status')
+    .description('a batch: status, counts, credits')
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const detail = await client().batches.get(id);
+      print(!!opts.json, detail, () => batchLine(detail));
+    });
+
+  program
+    .command('wait')
+    .description('wait for a batch to finish; with --out, download its images')
+    .argument('<id>')
+    .option('--out <dir>', 'download the images here')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { out?: string; json?: boolean }) => {
+      const kiln = client();
+      const progress = progressReporter(process.stderr);
+      const signal = interruptSignal();
+      const detail = await kiln.batches.wait(id, {
+        signal,
+        onProgress: (d) => {
+          const r = resultOf(d);
+          progress.update({ total: r.total, finished: r.succeeded + r.failed + r.cancelled, failed: r.failed + r.cancelled, credits: r.creditsCharged - r.creditsRefunded });
+        },
+      });
+      progress.stop();
+      const files = opts.out ? await kiln.batches.download(id, opts.out, { detail, signal }) : [];
+      print(!!opts.json, { ...detail, files: files.map((f) => f.path) }, () => [batchLine(detail), ...(opts.out ? [`${files.length} files in ${opts.out}`] : [])].join('\n'));
+      setExit(exitFor(detail));
+    });
+
+  program
+    .command('download')
+    .description("download a batch's images (files already there are skipped)")
+    .argument('<id>')
+    .requiredOption('--out <dir>', 'where to write them')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { out: string; json?: boolean }) => {
+      const files = await client().batches.download(id, opts.out, { signal: interruptSignal() });
+      const fresh = files.filter((f) => !f.skipped).length;
+      print(!!opts.json, { files: files.map((f) => ({ task: f.task.id, path: f.path, skipped: f.skipped })) }, () => `${fresh} downloaded, ${files.length - fresh} already there, in ${opts.out}`);
+    });
+
+  program
+    .command('cancel')
+    .description('cancel what has not started (refunded); running images finish')
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const batch = await client().batches.cancel(id);
+      print(!!opts.json, batch, () => `${batch.id} ${batch.status}; refunded so far ${batch.creditsRefunded}`);
+    });
+
+  program
+    .command('ls')
+    .description('batches, newest first')
+    .option('--limit <n>', 'how many (default 20)', positiveInt, 20)
+    .option('--json', 'print JSON')
+    .action(async (opts: { limit: number; json?: boolean }) => {
+      const batches: Batch[] = [];
+      for await (const b of client().batches.list({ pageSize: Math.min(100, opts.limit) })) {
+        batches.push(b);
+        if (batches.length >= opts.limit) break;
+      }
+      print(!!opts.json, { batches }, () =>
+        batches.map((b) => `${b.id}  ${new Date(b.createdAt).toISOString()}  ${b.status.padEnd(9)} ${b.model}  ${b.counts.succeeded}/${b.total}`).join('\n') || 'no batches',
+      );
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<ExitCode> {
+  let code = ExitCode.Ok;
+  const program = buildProgram((c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+    }
+    if (err instanceof InterruptedError) {
+      io.err('kiln: interrupted');
+      return ExitCode.Interrupted;
+    }
+    if (err instanceof UsageError) {
+      io.err(`kiln: ${err.message}`);
+      return ExitCode.Usage;
+    }
+    if (err instanceof KilnConnectionError) {
+      io.err(`kiln: cannot reach Kiln: ${err.message}`);
+      return ExitCode.Incomplete;
+    }
+    if (err instanceof KilnApiError) {
+      io.err(`kiln: ${err.code}: ${err.message}${err.requestId ? ` (request ${err.requestId})` : ''}`);
+      if (err.details) io.err(`  details: ${JSON.stringify(err.details)}`);
+      return ExitCode.Refused;
+    }
+    io.err(`kiln: ${(err as Error)?.stack ?? String(err)}`);
+    return ExitCode.Incomplete;
+  }
+}
+
+if (require.main === module) {
+  // Exit once stdout is flushed, without waiting for idle keep-alive sockets to close.
+  void main(process.argv).then((code) => process.stdout.write('', () => process.exit(code)));
+}

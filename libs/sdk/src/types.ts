@@ -1,0 +1,38 @@
+import type { components } from './openapi.generated';
+
+/*
+ * The SDK's names for the wire shapes. Each is an alias of a type generated from the OpenAPI
+ * document the api serves (openapi.generated.ts), so the SDK cannot drift from the server: a
+ * changed DTO changes these, and code using a field that went away stops compiling.
+ */
+type Schemas = components['schemas'];
+
+export type Catalog = Schemas['CatalogResponseDto'];
+export type Model = Schemas['ModelDto'];
+export type Me = Schemas['MeResponseDto'];
+export type CreateBatchRequest = Schemas['CreateBatchRequestDto'];
+export type CreatedBatch = Schemas['CreatedBatchResponseDto'];
+export type Batch = Schemas['BatchDto'];
+export type Task = Schemas['TaskDto'];
+export type BatchDetail = Schemas['BatchDetailResponseDto'];
+export type BatchPage = Schemas['BatchListResponseDto'];
+export type UploadResult = Schemas['UploadResponseDto'];
+export type ErrorBody = Schemas['ErrorResponseDto'];
+
+/** `POST /v1/batches/estimate`: what a create would cost and whether it would go through now. */
+export type Estimate = Schemas['BatchEstimateResponseDto'];
+
+export type WebhookEndpoint = Schemas['WebhookEndpointDto'];
+export type WebhookEventType = WebhookEndpoint['events'][number];
+export type CreateWebhookRequest = Schemas['CreateWebhookRequestDto'];
+/** `secret` (`whsec_...`) is shown only once. */
+export type CreatedWebhook = Schemas['CreatedWebhookResponseDto'];
+export type WebhookDelivery = Schemas['WebhookDeliveryDto'];
+
+/** A delivery's body, as `Kiln.verifyWebhook` returns it once the signature checks out. */
+export interface WebhookEvent<T = unknown> {
+  id: string;
+  type: WebhookEventType;
+  createdAt: number;
+  data: T;
+}

@@ -1,0 +1,204 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { batchCount, routeModel, TestAccount, waitFor } from '@app/testing';
+import { LiveKiln, startLiveKiln } from './helpers/live-kiln';
+
+jest.setTimeout(180_000);
+
+const BIN = path.resolve(__dirname, '../bin/kiln.js');
+const MODEL = 'beta-2-lite'; // 3 credits an image at 1K
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `kiln ...` as a user runs it (the built bin), in `cwd`, against the live Kiln as `account`. */
+function start(kiln: LiveKiln, account: TestAccount | null, args: string[], cwd: string): { child: ChildProcess; done: Promise<Run> } {
+  if (!fs.existsSync(path.resolve(__dirname, '../dist/apps/cli/src/main.js'))) throw new Error('run "npm run build" first (npm test does)');
+  const env: NodeJS.ProcessEnv = { ...process.env, KILN_URL: kiln.url };
+  if (account) env.KILN_API_KEY = account.key;
+  else delete env.KILN_API_KEY;
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  const done = new Promise<Run>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  return { child, done };
+}
+
+const kilnCli = (kiln: LiveKiln, account: TestAccount | null, args: string[], cwd: string) => start(kiln, account, args, cwd).done;
+
+function promptsFile(dir: string, n: number, name = 'prompts.txt'): string {
+  const lines = ['# a comment, skipped', ''];
+  for (let i = 1; i <= n; i++) lines.push(`prompt number ${i}`);
+  fs.writeFileSync(path.join(dir, name), lines.join('\n') + '\n');
+  return name;
+}
+
+const pngs = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.png')).sort() : []);
+
+/** The `kiln` command as a child process against a live Kiln (api on a port, generator). */
+describe('kiln command line', () => {
+  let kiln: LiveKiln;
+  let restore: () => Promise<void>;
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-cli-'));
+
+  beforeAll(async () => {
+    kiln = await startLiveKiln('cli');
+    restore = await routeModel(kiln.api, MODEL, { type: 'simulated', latencyMs: { min: 100, max: 250 } });
+  });
+  afterAll(async () => {
+    await restore?.();
+    await kiln?.close();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const charged = async (accountId: string): Promise<number> => {
+    const [row] = await kiln.api.db.query(`SELECT coalesce(-sum(amount), 0)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'batch_charge'`, [accountId]);
+    return row.n;
+  };
+  const balance = async (accountId: string): Promise<number> => {
+    const [row] = await kiln.api.db.query(`SELECT balance::int AS n FROM accounts WHERE id = $1`, [accountId]);
+    return row.n;
+  };
+
+  it('submit on the starter plan: 25 prompts in 3 batches one at a time, waited and downloaded, exit 0; the same command again charges nothing', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'full-'));
+    const file = promptsFile(dir, 25);
+    const args = ['submit', file, '--model', MODEL, '--wait', '--out', 'images'];
+    const run = await kilnCli(kiln, a, args, dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const out = path.join(dir, 'images');
+    expect(pngs(out)).toHaveLength(25);
+    expect(await batchCount(kiln.api, a.id)).toBe(3);
+    expect(await charged(a.id)).toBe(75);
+    // Not a terminal: one line per change on stderr, and a summary on stdout.
+    expect(run.stderr).toMatch(/images 25\/25, failed 0/);
+    expect(run.stdout).toMatch(/25\/25 images succeeded/);
+    const state = JSON.parse(fs.readFileSync(path.join(out, '.kiln-submit.json'), 'utf8'));
+    const [submission] = Object.values(state.submissions) as any[];
+    expect(submission.chunks.map((c: any) => c.count)).toEqual([10, 10, 5]);
+    const before = await balance(a.id);
+
+    const again = await kilnCli(kiln, a, args, dir);
+    expect(again.code).toBe(0);
+    expect(await batchCount(kiln.api, a.id)).toBe(3);
+    expect(await balance(a.id)).toBe(before);
+    expect(pngs(out)).toHaveLength(25);
+  });
+
+  it('killed half-way (SIGINT) and run again: every image once, charged once', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'sigint-'));
+    const file = promptsFile(dir, 25, 'prompts.jsonl');
+    fs.writeFileSync(
+      path.join(dir, file),
+      Array.from({ length: 25 }, (_, i) => (i % 2 ? JSON.stringify(`jsonl prompt ${i}`) : JSON.stringify({ prompt: `jsonl prompt ${i}` }))).join('\n') + '\n',
+    );
+    const args = ['submit', file, '--model', MODEL, '--wait', '--out', 'out', '--json'];
+    const first = start(kiln, a, args, dir);
+    // Half-way: the first batch is downloaded and the second has been created.
+    await waitFor(
+      'the first batch to be downloaded and the second created',
+      async () => {
+        try {
+          const state = JSON.parse(fs.readFileSync(path.join(dir, 'out', '.kiln-submit.json'), 'utf8'));
+          const [s] = Object.values(state.submissions) as any[];
+          return s.chunks[0].downloaded && s.chunks[1].batchId;
+        } catch {
+          return false;
+        }
+      },
+      60_000,
+      20,
+    );
+    first.child.kill('SIGINT');
+    const stopped = await first.done;
+    expect(stopped.code).toBe(130);
+    expect(pngs(path.join(dir, 'out')).length).toBeLessThan(25);
+    expect(JSON.parse(stopped.stdout).interrupted).toBe(true);
+
+    const second = await kilnCli(kiln, a, args, dir);
+    expect({ code: second.code, stderr: second.code === 0 ? '' : second.stderr }).toEqual({ code: 0, stderr: '' });
+    const outcome = JSON.parse(second.stdout);
+    expect(outcome.images).toEqual({ total: 25, succeeded: 25, failed: 0, cancelled: 0, pending: 0 });
+    const files = fs.readdirSync(path.join(dir, 'out')).filter((f) => !f.startsWith('.'));
+    expect(files).toHaveLength(25);
+    expect(files.every((f) => f.endsWith('.png'))).toBe(true);
+    expect(await batchCount(kiln.api, a.id)).toBe(3);
+    expect(await charged(a.id)).toBe(75);
+    const [tasks] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE b.account_id = $1`, [a.id]);
+    expect(tasks.n).toBe(25);
+  });
+
+  it('a refusal exits 3 and prints the code; nothing is charged', async () => {
+    const poor = await kiln.api.account({ plan: 'starter', credits: 2 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'refused-'));
+    const file = promptsFile(dir, 3);
+    const run = await kilnCli(kiln, poor, ['submit', file, '--model', MODEL, '--wait', '--out', 'o'], dir);
+    expect(run.code).toBe(3);
+    expect(run.stderr).toContain('insufficient_credits');
+    expect(await batchCount(kiln.api, poor.id)).toBe(0);
+    const status = await kilnCli(kiln, poor, ['status', '00000000-0000-4000-8000-000000000000'], dir);
+    expect(status.code).toBe(3);
+    expect(status.stderr).toContain('not_found');
+  });
+
+  it('usage errors exit 2: a missing option, an unknown file type, no API key', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 10 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'usage-'));
+    fs.writeFileSync(path.join(dir, 'p.csv'), 'a,b\n');
+    expect((await kilnCli(kiln, a, ['submit', 'p.csv'], dir)).code).toBe(2);
+    const csv = await kilnCli(kiln, a, ['submit', 'p.csv', '--model', MODEL], dir);
+    expect(csv.code).toBe(2);
+    expect(csv.stderr).toMatch(/\.txt.*\.jsonl/);
+    const noKey = await kilnCli(kiln, null, ['me'], dir);
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain('KILN_API_KEY');
+    expect(await batchCount(kiln.api, a.id)).toBe(0);
+  });
+
+  it('--json prints one parseable document: me, models, submit, status, ls, wait, download', async () => {
+    const a = await kiln.api.account({ plan: 'studio', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'json-'));
+    const me = JSON.parse((await kilnCli(kiln, a, ['me', '--json'], dir)).stdout);
+    expect(me.user.id).toBe(a.id);
+    const models = JSON.parse((await kilnCli(kiln, a, ['models', '--json'], dir)).stdout);
+    expect(models.models.map((m: any) => m.key)).toContain(MODEL);
+
+    const file = promptsFile(dir, 3);
+    const submitted = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--count', '2', '--json'], dir);
+    expect(submitted.code).toBe(0);
+    const outcome = JSON.parse(submitted.stdout);
+    expect(outcome.batches).toHaveLength(1);
+    const id = outcome.batches[0].id as string;
+    expect(outcome.images.total).toBe(6);
+
+    const waited = await kilnCli(kiln, a, ['wait', id, '--out', 'w', '--json'], dir);
+    expect(waited.code).toBe(0);
+    expect(JSON.parse(waited.stdout).files).toHaveLength(6);
+    const status = JSON.parse((await kilnCli(kiln, a, ['status', id, '--json'], dir)).stdout);
+    expect(status.batch).toMatchObject({ id, done: true, total: 6 });
+    const listed = JSON.parse((await kilnCli(kiln, a, ['ls', '--json'], dir)).stdout);
+    expect(listed.batches.map((b: any) => b.id)).toEqual([id]);
+    const downloaded = JSON.parse((await kilnCli(kiln, a, ['download', id, '--out', 'w', '--json'], dir)).stdout);
+    expect(downloaded.files.every((f: any) => f.skipped)).toBe(true);
+  });
+
+  it('--estimate prices the whole file across batches and charges nothing', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'estimate-'));
+    const file = promptsFile(dir, 25);
+    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--estimate', '--json'], dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(run.stdout)).toMatchObject({ prompts: 25, images: 25, batches: 3, creditsRequired: 75, balance: 500, affordable: true });
+    expect(await batchCount(kiln.api, a.id)).toBe(0);
+  });
+});
