@@ -4,7 +4,7 @@ import { shutdownInterrupter } from './shutdown-interrupter';
 // (jest's sandboxed `process` does not see Node's warnings, so the limit itself is checked.)
 describe('shutdownInterrupter', () => {
   it('allows the listeners every run of a busy generator holds, where a plain signal warns past 10', () => {
-    expect(getMaxListeners(new AbortController().signal)).toBe(10);
+    // (A plain signal's own limit differs by Node version: 10 on Node 20, 0 on Node 24.)
     expect(getMaxListeners(shutdownInterrupter(50).signal)).toBeGreaterThanOrEqual(3 * 50);
   });
 
