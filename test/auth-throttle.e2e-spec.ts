@@ -25,6 +25,7 @@ function expect429(res: Response): void {
 
 describe('throttling failed authentication and busy sessions', () => {
   let t: TestApp;
+  let overrides: Parameters<typeof bootTestApp>[2];
   beforeAll(async () => {
     const config = buildConfig({
       ...process.env,
@@ -33,10 +34,11 @@ describe('throttling failed authentication and busy sessions', () => {
       DASHBOARD_REQUESTS_PER_MINUTE: String(SESSION_LIMIT),
     });
     config.redisPrefix = `${config.redisPrefix}:auth-throttle-${randomBytes(4).toString('hex')}`;
-    t = await bootTestApp(ApiModule, configureApp, [
+    overrides = [
       [KILN_CONFIG, config],
       [DASHBOARD_AUTH_LIMITS, LIMITS],
-    ]);
+    ];
+    t = await bootTestApp(ApiModule, configureApp, overrides);
   });
   afterAll(() => t.close());
 
@@ -62,6 +64,25 @@ describe('throttling failed authentication and busy sessions', () => {
     const quiet = newIp();
     for (let i = 0; i < FAILURES_PER_IP + 2; i++) expect((await t.http.get('/v1/me').set(from(quiet))).status).toBe(401);
     await t.http.get('/v1/me').set(from(quiet)).set('Authorization', `Bearer ${a.key}`).expect(200);
+  });
+
+  it('a second api replica shares the count: it blocks the address at its own next failure', async () => {
+    // Replicas block in memory an address their own count put over the limit; the count itself is in Redis.
+    const second = await bootTestApp(ApiModule, configureApp, overrides);
+    try {
+      const a = await t.account();
+      const ip = newIp();
+      const wrong = () => `Bearer kiln_live_${randomBytes(24).toString('hex')}`;
+      for (let i = 0; i < FAILURES_PER_IP; i++) expect((await t.http.get('/v1/me').set(from(ip)).set('Authorization', wrong())).status).toBe(401);
+      expect429(await t.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer ${a.key}`));
+      // The second replica has not refused this address yet: one more guess is looked up there,
+      // and Redis's count (now past the limit) blocks the address on that replica too.
+      await second.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer ${a.key}`).expect(200);
+      expect((await second.http.get('/v1/me').set(from(ip)).set('Authorization', wrong())).status).toBe(401);
+      expect429(await second.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer ${a.key}`));
+    } finally {
+      await second.close();
+    }
   });
 
   it('wrong admin tokens: 401 up to the limit, then 429 even for the right token from that address', async () => {

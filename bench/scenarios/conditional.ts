@@ -1,4 +1,4 @@
-import { cpuPerUnit, FAST_MODEL, measureWindow, prompts, startBaselineServer, WindowFigures, waitAllDone } from '../lib/harness';
+import { cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, startBaselineServer, WindowFigures, waitAllDone } from '../lib/harness';
 import { LoadFigures, runLoad } from '../lib/load';
 import { BenchContext, latency, ScenarioResult, throughput } from '../lib/types';
 import { log, round } from '../lib/util';
@@ -67,6 +67,16 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
       const other = Object.entries(f.statusCodes).filter(([code]) => code !== '304');
       if (other.length > 0 || f.errors > 0) notes.push(`Answers other than 304 during a run: ${JSON.stringify(f.statusCodes)}, ${f.errors} errors.`);
     }
+    const figures = [
+      throughput('304/s', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(baseline), TARGET),
+      latency('p50', kiln.p50Ms, baseline.p50Ms),
+      latency('p99', kiln.p99Ms, baseline.p99Ms),
+    ];
+    let profiles: ScenarioResult['profiles'] = [];
+    if (shouldProfile(ctx, figures[0].met === false)) {
+      log('conditional: profiled pass of the api (5 s, not counted)');
+      profiles = (await profiled(ctx, [stack.api!], () => run(kilnUrl, 5))).profiles;
+    }
     return {
       id: 'conditional',
       title: 'Conditional polling: GET /v1/batches/{id} with a current If-None-Match (304) on a finished 100-task batch',
@@ -75,13 +85,9 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
         'Every answer is a 304: Kiln authenticates the key, counts the request against its rate limit (Redis) and reads the batch row\'s version; no task is read.',
         'Baseline: a bare node:http server in a child process doing the same key hash lookup and version read with pg (pool of 20), answering the same 304.',
       ],
-      figures: [
-        throughput('304/s', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(baseline), TARGET),
-        latency('p50', kiln.p50Ms, baseline.p50Ms),
-        latency('p99', kiln.p99Ms, baseline.p99Ms),
-      ],
+      figures,
       notes,
-      profiles: [],
+      profiles,
       details: { batchId: batch.id, etag, rounds },
     };
   } finally {

@@ -122,6 +122,32 @@ describe('egressRequest', () => {
     expect(upstream.seen).toEqual([{ url: '/a.png', host: `images.kiln.test:${upstream.port}`, method: 'GET' }]);
   });
 
+  it('with keepAlive, reuses a connection only for the same checked address; without it, one connection a request', async () => {
+    // Listening on every address, so 127.0.0.1 and 127.0.0.2 reach the same server.
+    const server = createServer((_req, res) => res.end('ok'));
+    const remotes: string[] = [];
+    server.on('connection', (socket) => remotes.push(socket.localAddress ?? ''));
+    await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const answers = ['127.0.0.1', '127.0.0.2', '127.0.0.1'];
+      const resolve: ResolveHost = async () => [{ address: answers.shift()!, family: 4 }];
+      for (let i = 0; i < 3; i++) {
+        const res = await egressRequest(`http://hooks.kiln.test:${port}/`, options({ resolve, keepAlive: true }));
+        expect(res.body.toString()).toBe('ok');
+      }
+      // The third request's check approved 127.0.0.1 again: the first connection, reused.
+      expect(remotes.map((a) => a.replace('::ffff:', ''))).toEqual(['127.0.0.1', '127.0.0.2']);
+
+      remotes.length = 0;
+      for (let i = 0; i < 2; i++) await egressRequest(`http://127.0.0.1:${port}/`, options());
+      expect(remotes).toHaveLength(2);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('trusts exactly the listed origins', async () => {
     const policy = { allowPrivate: false, trustedOrigins: [upstream.origin] };
     expect((await egressRequest(`${upstream.origin}/a.png`, options({ policy }))).status).toBe(200);

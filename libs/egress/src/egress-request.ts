@@ -90,6 +90,11 @@ export interface EgressRequestOptions {
   /** For 2xx answers: refuse the body unless its Content-Type passes (checked before reading it). */
   acceptContentType?: (contentType: string | undefined) => boolean;
   resolve?: ResolveHost;
+  /**
+   * Keep the connection open for the next request to the same checked address (see
+   * PinnedAgent). For a caller that sends many requests to few hosts (webhook deliveries).
+   */
+  keepAlive?: boolean;
 }
 
 export interface EgressResponse {
@@ -99,6 +104,36 @@ export interface EgressResponse {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** The request option PinnedAgent pools by: the address this request's own check approved. */
+interface PinnedRequestOptions extends http.RequestOptions {
+  pinnedAddress: string;
+}
+
+/**
+ * Idle connections kept per pool; one closes after this long unused (a receiver's own
+ * Keep-Alive timeout, when it sends one, closes it sooner).
+ */
+const MAX_IDLE_SOCKETS = 32;
+const IDLE_SOCKET_MS = 5_000;
+
+/**
+ * A keep-alive agent whose pools are keyed by the checked address as well as by host and
+ * port: a connection is reused only by a request whose own check, just made, approved the
+ * address it is connected to. So a socket opened under a laxer policy (an operator's
+ * private upstream) is never handed to a stricter caller, and a host that now resolves
+ * elsewhere (DNS rebinding) gets a new connection to its newly checked address.
+ */
+function pinnedAgent<T extends typeof http.Agent>(Base: T): InstanceType<T> {
+  class PinnedAgent extends (Base as typeof http.Agent) {
+    getName(options: PinnedRequestOptions): string {
+      return `${super.getName(options)}|${options.pinnedAddress}`;
+    }
+  }
+  return new PinnedAgent({ keepAlive: true, maxFreeSockets: MAX_IDLE_SOCKETS, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }) as InstanceType<T>;
+}
+
+const pooled = { 'http:': pinnedAgent(http.Agent), 'https:': pinnedAgent(https.Agent) };
 
 /**
  * One HTTP exchange with a host a third party named (an upstream's image URL, a webhook
@@ -139,7 +174,7 @@ function exchange(target: EgressTarget, options: EgressRequestOptions, signal: A
   return new Promise<EgressResponse>((resolve, reject) => {
     let settled = false;
     let connectTimer: NodeJS.Timeout | undefined;
-    const req = client.request({
+    const requestOptions: PinnedRequestOptions = {
       protocol: url.protocol,
       hostname: hostOf(url),
       port: url.port || undefined,
@@ -147,8 +182,11 @@ function exchange(target: EgressTarget, options: EgressRequestOptions, signal: A
       method: options.method ?? 'GET',
       headers: options.body ? { ...options.headers, 'content-length': String(options.body.length) } : options.headers,
       lookup: pinned,
-      agent: false, // a pooled socket could belong to an earlier, differently checked lookup
-    });
+      pinnedAddress: address,
+      // Without keepAlive, a connection of its own; with it, one pooled by checked address.
+      agent: options.keepAlive ? pooled[url.protocol as 'http:' | 'https:'] : false,
+    };
+    const req = client.request(requestOptions);
 
     const finish = (err: Error | null, value?: EgressResponse): void => {
       if (settled) return;

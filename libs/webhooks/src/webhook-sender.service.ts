@@ -189,6 +189,8 @@ export class WebhookSender {
         body: Buffer.from(c.body, 'utf8'),
         maxBytes: MAX_ANSWER_BYTES,
         timeoutMs: this.config.webhooks.timeoutMs,
+        // An endpoint gets many deliveries (one per task with task.succeeded): one connection for them.
+        keepAlive: true,
       });
       if (res.status >= 200 && res.status < 300) return { delivered: true, statusCode: res.status };
       return { delivered: false, statusCode: res.status, error: `HTTP ${res.status}` };
