@@ -3,7 +3,7 @@
  * Redis prefix, DATA_DIR, ADMIN_TOKEN and port), runs the scenarios of issue 6 with their
  * same-run baselines, writes the results and removes everything it created.
  *
- *   scenarios        polling conditional long-poll creation pipeline latency memory webhooks
+ *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks
  *                    (default: all, in this order; webhooks runs the first pipeline size with
  *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
@@ -32,6 +32,7 @@ import { machineInfo, otherBusyProcesses } from './lib/machine';
 import { BenchReport, renderMarkdown, writeReport } from './lib/report';
 import { BenchContext, RunOptions, ScenarioId, ScenarioResult, SCENARIOS } from './lib/types';
 import { errorMessage, log } from './lib/util';
+import { archive } from './scenarios/archive';
 import { conditional } from './scenarios/conditional';
 import { creation } from './scenarios/creation';
 import { latencyBound } from './scenarios/latency';
@@ -48,6 +49,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   polling,
   conditional,
   'long-poll': longPoll,
+  archive,
   creation,
   pipeline,
   latency: latencyBound,

@@ -11,4 +11,10 @@ kiln_ensure_services
 kiln_log "building (npm run build)"
 npm run --silent build
 
-exec node dist/bench/run.js "$@"
+# Kiln's processes and the baselines run on the Node the container images deploy (the
+# machine's own when it is that major; KILN_BENCH_MACHINE_NODE=1 keeps the machine's).
+source scripts/image-node.sh
+node_bin=
+[ -n "${KILN_BENCH_MACHINE_NODE:-}" ] || node_bin=$(kiln_image_node_bin)
+kiln_log "running on Node $("${node_bin:+$node_bin/}node" -v)"
+exec "${node_bin:+$node_bin/}node" dist/bench/run.js "$@"

@@ -2,7 +2,7 @@ import { DataSource } from 'typeorm';
 import { KilnConfig } from '@app/config';
 import { BatchPolling, BatchWatcher, MAX_HELD_PER_HOLDER } from '@app/batches';
 import { TaskStateStore } from '@app/tasks';
-import { bearer, createBatch, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor } from '@app/testing';
+import { bearer, createBatch, fileEnvironment, FileEnvironment, recordSql, taskRows, TestAccount, TestApp, waitFor } from '@app/testing';
 import { bootApi } from './helpers/apps';
 
 jest.setTimeout(90_000);
@@ -51,14 +51,14 @@ describe('polling a batch: ETag, If-None-Match and Prefer: wait', () => {
     const etag = first.headers.etag;
     expect(etag).toMatch(/^W\/".+"$/);
 
-    const statements = jest.spyOn(api.db, 'query');
+    const recorder = recordSql();
     let res;
     let sql: string[];
     try {
       res = await poll(a, id, { 'If-None-Match': etag });
-      sql = statements.mock.calls.map(([q]) => String(q)).filter((q) => !/api_keys/.test(q));
+      sql = recorder.statements().filter((q) => !/api_keys/.test(q));
     } finally {
-      statements.mockRestore();
+      recorder.restore();
     }
     expect(res.status).toBe(304);
     expect(res.text ?? '').toBe('');

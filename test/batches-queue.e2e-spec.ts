@@ -1,8 +1,7 @@
 import { getQueueToken } from '@nestjs/bull';
 import Bull, { Queue } from 'bull';
-import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
 import { BatchChangePublisher, TASK_QUEUE, TaskDispatchService } from '@app/tasks';
-import { TestApp, getJson, postBatch, taskRows, FileEnvironment, fileEnvironment } from '@app/testing';
+import { TestApp, getJson, postBatch, recordSql, taskRows, FileEnvironment, fileEnvironment } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
 /**
@@ -201,12 +200,12 @@ describe('Batches: dispatch to the task queue', () => {
   it('a 100-image batch is written with a constant number of queries and answers 201 at once; polling takes two', async () => {
     const a = await t.account({ plan: 'scale', credits: 10_000 });
     await getJson(t, a, '/v1/me').expect(200); // first use of a key writes lastUsedAt once
-    const spy = jest.spyOn(PostgresQueryRunner.prototype, 'query');
-    const sqlOf = () => spy.mock.calls.map((c) => String(c[0]).replace(/\s+/g, ' ').trim());
+    const recorder = recordSql();
+    const sqlOf = recorder.statements;
 
     await postBatch(t, a, { prompts: ['one'], model: 'eta-image' }).expect(201);
     const one = sqlOf();
-    spy.mockClear();
+    recorder.clear();
 
     const prompts = Array.from({ length: 25 }, (_, i) => `prompt ${i}`);
     const started = process.hrtime.bigint();
@@ -228,13 +227,14 @@ describe('Batches: dispatch to the task queue', () => {
 
     // Polling and listing: two queries each (batch + tasks; page + one aggregate of counts).
     const touchesBatches = (q: string) => /\b(batches|tasks)\b/i.test(q);
-    spy.mockClear();
+    recorder.clear();
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
     expect(detail.body.tasks).toHaveLength(100);
     expect(sqlOf().filter(touchesBatches)).toHaveLength(2);
-    spy.mockClear();
+    recorder.clear();
     await getJson(t, a, '/v1/batches?limit=100').expect(200);
     expect(sqlOf().filter(touchesBatches)).toHaveLength(2);
+    recorder.restore();
 
     // Timing, for the record (the assertion is loose so a slow CI machine does not flake).
     const times: number[] = [ms];

@@ -3,16 +3,20 @@
  * bare node:http and pg. The same key check as Kiln's and one read of the batch's version;
  * 304 when the client's ETag is current (the only case the scenario measures). Run by the
  * bench as a child process: DATABASE_URL in the environment; it reports its port over IPC.
+ * PREPARED=1 names both statements (prepared once per connection), as Kiln does: a diagnostic.
  */
 import * as http from 'node:http';
 import { authenticate, HttpError, listenAndReport, rawPool, sendError, sendJson } from './raw-common';
 
 const db = rawPool(process.env.DATABASE_URL ?? '');
+const PREPARED = process.env.PREPARED === '1';
+const VERSION_SQL = `SELECT version FROM batches WHERE id = $1 AND account_id = $2`;
 const ROUTE = /^\/v1\/batches\/([0-9a-f-]{36})$/i;
 
 async function conditional(req: http.IncomingMessage, res: http.ServerResponse, batchId: string): Promise<void> {
-  const key = await authenticate(db, req, 'batches:read');
-  const { rows } = await db.query(`SELECT version FROM batches WHERE id = $1 AND account_id = $2`, [batchId, key.accountId]);
+  const key = await authenticate(db, req, 'batches:read', PREPARED);
+  const values = [batchId, key.accountId];
+  const { rows } = await db.query(PREPARED ? { name: 'baseline_version', text: VERSION_SQL, values } : { text: VERSION_SQL, values });
   if (!rows[0]) throw new HttpError(404, 'not_found');
   const etag = `W/"${batchId}-${rows[0].version}"`;
   if (req.headers['if-none-match'] === etag) {

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { GroupCpuSampler, NodeChild, ProcessFigures, ProcessSampler } from './children';
 import { BenchAccount, KilnStack } from './kiln';
 import { summarizeProfile, ProfileSummary } from './profile';
-import { BenchContext } from './types';
+import { BenchContext, Figure } from './types';
 import { log, round, sleep, waitFor } from './util';
 
 /** 1 credit per 1K image: the model every throughput scenario routes to `simulated`. */
@@ -151,4 +151,16 @@ export function cpuPerUnit(label: string, window: WindowFigures, perSec: number)
   parts.push(['PostgreSQL', ms(window.postgresCores)], ['Redis', ms(window.redisCores)]);
   const total = round(parts.reduce((sum, [, v]) => sum + v, 0), 2);
   return `${label} ${parts.map(([n, v]) => `${n} ${v}`).join(' + ')} = ${total}`;
+}
+
+/** A figure against an absolute bound (met when below it), or none. */
+export function absolute(metric: string, unit: string, kiln: number, below?: number): Figure {
+  return {
+    metric,
+    unit,
+    kiln,
+    baseline: null,
+    ratio: null,
+    ...(below !== undefined ? { baselineLabel: `limit ${below} ${unit}`, target: `< ${below} ${unit}`, targetOn: 'kiln' as const, met: kiln < below } : {}),
+  };
 }

@@ -67,10 +67,25 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
       const other = Object.entries(f.statusCodes).filter(([code]) => code !== '304');
       if (other.length > 0 || f.errors > 0) notes.push(`Answers other than 304 during a run: ${JSON.stringify(f.statusCodes)}, ${f.errors} errors.`);
     }
+    // Diagnostic: the same baseline with both statements prepared, as Kiln's are.
+    const prepared = await startBaselineServer(ctx, 'conditional-server-prepared', { DATABASE_URL: stack.databaseUrl, PREPARED: '1' }, 'conditional-server');
+    let preparedFigures: LoadFigures;
+    try {
+      const url = `http://127.0.0.1:${prepared.port}${path}`;
+      await run(url, WARMUP_SEC);
+      log(`conditional: the baseline with prepared statements (diagnostic), ${opts.pollingDurationSec} s`);
+      preparedFigures = await run(url, opts.pollingDurationSec);
+    } finally {
+      await prepared.child.stop();
+    }
     const figures = [
       throughput('304/s', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(baseline), TARGET),
       latency('p50', kiln.p50Ms, baseline.p50Ms),
       latency('p99', kiln.p99Ms, baseline.p99Ms),
+      {
+        ...throughput('304/s against the baseline with prepared statements too (diagnostic)', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(preparedFigures)),
+        baselineLabel: 'prepared baseline',
+      },
     ];
     let profiles: ScenarioResult['profiles'] = [];
     if (shouldProfile(ctx, figures[0].met === false)) {
@@ -84,6 +99,7 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
         `${CONNECTIONS} connections, ${opts.pollingDurationSec} s per run, after a ${WARMUP_SEC} s warm-up of each server; ${opts.rounds} alternating rounds, best of each side reported.`,
         'Every answer is a 304: Kiln authenticates the key, counts the request against its rate limit (Redis) and reads the batch row\'s version; no task is read.',
         'Baseline: a bare node:http server in a child process doing the same key hash lookup and version read with pg (pool of 20), answering the same 304.',
+        'Kiln runs both statements as named prepared statements (parsed and planned once per connection); the baseline, as the issue wrote it, sends them unnamed. The diagnostic row runs the same baseline with both statements prepared too, one run after the rounds.',
       ],
       figures,
       notes,

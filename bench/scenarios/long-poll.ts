@@ -1,5 +1,5 @@
 import * as http from 'node:http';
-import { FAST_MODEL } from '../lib/harness';
+import { absolute, FAST_MODEL } from '../lib/harness';
 import { readCpuSeconds, readProcStatus } from '../lib/children';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { log, round, sleep } from '../lib/util';
@@ -128,18 +128,6 @@ async function untilIdle(pid: number, timeoutMs: number): Promise<number> {
     before = now;
   }
   return Date.now() - started;
-}
-
-/** A figure against an absolute bound (met when below it), or none. */
-function absolute(metric: string, unit: string, kiln: number, below?: number): Figure {
-  return {
-    metric,
-    unit,
-    kiln,
-    baseline: null,
-    ratio: null,
-    ...(below !== undefined ? { baselineLabel: `limit ${below} ${unit}`, target: `< ${below} ${unit}`, targetOn: 'kiln' as const, met: kiln < below } : {}),
-  };
 }
 
 function hold(port: number, path: string, key: string, etag: string, localAddress: string): Promise<Held> {

@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { KilnQueueModule } from '@app/tasks';
-import { KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
+import { appLogDestination, KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
 import { DatabaseModule } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { MetricsModule } from '@app/metrics';
@@ -19,7 +19,7 @@ import { WebhooksProcessor } from './webhooks.processor';
     KilnConfigModule.forRoot(),
     LoggerModule.forRootAsync({
       inject: [KILN_CONFIG],
-      useFactory: (config: KilnConfig) => ({ pinoHttp: { level: config.logLevel } }),
+      useFactory: (config: KilnConfig) => ({ pinoHttp: [{ level: config.logLevel }, appLogDestination()] }),
     }),
     // Its writes are all fenced and re-done by the reconciler if a crash undoes them.
     DatabaseModule.forRoot({ asyncCommit: true }),

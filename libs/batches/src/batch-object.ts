@@ -2,9 +2,8 @@ import type { TaskCounts } from '@app/tasks';
 import type { BatchView } from './batch-view';
 
 /**
- * The Batch object as clients see it, for code outside the api that shows it (webhook
- * events). The api's BatchDto.from builds the same shape; a spec beside it asserts the two
- * agree.
+ * The Batch object as clients see it: the api answers with it and webhook events carry it.
+ * The api's BatchDto documents it; a spec there checks the documented fields are these.
  */
 export interface BatchObject {
   id: string;

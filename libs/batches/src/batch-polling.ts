@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { isUuid } from '@app/database';
+import { isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { notFound } from '@app/errors';
 import { BatchView } from './batch-view';
 import { BatchesService, BatchTask } from './batches.service';
@@ -60,6 +60,12 @@ export function preferredWait(prefer: string | string[] | undefined): number | n
  * version when woken, and answers with the new body once it moved; without Redis it re-reads
  * every second instead. It never waits past its deadline.
  */
+/** A conditional poll's one read: the batch's version and doneness, on the caller's account. */
+const BATCH_HEAD: PreparedStatement = {
+  name: 'kiln_batch_head',
+  text: `SELECT version, finished_at IS NOT NULL AS done FROM batches WHERE id = $1 AND account_id = $2`,
+};
+
 @Injectable()
 export class BatchPolling {
   private readonly held = new Map<string, number>();
@@ -91,10 +97,7 @@ export class BatchPolling {
 
   /** The version and doneness of the account's batch: the one row a conditional poll reads. */
   private async head(accountId: string, batchId: string): Promise<{ version: number; done: boolean }> {
-    const [row] = await this.db.query(
-      `SELECT version, finished_at IS NOT NULL AS done FROM batches WHERE id = $1 AND account_id = $2`,
-      [batchId, accountId],
-    );
+    const [row] = await queryPrepared<{ version: string; done: boolean }>(this.db, BATCH_HEAD, [batchId, accountId]);
     if (!row) throw notFound('Batch');
     return { version: Number(row.version), done: row.done };
   }

@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchEntity, Cursor, ProviderRoute, RefMode, Resolution } from '@app/database';
+import { BatchEntity, Cursor, PreparedStatement, ProviderRoute, queryPrepared, RefMode, Resolution } from '@app/database';
 import { BatchFields } from './batch-view';
 
 /** A new batch row: everything its creation decides (the rest are column defaults). */
@@ -67,6 +67,17 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
   return row.created_at;
 }
 
+/** Every full poll runs it: prepared once per connection. */
+const SELECT_BATCH_FIELDS: PreparedStatement = {
+  name: 'kiln_select_batch_fields',
+  text: `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
+                background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
+                note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
+                credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
+                cancelled_at AS "cancelledAt", version
+           FROM batches WHERE id = $1 AND account_id = $2`,
+};
+
 /**
  * The polling endpoint's batch read (GET /v1/batches/{id}, its hot path): a constant
  * statement for only the columns the response shows, aliased to the field names so no entity
@@ -74,15 +85,7 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
  * (bench/findings.md, Polling).
  */
 export async function selectBatchFields(db: DataSource, accountId: string, batchId: string): Promise<BatchFields | null> {
-  const rows: BatchFields[] = await db.query(
-    `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
-            background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
-            note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
-            credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
-            cancelled_at AS "cancelledAt", version
-       FROM batches WHERE id = $1 AND account_id = $2`,
-    [batchId, accountId],
-  );
+  const rows = await queryPrepared<BatchFields>(db, SELECT_BATCH_FIELDS, [batchId, accountId]);
   const row = rows[0];
   // bigint arrives as text.
   return row ? Object.assign(row, { version: Number(row.version) }) : null;

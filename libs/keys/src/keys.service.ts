@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, IsNull, Repository } from 'typeorm';
-import { AccountEntity, AccountStatus, ApiKeyEntity, isUuid, PlanEntity, PlanKey } from '@app/database';
+import { AccountEntity, AccountStatus, ApiKeyEntity, isUuid, PlanEntity, PlanKey, PreparedStatement, queryPrepared } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { ALL_SCOPES, Scope } from './key-scopes';
 import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret';
@@ -17,7 +17,7 @@ export interface AuthenticatedKey {
   plan: Pick<PlanEntity, 'key' | 'apiAccess' | 'requestsPerMinute'>;
 }
 
-/** One row of AUTHENTICATE_SQL, as node-postgres parses it (timestamptz -> Date, text[] -> string[]). */
+/** One row of AUTHENTICATE, as node-postgres parses it (timestamptz -> Date, text[] -> string[]). */
 interface AuthRow {
   id: string;
   account_id: string;
@@ -32,13 +32,16 @@ interface AuthRow {
   requests_per_minute: number;
 }
 
-/** Runs on every API request: a constant statement, not one TypeORM builds each time. */
-const AUTHENTICATE_SQL = `SELECT k.id, k.account_id, k.scopes, k.credit_cap_per_day, k.last_used_at, k.revoked_at, k.expires_at,
+/** Runs on every API request: a constant statement, prepared once per connection. */
+const AUTHENTICATE: PreparedStatement = {
+  name: 'kiln_authenticate_key',
+  text: `SELECT k.id, k.account_id, k.scopes, k.credit_cap_per_day, k.last_used_at, k.revoked_at, k.expires_at,
        a.status AS account_status, p.key AS plan_key, p.api_access, p.requests_per_minute
   FROM api_keys k
   JOIN accounts a ON a.id = k.account_id
   JOIN plans p ON p.key = a.plan_key
- WHERE k.key_hash = $1`;
+ WHERE k.key_hash = $1`,
+};
 
 export interface CreateKeyInput {
   name?: string;
@@ -118,7 +121,7 @@ export class KeysService {
    */
   async authenticate(token: string): Promise<AuthenticatedKey> {
     if (!KEY_PATTERN.test(token)) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
-    const rows: AuthRow[] = await this.db.query(AUTHENTICATE_SQL, [sha256Hex(token)]);
+    const rows = await queryPrepared<AuthRow>(this.db, AUTHENTICATE, [sha256Hex(token)]);
     const row = rows[0];
     if (!row) throw new KilnError(ErrorCode.InvalidApiKey, 'API key not recognised');
     if (row.revoked_at) throw new KilnError(ErrorCode.KeyRevoked, 'This API key has been revoked');

@@ -5,8 +5,8 @@ import type { TaskPosition } from './task-position';
 export type PositionedTask = TaskView & TaskPosition;
 
 /**
- * The Task object as clients see it, for code outside the api that shows it (webhook events).
- * The api's TaskDto.from builds the same shape; a spec beside it asserts the two agree.
+ * The Task object as clients see it: the api answers with it and webhook events carry it.
+ * The api's TaskDto documents it; a spec there checks the documented fields are these.
  */
 export interface TaskObject {
   id: string;

@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { TaskEntity, TaskStatus } from '@app/database';
+import { PreparedStatement, queryPrepared, TaskEntity, TaskStatus } from '@app/database';
 import { addToCounts, emptyCounts, TaskCounts } from './batch-status';
 
 /** A task of a new batch, as its creation writes it. */
@@ -63,13 +63,16 @@ const SHOWN_STATUS_SQL = `CASE WHEN status = 'running' AND sent_at IS NULL THEN 
  * columns the response shows, aliased to the field names so no entity is hydrated.
  */
 export async function selectTaskViews(db: DataSource, batchId: string): Promise<TaskView[]> {
-  return db.query(
-    `SELECT id, batch_id AS "batchId", seq, prompt, ${SHOWN_STATUS_SQL} AS status, progress, result_url AS "resultUrl", error,
-            error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
-       FROM tasks WHERE batch_id = $1 ORDER BY seq`,
-    [batchId],
-  );
+  return queryPrepared<TaskView>(db, SELECT_TASK_VIEWS, [batchId]);
 }
+
+/** Every full poll runs it: prepared once per connection. */
+const SELECT_TASK_VIEWS: PreparedStatement = {
+  name: 'kiln_select_task_views',
+  text: `SELECT id, batch_id AS "batchId", seq, prompt, ${SHOWN_STATUS_SQL} AS status, progress, result_url AS "resultUrl", error,
+                error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
+           FROM tasks WHERE batch_id = $1 ORDER BY seq`,
+};
 
 /** The stored result object of each of a batch's tasks (null when it has none, or no longer has one). */
 export async function selectResultKeys(db: DataSource, batchId: string): Promise<Map<string, string | null>> {

@@ -1,2 +1,3 @@
 export * from './test-app';
 export * from './harness';
+export * from './sql-recorder';

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { BatchEstimate, BatchTask, BatchView, RememberedCreation } from '@app/batches';
+import { batchObject, type BatchEstimate, type BatchTask, type BatchView, type RememberedCreation } from '@app/batches';
+import { taskObject } from '@app/tasks';
 import { ErrorObjectDto } from '../../common/error.response.dto';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
@@ -42,36 +43,9 @@ export class BatchDto {
   @ApiProperty({ type: 'integer', nullable: true, description: 'Unix milliseconds of the cancel, else null' })
   cancelledAt: number | null;
 
+  /** The libs build the object (webhook events carry the same one); this class documents it. */
   static from(b: BatchView): BatchDto {
-    return {
-      id: b.id,
-      createdAt: b.createdAt.getTime(),
-      prompts: b.prompts,
-      model: b.model,
-      aspectRatio: b.aspectRatio,
-      resolution: b.resolution,
-      quality: b.quality,
-      background: b.background,
-      countPerCombo: b.countPerCombo,
-      refMode: b.refMode,
-      refImages: b.refImages,
-      total: b.total,
-      note: b.note,
-      counts: {
-        pending: b.counts.pending,
-        running: b.counts.running,
-        succeeded: b.counts.succeeded,
-        failed: b.counts.failed,
-        cancelled: b.counts.cancelled,
-      },
-      previewUrl: b.previewUrl,
-      createdViaApi: b.createdViaApi,
-      status: b.status,
-      done: b.done,
-      creditsCharged: b.creditsCharged,
-      creditsRefunded: b.creditsRefunded,
-      cancelledAt: b.cancelledAt ? b.cancelledAt.getTime() : null,
-    };
+    return batchObject(b);
   }
 }
 
@@ -100,25 +74,7 @@ export class TaskDto {
   errorCode: string | null;
 
   static from(t: BatchTask): TaskDto {
-    const succeeded = t.status === 'succeeded';
-    const failed = t.status === 'failed';
-    return {
-      id: t.id,
-      batchId: t.batchId,
-      prompt: t.prompt,
-      status: t.status,
-      progress: t.progress,
-      resultUrls: succeeded && t.resultUrl ? [t.resultUrl] : [],
-      error: t.error,
-      index: t.index,
-      promptIndex: t.promptIndex,
-      refImage: t.refImage,
-      copy: t.copy,
-      width: succeeded ? t.resultWidth : null,
-      height: succeeded ? t.resultHeight : null,
-      // A task failed before error codes were recorded is still a failure with a cause.
-      errorCode: failed ? (t.errorCode ?? 'internal') : null,
-    };
+    return taskObject(t);
   }
 }
 
