@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
 
@@ -30,19 +30,27 @@ export interface PreparedStatement {
 /**
  * Rows of a named prepared statement: PostgreSQL parses and plans it once per pooled
  * connection instead of at every call, and each call sends three protocol messages instead
- * of five. For the statements of the hottest paths (authenticating a key, a conditional
- * poll's version read). Straight to the pool TypeORM holds: TypeORM's query() cannot name a
+ * of five. For the statements of the hottest paths (authenticating a key, a poll's reads,
+ * the generator's grouped task writes, the webhook outbox and sender). With a transaction's
+ * EntityManager it runs on that transaction's connection. Straight to the pool TypeORM holds: TypeORM's query() cannot name a
  * statement. Its columns are listed, never `*`, so a migration that adds a column does not
  * change a prepared statement's result type.
  */
 export async function queryPrepared<T extends object = Record<string, unknown>>(
-  db: DataSource,
+  db: DataSource | EntityManager,
   statement: PreparedStatement,
   values: unknown[],
 ): Promise<T[]> {
-  const pool = (db.driver as PostgresDriver).master as Pool;
-  const { rows } = await pool.query<T>({ name: statement.name, text: statement.text, values });
-  return rows;
+  const config = { name: statement.name, text: statement.text, values };
+  // Inside a transaction: on the transaction's own connection.
+  const runner = 'queryRunner' in db ? db.queryRunner : undefined;
+  if (runner && !runner.isReleased) {
+    const client = (await runner.connect()) as PoolClient;
+    return (await client.query<T>(config)).rows;
+  }
+  const source = 'driver' in db ? db : db.connection;
+  const pool = (source.driver as PostgresDriver).master as Pool;
+  return (await pool.query<T>(config)).rows;
 }
 
 /** The largest value of a PostgreSQL integer (int4) column: request fields stored in one are bounded by it. */

@@ -114,7 +114,7 @@ interface PinnedRequestOptions extends http.RequestOptions {
  * Idle connections kept per pool; one closes after this long unused (a receiver's own
  * Keep-Alive timeout, when it sends one, closes it sooner).
  */
-const MAX_IDLE_SOCKETS = 32;
+const MAX_IDLE_SOCKETS = 64;
 const IDLE_SOCKET_MS = 5_000;
 
 /**

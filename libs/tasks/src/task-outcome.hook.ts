@@ -1,4 +1,4 @@
-import type { EntityManager } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import type { TaskView } from './task-rows';
 
 /**
@@ -30,7 +30,7 @@ export interface TaskOutcomeHook {
    * Whether any account owning these batches listens at all: one cheap read before the
    * write, so that a pipeline nobody listens to keeps its single-statement group commits.
    */
-  listening(m: Pick<EntityManager, 'query'>, batchIds: readonly string[]): Promise<boolean>;
+  listening(m: DataSource | EntityManager, batchIds: readonly string[]): Promise<boolean>;
   /** Records the outcomes, in the transaction `m` of their writes. */
   record(m: EntityManager, outcomes: TaskOutcomes): Promise<void>;
 }

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
-import { BatchStatus, pgError, ProviderRoute, queryRows, TaskErrorCode } from '@app/database';
+import { BatchStatus, pgError, PreparedStatement, ProviderRoute, queryPrepared, queryRows, TaskErrorCode } from '@app/database';
 import { newObjectToken } from '@app/storage';
 import { BatchChangePublisher } from './batch-changes';
 import { batchStatusFromCounts } from './batch-status';
@@ -206,6 +206,12 @@ WITH locked AS (
 )
 SELECT DISTINCT batch_id FROM moved`;
 
+/** The grouped writes run all the time: each is prepared once per connection (queryPrepared). */
+const CLAIM_GROUP: PreparedStatement = { name: 'kiln_claim_group', text: CLAIM_GROUP_SQL };
+const SEND_GROUP: PreparedStatement = { name: 'kiln_send_group', text: SEND_GROUP_SQL };
+const PROGRESS_GROUP: PreparedStatement = { name: 'kiln_progress_group', text: PROGRESS_GROUP_SQL };
+const SUCCEED_GROUP: PreparedStatement = { name: 'kiln_succeed_group', text: SUCCEED_GROUP_SQL };
+
 /** Most items one grouped statement carries; a larger group is split. */
 const MAX_GROUP = 250;
 /** Attempts at a statement that PostgreSQL picks as a deadlock's victim. */
@@ -279,7 +285,7 @@ export class TaskStateStore {
   private async claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
     const distinct = [...new Set(ids)];
     const rows = await this.retryingDeadlocks(() =>
-      this.db.query(CLAIM_GROUP_SQL, [distinct, distinct.map(() => newObjectToken())]),
+      queryPrepared<Record<string, any>>(this.db, CLAIM_GROUP, [distinct, distinct.map(() => newObjectToken())]),
     );
     this.changes.announce(rows.map((row: Record<string, any>) => row.batch_id as string));
     const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
@@ -294,7 +300,7 @@ export class TaskStateStore {
 
   private async sendGroup(group: readonly Fence[]): Promise<boolean[]> {
     const rows = await this.retryingDeadlocks(() =>
-      queryRows<{ id: string; attempts: number; batch_id: string }>(this.db, SEND_GROUP_SQL, [
+      queryPrepared<{ id: string; attempts: number; batch_id: string }>(this.db, SEND_GROUP, [
         group.map((f) => f.taskId),
         group.map((f) => f.attempt),
         [...new Set(group.map((f) => f.batchId))],
@@ -308,7 +314,7 @@ export class TaskStateStore {
 
   private async progressGroup(group: readonly Progress[]): Promise<void[]> {
     const rows = await this.retryingDeadlocks(() =>
-      queryRows<{ batch_id: string }>(this.db, PROGRESS_GROUP_SQL, [
+      queryPrepared<{ batch_id: string }>(this.db, PROGRESS_GROUP, [
         group.map((p) => p.fence.taskId),
         group.map((p) => p.fence.attempt),
         group.map((p) => p.pct),
@@ -340,12 +346,12 @@ export class TaskStateStore {
     const rows = await this.retryingDeadlocks(() =>
       listening
         ? this.db.transaction(async (m) => {
-            const written = await queryRows<Row>(m, SUCCEED_GROUP_SQL, params);
+            const written = await queryPrepared<Row>(m, SUCCEED_GROUP, params);
             const finished = [...new Set(written.filter((r) => r.finished_at !== null).map((r) => r.batch_id))];
             await hook.record(m, { ended: written.map(endedTaskOf), finishedBatchIds: finished });
             return written;
           })
-        : queryRows<Row>(this.db, SUCCEED_GROUP_SQL, params),
+        : queryPrepared<Row>(this.db, SUCCEED_GROUP, params),
     );
     this.changes.announce(rows.map((row) => row.batch_id));
     // Keyed by attempt too: a stale attempt of a task may share the group with the current one.

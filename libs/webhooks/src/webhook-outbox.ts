@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager, In } from 'typeorm';
+import { DataSource, EntityManager, In } from 'typeorm';
 import { batchObject, toBatchView } from '@app/batches';
-import { BatchEntity } from '@app/database';
+import { BatchEntity, PreparedStatement, queryPrepared } from '@app/database';
 import { TaskOutcomeHook, TaskOutcomes, taskObject, taskPosition } from '@app/tasks';
 import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
 
@@ -10,11 +10,27 @@ import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
  * statement for any number of events. The join decides who gets what at the moment of the
  * write; an endpoint deleted meanwhile simply gets nothing.
  */
-const INSERT_DELIVERIES_SQL = `
+const INSERT_DELIVERIES: PreparedStatement = {
+  name: 'kiln_webhook_insert_deliveries',
+  text: `
 INSERT INTO webhook_deliveries (event_id, endpoint_id, account_id, type, body, next_attempt_at)
 SELECT ev.id, e.id, e.account_id, ev.type, ev.body, now()
   FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[]) AS ev(id, account_id, type, body)
-  JOIN webhook_endpoints e ON e.account_id = ev.account_id AND e.disabled_at IS NULL AND ev.type = ANY(e.events)`;
+  JOIN webhook_endpoints e ON e.account_id = ev.account_id AND e.disabled_at IS NULL AND ev.type = ANY(e.events)`,
+};
+
+/** Run before every group of task successes (TaskOutcomeHook.listening). */
+const LISTENING: PreparedStatement = {
+  name: 'kiln_webhook_listening',
+  text: `SELECT EXISTS (
+           SELECT 1 FROM batches b JOIN webhook_endpoints e ON e.account_id = b.account_id AND e.disabled_at IS NULL
+            WHERE b.id = ANY($1::uuid[])) AS listening`,
+};
+
+const SUBSCRIPTIONS: PreparedStatement = {
+  name: 'kiln_webhook_subscriptions',
+  text: `SELECT account_id, events FROM webhook_endpoints WHERE account_id = ANY($1::uuid[]) AND disabled_at IS NULL`,
+};
 
 /**
  * The outbox: events are written in the transaction of the change they report, so a change
@@ -23,14 +39,9 @@ SELECT ev.id, e.id, e.account_id, ev.type, ev.body, now()
  */
 @Injectable()
 export class WebhookOutbox implements TaskOutcomeHook {
-  async listening(m: Pick<EntityManager, 'query'>, batchIds: readonly string[]): Promise<boolean> {
+  async listening(m: DataSource | EntityManager, batchIds: readonly string[]): Promise<boolean> {
     if (batchIds.length === 0) return false;
-    const [row] = await m.query(
-      `SELECT EXISTS (
-         SELECT 1 FROM batches b JOIN webhook_endpoints e ON e.account_id = b.account_id AND e.disabled_at IS NULL
-          WHERE b.id = ANY($1::uuid[])) AS listening`,
-      [batchIds],
-    );
+    const [row] = await queryPrepared<{ listening: boolean }>(m, LISTENING, [batchIds]);
     return row.listening === true;
   }
 
@@ -71,17 +82,14 @@ export class WebhookOutbox implements TaskOutcomeHook {
   }
 
   /** Writes events (in the caller's transaction); one delivery per subscribed endpoint. */
-  async insert(m: Pick<EntityManager, 'query'>, events: readonly OutboxEvent[]): Promise<void> {
+  async insert(m: DataSource | EntityManager, events: readonly OutboxEvent[]): Promise<void> {
     if (events.length === 0) return;
-    await m.query(INSERT_DELIVERIES_SQL, [events.map((e) => e.id), events.map((e) => e.accountId), events.map((e) => e.type), events.map((e) => e.body)]);
+    await queryPrepared(m, INSERT_DELIVERIES, [events.map((e) => e.id), events.map((e) => e.accountId), events.map((e) => e.type), events.map((e) => e.body)]);
   }
 
   /** Event types each account's enabled endpoints subscribe to. */
   private async subscriptions(m: EntityManager, accountIds: string[]): Promise<Map<string, Set<string>>> {
-    const rows: { account_id: string; events: string[] }[] = await m.query(
-      `SELECT account_id, events FROM webhook_endpoints WHERE account_id = ANY($1::uuid[]) AND disabled_at IS NULL`,
-      [accountIds],
-    );
+    const rows = await queryPrepared<{ account_id: string; events: string[] }>(m, SUBSCRIPTIONS, [accountIds]);
     const wanted = new Map<string, Set<string>>();
     for (const r of rows) {
       const set = wanted.get(r.account_id) ?? new Set<string>();

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { queryRows } from '@app/database';
+import { PreparedStatement, queryPrepared } from '@app/database';
 import { egressRequest, isEgressError } from '@app/egress';
 import { KilnMetrics } from '@app/metrics';
 import { SecretBox, signatureHeader } from './webhook-secret';
@@ -20,7 +20,9 @@ const WARN_EVERY_MS = 30_000;
  * dies mid-attempt leaves the row due again once the lease ends, with the same event id:
  * at least once, delayed by the lease and never lost. $1 how many, $2 the lease in ms.
  */
-const CLAIM_SQL = `
+const CLAIM: PreparedStatement = {
+  name: 'kiln_webhook_claim',
+  text: `
 WITH due AS (
   SELECT id FROM webhook_deliveries
    WHERE status = 'pending' AND next_attempt_at <= now()
@@ -34,7 +36,8 @@ WITH due AS (
 )
 SELECT c.*, e.id AS found, e.url, e.secret_enc, e.previous_secret_enc,
        (e.previous_secret_expires_at > now()) AS previous_signs, e.disabled_at
-  FROM claimed c LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id`;
+  FROM claimed c LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id`,
+};
 
 interface Claimed {
   id: string;
@@ -53,11 +56,14 @@ interface Claimed {
 type Outcome = { delivered: true; statusCode: number } | { delivered: false; statusCode: number | null; error: string };
 
 /** A round's successes, fenced each on its attempt. $1 ids, $2 attempts, $3 status codes. */
-const DELIVERED_GROUP_SQL = `
+const DELIVERED_GROUP: PreparedStatement = {
+  name: 'kiln_webhook_delivered_group',
+  text: `
 UPDATE webhook_deliveries d SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
        last_status_code = i.code, last_error = NULL
   FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempts, code)
- WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'`;
+ WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'`,
+};
 
 /** Every write after the claim is fenced on the attempt, so a late answer of a lost lease changes nothing. */
 const FENCE = `id = $1 AND attempts = $2 AND status = 'pending'`;
@@ -128,23 +134,25 @@ export class WebhookSender {
 
   private async round(): Promise<number> {
     const lease = 2 * this.config.webhooks.timeoutMs + 5000;
-    const claimed = await queryRows<Claimed>(this.db, CLAIM_SQL, [ROUND_SIZE, lease]);
+    const claimed = await queryPrepared<Claimed>(this.db, CLAIM, [ROUND_SIZE, lease]);
     const delivered: { c: Claimed; statusCode: number }[] = [];
+    // A round's deliveries mostly go to a few endpoints: each endpoint's secrets are decrypted once.
+    const secrets = new Map<string, string[]>();
     await Promise.all(
       claimed.map(async (c) => {
-        const outcome = await this.attempt(c);
+        const outcome = await this.attempt(c, secrets);
         if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
       }),
     );
     // Successes, the common case, are recorded together: one statement per round, not per delivery.
     if (delivered.length > 0) {
-      await this.db.query(DELIVERED_GROUP_SQL, [delivered.map((d) => d.c.id), delivered.map((d) => d.c.attempts), delivered.map((d) => d.statusCode)]);
+      await queryPrepared(this.db, DELIVERED_GROUP, [delivered.map((d) => d.c.id), delivered.map((d) => d.c.attempts), delivered.map((d) => d.statusCode)]);
     }
     return claimed.length;
   }
 
   /** One attempt; returns a success for the round to record, having recorded anything else itself. */
-  private async attempt(c: Claimed): Promise<Outcome | null> {
+  private async attempt(c: Claimed, secrets: Map<string, string[]>): Promise<Outcome | null> {
     try {
       if (!c.found) {
         // The endpoint was deleted while this event was being written: nobody to send it to.
@@ -159,7 +167,13 @@ export class WebhookSender {
         ]);
         return null;
       }
-      const outcome = await this.send(c);
+      let signing = secrets.get(c.endpoint_id);
+      if (!signing) {
+        signing = [this.box.open(c.secret_enc, c.endpoint_id)];
+        if (c.previous_secret_enc && c.previous_signs) signing.push(this.box.open(c.previous_secret_enc, c.endpoint_id));
+        secrets.set(c.endpoint_id, signing);
+      }
+      const outcome = await this.send(c, signing);
       this.metrics?.webhookAttempts.inc({ result: outcome.delivered ? 'delivered' : outcome.statusCode === null ? 'network_error' : 'http_error' });
       if (outcome.delivered) return outcome;
       await this.recordFailure(c, outcome);
@@ -171,9 +185,7 @@ export class WebhookSender {
     }
   }
 
-  private async send(c: Claimed): Promise<Outcome> {
-    const secrets = [this.box.open(c.secret_enc, c.endpoint_id)];
-    if (c.previous_secret_enc && c.previous_signs) secrets.push(this.box.open(c.previous_secret_enc, c.endpoint_id));
+  private async send(c: Claimed, secrets: string[]): Promise<Outcome> {
     const timestamp = Math.floor(Date.now() / 1000);
     try {
       const res = await egressRequest(c.url, {
