@@ -215,3 +215,23 @@ export class GroupCpuSampler {
     return total / wall;
   }
 }
+
+/**
+ * Samples a process's resident set every `intervalMs` from now on: `before` is the figure at
+ * the start, `peak` the largest seen so far; `stop()` ends the sampling.
+ */
+export function sampleRss(pid: number, intervalMs = 50): { readonly before: number; readonly peak: number; stop(): void } {
+  const before = readProcStatus(pid)?.rssMb ?? NaN;
+  let peak = before;
+  const timer = setInterval(() => {
+    const rss = readProcStatus(pid)?.rssMb;
+    if (rss && rss > peak) peak = rss;
+  }, intervalMs);
+  return {
+    before,
+    get peak() {
+      return peak;
+    },
+    stop: () => clearInterval(timer),
+  };
+}

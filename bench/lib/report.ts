@@ -23,18 +23,18 @@ export function writeReport(report: BenchReport, dir: string, basename: string):
   const json = path.join(dir, `${basename}.json`);
   const md = path.join(dir, `${basename}.md`);
   fs.writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);
-  fs.writeFileSync(md, renderMarkdown(report));
+  fs.writeFileSync(md, renderMarkdown(report, `${basename}.json`));
   return { json, md };
 }
 
-export function renderMarkdown(r: BenchReport): string {
+export function renderMarkdown(r: BenchReport, jsonName = 'latest.json'): string {
   const m = r.machine;
   const out: string[] = [];
   out.push('# Kiln benchmarks', '');
   out.push(
     `Generated ${r.generatedAt} by \`${r.command}\` (${r.kind} run, ${Math.round(r.durationSec)} s). ` +
       `Commit \`${m.gitCommit}\`${m.gitUncommitted ? ` plus ${m.gitUncommitted} uncommitted file(s)` : ''}. ` +
-      'Raw figures, every round and the CPU profiles\' summaries: [latest.json](latest.json).',
+      `Raw figures, every round and the CPU profiles' summaries: [${jsonName}](${jsonName}).`,
     '',
   );
   out.push('## Machine', '');

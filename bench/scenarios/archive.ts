@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
-import { readProcStatus } from '../lib/children';
+import { sampleRss } from '../lib/children';
 import { absolute, FAST_MODEL, prompts, waitAllDone } from '../lib/harness';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { log, round } from '../lib/util';
@@ -44,23 +44,18 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     digests.set(createHash('sha256').update(body).digest('hex'), key);
   }
 
-  const rssBefore = readProcStatus(api.pid)?.rssMb ?? NaN;
-  let rssPeak = rssBefore;
-  const sampler = setInterval(() => {
-    const rss = readProcStatus(api.pid)?.rssMb;
-    if (rss && rss > rssPeak) rssPeak = rss;
-  }, 50);
+  const rss = sampleRss(api.pid);
   log(`archive: downloading the zip (about ${round((IMAGES * IMAGE_BYTES) / 2 ** 30, 2)} GiB)`);
   const started = Date.now();
   let download: { status: number; bytes: number; found: number };
   try {
     download = await readZip(`${stack.baseUrl}/v1/batches/${batch.id}/archive`, account.key, digests);
   } finally {
-    clearInterval(sampler);
+    rss.stop();
   }
   const seconds = (Date.now() - started) / 1000;
   if (download.status !== 200) throw new Error(`the archive answered ${download.status}`);
-  const growth = round(rssPeak - rssBefore);
+  const growth = round(rss.peak - rss.before);
   const mb = download.bytes / 2 ** 20;
   const figures: Figure[] = [
     absolute(`api peak RSS growth while streaming (${IMAGES} x ${IMAGE_BYTES / 2 ** 20} MiB)`, 'MB', growth, RSS_GROWTH_TARGET_MB),
@@ -81,7 +76,7 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     figures,
     notes,
     profiles: [],
-    details: { batchId: batch.id, rssBeforeMb: round(rssBefore), rssPeakMb: round(rssPeak), bytes: download.bytes, imagesFound: download.found },
+    details: { batchId: batch.id, rssBeforeMb: round(rss.before), rssPeakMb: round(rss.peak), bytes: download.bytes, imagesFound: download.found },
   };
 }
 

@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import { absolute, FAST_MODEL } from '../lib/harness';
-import { readCpuSeconds, readProcStatus } from '../lib/children';
+import { readCpuSeconds, readProcStatus, sampleRss } from '../lib/children';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { log, round, sleep } from '../lib/util';
 
@@ -44,12 +44,7 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   if (!etag) throw new Error(`GET ${path} answered ${first.status} without an ETag`);
 
   const port = Number(new URL(stack.baseUrl).port);
-  const rssBefore = readProcStatus(api.pid)?.rssMb ?? NaN;
-  let rssPeak = rssBefore;
-  const sampler = setInterval(() => {
-    const rss = readProcStatus(api.pid)?.rssMb;
-    if (rss && rss > rssPeak) rssPeak = rss;
-  }, 50);
+  const rss = sampleRss(api.pid);
 
   log(`long-poll: holding ${HELD} requests (Prefer: wait=${WAIT_SECONDS}) over ${keys.length} keys`);
   let early = 0;
@@ -85,7 +80,7 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     const pctAfterAnswer = (p: number) => afterAnswer[Math.min(afterAnswer.length - 1, Math.ceil((p / 100) * afterAnswer.length) - 1)];
     const statuses: Record<string, number> = {};
     for (const a of answers) statuses[a.status] = (statuses[a.status] ?? 0) + 1;
-    const growth = round(rssPeak - rssBefore);
+    const growth = round(rss.peak - rss.before);
     const figures: Figure[] = [
       absolute(`release after the change, p99 (${HELD} held)`, 'ms', pct(99), RELEASE_P99_TARGET_MS),
       absolute('release after the change, p50', 'ms', pct(50)),
@@ -109,10 +104,10 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       figures,
       notes,
       profiles: [],
-      details: { batchId: batch.id, statuses, rssBeforeMb: round(rssBefore), rssHeldMb: round(rssHeld), rssPeakMb: round(rssPeak), latenciesMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: latencies[latencies.length - 1] } },
+      details: { batchId: batch.id, statuses, rssBeforeMb: round(rss.before), rssHeldMb: round(rssHeld), rssPeakMb: round(rss.peak), latenciesMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: latencies[latencies.length - 1] } },
     };
   } finally {
-    clearInterval(sampler);
+    rss.stop();
     await Promise.allSettled(held);
   }
 }

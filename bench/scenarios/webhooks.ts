@@ -7,7 +7,7 @@ import { log, round, waitFor } from '../lib/util';
 
 const TARGET = 0.8;
 /** Alternating rounds, the best of each side: the pipeline's own figure spreads ±15 % run to run. */
-const ROUNDS = 3;
+const ROUNDS = 5;
 
 /**
  * The pipeline scenario with one endpoint per account subscribed to task.succeeded (so one
