@@ -81,6 +81,8 @@ log "README quick start:"; printf '%s\n' "$quick" >&2
 unset DATABASE_URL # as in another terminal: the CLI must find the database through .kiln/runtime.env
 eval "$quick" >"$work/quick.out" || fail "the quick start's commands"
 [[ "${KILN_API_KEY:-}" == kiln_live_* ]] || fail "KILN_API_KEY was not set"
+# Exported too: the commands the README runs next (npx kiln) read it from their environment.
+node -e 'process.exit(process.env.KILN_API_KEY ? 0 : 1)' || fail "KILN_API_KEY was set but not exported"
 [[ "${ACCOUNT_ID:-}" =~ ^[0-9a-f-]{36}$ ]] || fail "ACCOUNT_ID was not set"
 grep -q '"balance"' "$work/quick.out" || fail "GET /v1/me did not answer: $(cat "$work/quick.out")"
 # The third block: from the key to a folder of images with the kiln command line.

@@ -36,9 +36,10 @@ async function demo(email: string, credits: number): Promise<void> {
     const { secret } = await keys.create(account.id, { name: DEMO_KEY_NAME });
     const { balance } = await accounts.get(account.id);
     console.error(`Demo account ${email} (studio plan, ${balance} credits).`);
-    // Shell assignments, so `eval "$(node dist/apps/api/src/cli.js demo)"` sets both.
-    console.log(`KILN_API_KEY=${secret}`);
-    console.log(`ACCOUNT_ID=${account.id}`);
+    // Exported, so `eval "$(node dist/apps/api/src/cli.js demo)"` sets both for the shell and
+    // for what it runs next (npx kiln reads KILN_API_KEY from its environment).
+    console.log(`export KILN_API_KEY=${secret}`);
+    console.log(`export ACCOUNT_ID=${account.id}`);
   } finally {
     await app.close();
   }
