@@ -43,7 +43,12 @@ node -e '
 ' "$DATABASE_URL" || true
 
 cleanup() {
-  [ -n "${start_pid:-}" ] && kill -TERM "$start_pid" 2>/dev/null && wait "$start_pid" 2>/dev/null || true
+  # npm does not pass SIGTERM on to its script: the whole process group gets it, so
+  # scripts/start.sh stops the api and the generator, and is waited for (at most 60 s).
+  if [ -n "${start_pid:-}" ]; then
+    kill -TERM -- "-$start_pid" 2>/dev/null || true
+    for _ in $(seq 1 300); do pgrep -g "$start_pid" >/dev/null || break; sleep 0.2; done
+  fi
   node -e '
     const { Client } = require("pg");
     const url = new URL(process.argv[1]); const name = url.pathname.slice(1); url.pathname = "/postgres";
@@ -55,8 +60,8 @@ cleanup() {
 trap cleanup EXIT
 
 log "npm start (port $port)"
-npm start >"$work/start.log" 2>&1 &
-start_pid=$!
+setsid npm start >"$work/start.log" 2>&1 &
+start_pid=$! # the leader of npm start's own process group
 for _ in $(seq 1 240); do
   curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
   kill -0 "$start_pid" 2>/dev/null || fail "npm start exited"
