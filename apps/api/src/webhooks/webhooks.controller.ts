@@ -1,84 +1,48 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { ApiAcceptedResponse, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { decodeCursor, parseLimit } from '@app/database';
+import { Body, Controller, Param, Query } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
 import { AuthenticatedKey } from '@app/keys';
 import { WebhookEndpointsService } from '@app/webhooks';
 import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
-import { ErrorResponseDto } from '../common/error.response.dto';
 import { CreateWebhookRequestDto, WebhookDeliveriesQueryDto } from './dto/webhook.request.dto';
-import {
-  CreatedWebhookResponseDto,
-  WebhookDeliveryDto,
-  WebhookDeliveryListResponseDto,
-  WebhookDeliveryResponseDto,
-  WebhookEndpointDto,
-  WebhookListResponseDto,
-  WebhookSecretResponseDto,
-} from './dto/webhook.response.dto';
-
-const NOT_FOUND = { status: 404, description: 'not_found: no such endpoint on this account', type: ErrorResponseDto };
+import { WebhookAnswers, WebhookRoute } from './webhook-routes';
 
 @ApiTags('Public API')
 @ApiKeyAuth('webhooks:manage')
 @Controller('webhooks')
 export class WebhooksController {
-  constructor(private readonly webhooks: WebhookEndpointsService) {}
+  private readonly answers: WebhookAnswers;
 
-  @Post()
-  @ApiOperation({ operationId: 'createWebhookEndpoint', summary: 'Register an endpoint; its signing secret is shown only in this response' })
-  @ApiCreatedResponse({ type: CreatedWebhookResponseDto })
-  @ApiResponse({ status: 400, description: 'invalid_request; details {field: "url", reason: "forbidden_address"} for a non-public address', type: ErrorResponseDto })
-  @ApiResponse({ status: 403, description: 'endpoint_limit_exceeded (10 per account)', type: ErrorResponseDto })
-  @ApiResponse({ status: 503, description: 'service_unavailable: the server has no WEBHOOK_SECRET_KEY', type: ErrorResponseDto })
-  async create(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateWebhookRequestDto): Promise<CreatedWebhookResponseDto> {
-    const { endpoint, secret } = await this.webhooks.create(auth.account.id, body);
-    return { endpoint: WebhookEndpointDto.from(endpoint), secret };
+  constructor(webhooks: WebhookEndpointsService) {
+    this.answers = new WebhookAnswers(webhooks);
   }
 
-  @Get()
-  @ApiOperation({ operationId: 'listWebhookEndpoints', summary: "The account's webhook endpoints, oldest first" })
-  @ApiOkResponse({ type: WebhookListResponseDto })
-  async list(@CurrentKey() auth: AuthenticatedKey): Promise<WebhookListResponseDto> {
-    return { endpoints: (await this.webhooks.list(auth.account.id)).map(WebhookEndpointDto.from) };
+  @WebhookRoute.create('createWebhookEndpoint')
+  create(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateWebhookRequestDto) {
+    return this.answers.create(auth.account.id, body);
   }
 
-  @Delete(':id')
-  @HttpCode(204)
-  @ApiOperation({ operationId: 'deleteWebhookEndpoint', summary: 'Delete an endpoint and its delivery log' })
-  @ApiNoContentResponse()
-  @ApiResponse(NOT_FOUND)
-  async remove(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<void> {
-    await this.webhooks.remove(auth.account.id, id);
+  @WebhookRoute.list('listWebhookEndpoints')
+  list(@CurrentKey() auth: AuthenticatedKey) {
+    return this.answers.list(auth.account.id);
   }
 
-  @Post(':id/rotate-secret')
-  @HttpCode(200)
-  @ApiOperation({ operationId: 'rotateWebhookSecret', summary: 'A new signing secret; for 24 h deliveries carry signatures with both' })
-  @ApiOkResponse({ type: WebhookSecretResponseDto })
-  @ApiResponse(NOT_FOUND)
-  async rotate(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<WebhookSecretResponseDto> {
-    return { secret: await this.webhooks.rotateSecret(auth.account.id, id) };
+  @WebhookRoute.remove('deleteWebhookEndpoint')
+  remove(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string) {
+    return this.answers.remove(auth.account.id, id);
   }
 
-  @Post(':id/test')
-  @HttpCode(202)
-  @ApiOperation({ operationId: 'testWebhookEndpoint', summary: 'Send a ping event to this endpoint' })
-  @ApiAcceptedResponse({ type: WebhookDeliveryResponseDto })
-  @ApiResponse(NOT_FOUND)
-  async test(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string): Promise<WebhookDeliveryResponseDto> {
-    return { delivery: WebhookDeliveryDto.from(await this.webhooks.sendTest(auth.account.id, id)) };
+  @WebhookRoute.rotate('rotateWebhookSecret')
+  rotate(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string) {
+    return this.answers.rotate(auth.account.id, id);
   }
 
-  @Get(':id/deliveries')
-  @ApiOperation({ operationId: 'listWebhookDeliveries', summary: "The endpoint's deliveries, newest first (keyset pagination)" })
-  @ApiOkResponse({ type: WebhookDeliveryListResponseDto })
-  @ApiResponse(NOT_FOUND)
-  async deliveries(
-    @CurrentKey() auth: AuthenticatedKey,
-    @Param('id') id: string,
-    @Query() q: WebhookDeliveriesQueryDto,
-  ): Promise<WebhookDeliveryListResponseDto> {
-    const page = await this.webhooks.deliveries(auth.account.id, id, parseLimit(q.limit), decodeCursor(q.cursor));
-    return { deliveries: page.deliveries.map(WebhookDeliveryDto.from), nextCursor: page.nextCursor };
+  @WebhookRoute.test('testWebhookEndpoint')
+  test(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string) {
+    return this.answers.test(auth.account.id, id);
+  }
+
+  @WebhookRoute.deliveries('listWebhookDeliveries')
+  deliveries(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Query() q: WebhookDeliveriesQueryDto) {
+    return this.answers.deliveries(auth.account.id, id, q);
   }
 }
