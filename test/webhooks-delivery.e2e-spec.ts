@@ -3,7 +3,20 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { buildConfig, KilnConfig } from '@app/config';
 import { SecretBox, WebhookSender } from '@app/webhooks';
-import { bearer, createBatch, FileEnvironment, fileEnvironment, getBatch, routeModel, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import {
+  bearer,
+  createBatch,
+  FileEnvironment,
+  fileEnvironment,
+  getBatch,
+  routeModel,
+  solidPng,
+  TestAccount,
+  TestApp,
+  upload,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { ReceivedWebhook, WebhookReceiver } from './helpers/webhook-receiver';
 
@@ -106,6 +119,37 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     expect(log).toHaveLength(4);
     expect(log.every((d: any) => d.status === 'delivered' && d.attempts === 1 && d.lastStatusCode === 204 && d.deliveredAt > 0 && d.nextAttemptAt === null)).toBe(true);
     expect(log.map((d: any) => d.id).sort()).toEqual(bodies.map((b) => b.id).sort());
+  });
+
+  it('task events place each task in its batch (index, promptIndex, refImage, copy) as the API does, batch after batch', async () => {
+    const a = await api.account();
+    await register(a, '/placed', ['task.succeeded']);
+    const refs = [
+      await upload(api, a, await solidPng(16, 16, { r: 255, g: 0, b: 0 }), 'red.png'),
+      await upload(api, a, await solidPng(16, 16, { r: 0, g: 0, b: 255 }), 'blue.png'),
+    ];
+    // Two shapes from one account: the outbox keeps each batch's shape, and must not mix them up.
+    const each = await createBatch(api, a, { model: 'eta-image', prompts: ['A', 'B'], refMode: 'each', refImages: refs, countPerCombo: 2 });
+    const plain = await createBatch(api, a, { model: 'eta-image', prompts: ['C', 'D', 'E'], countPerCombo: 3 });
+    await waitForBatchDone(api, each);
+    await waitForBatchDone(api, plain);
+    await waitFor('17 deliveries to /placed', async () => at('/placed').length >= 17, 30_000);
+    const byTask = (tasks: any[]) => [...tasks].sort((x, y) => x.index - y.index);
+    const sent = at('/placed').map((h) => JSON.parse(h.body).data);
+    for (const id of [each, plain]) {
+      const { tasks } = await getBatch(api, a, id);
+      expect(byTask(sent.filter((t) => t.batchId === id))).toEqual(byTask(tasks));
+    }
+    expect(byTask(sent.filter((t) => t.batchId === each)).map((t) => [t.index, t.promptIndex, t.refImage, t.copy])).toEqual([
+      [1, 0, refs[0], 1],
+      [2, 0, refs[0], 2],
+      [3, 0, refs[1], 1],
+      [4, 0, refs[1], 2],
+      [5, 1, refs[0], 1],
+      [6, 1, refs[0], 2],
+      [7, 1, refs[1], 1],
+      [8, 1, refs[1], 2],
+    ]);
   });
 
   it('failed tasks: task.failed with the Task object (error set), batch.completed with status failed', async () => {

@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { profiled, shouldProfile } from '../lib/harness';
+import { cpuPerUnit, measureWindow, profiled, shouldProfile, WindowFigures } from '../lib/harness';
 import { KilnPipelineRun, preparePipeline, runKilnPipeline } from './pipeline';
 import { BenchContext, Figure, ScenarioResult, throughput } from '../lib/types';
 import { log, round, waitFor } from '../lib/util';
@@ -31,7 +31,7 @@ export async function webhooks(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/bench`;
   const setup = await preparePipeline(stack);
   const plain: KilnPipelineRun[] = [];
-  const hooked: (KilnPipelineRun & { deliveredSec: number; delivered: number })[] = [];
+  const hooked: (KilnPipelineRun & { deliveredSec: number; delivered: number; deliveredWindow: WindowFigures })[] = [];
   const figures: Figure[] = [];
   const notes: string[] = [];
   const profiles: ScenarioResult['profiles'] = [];
@@ -45,6 +45,8 @@ export async function webhooks(ctx: BenchContext): Promise<Omit<ScenarioResult, 
         endpoints.push({ account, id: res.body.endpoint.id });
       }
       received.clear();
+      // CPU from the first POST to the last delivery: the whole cost of the images and their events.
+      const measured = await measureWindow(stack, { api: stack.api!.pid, generator: stack.generator!.pid });
       const t0 = Date.now();
       // The last round of a profiled bench records the generator while it renders and sends.
       const profile = r === ROUNDS - 1 && shouldProfile(ctx, false);
@@ -62,9 +64,13 @@ export async function webhooks(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       // Received by the receiver and recorded as delivered by the generator.
       await waitFor(`${images} webhook deliveries`, async () => (received.size >= images && (await deliveredRows()) >= images ? true : undefined), 10 * 60_000, 50);
       const deliveredSec = round((Date.now() - t0) / 1000, 2);
-      hooked.push({ ...run, deliveredSec, delivered: await deliveredRows() });
+      const deliveredWindow = await measured();
+      hooked.push({ ...run, deliveredSec, delivered: await deliveredRows(), deliveredWindow });
       for (const e of endpoints) await stack.request('DELETE', `/v1/webhooks/${e.id}`, e.account.key);
-      log(`webhooks: ${images} images: ${plain[r].tasksPerSec} tasks/s without, ${run.tasksPerSec} with (every delivery made ${deliveredSec} s after the first POST)`);
+      log(
+        `webhooks: ${images} images: ${plain[r].tasksPerSec} tasks/s without, ${run.tasksPerSec} with (every delivery made ${deliveredSec} s after the first POST); ` +
+          `CPU ms per image ${cpuPerUnit('without:', plain[r].window, plain[r].tasksPerSec)}; ${cpuPerUnit('with:', deliveredWindow, images / deliveredSec)}`,
+      );
     }
   } finally {
     await stack.stopGenerator();
@@ -79,6 +85,9 @@ export async function webhooks(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   });
   for (const h of hooked) if (h.delivered !== images) notes.push(`A run delivered ${h.delivered} of ${images} events.`);
   notes.push(`Every delivery made ${withHooks.deliveredSec} s after the first POST (the pipeline itself took ${withHooks.wallSec} s).`);
+  notes.push(
+    `CPU ms per image (best rounds): ${cpuPerUnit('without endpoints:', without.window, without.tasksPerSec)}; ${cpuPerUnit('with, to the last delivery:', withHooks.deliveredWindow, images / withHooks.deliveredSec)} plus the receiver in the bench process.`,
+  );
   return {
     id: 'webhooks',
     title: 'Pipeline throughput with webhooks: one delivery per image',

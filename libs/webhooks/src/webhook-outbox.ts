@@ -27,10 +27,16 @@ const LISTENING: PreparedStatement = {
             WHERE b.id = ANY($1::uuid[])) AS listening`,
 };
 
-const SUBSCRIPTIONS: PreparedStatement = {
-  name: 'kiln_webhook_subscriptions',
-  text: `SELECT account_id, events FROM webhook_endpoints WHERE account_id = ANY($1::uuid[]) AND disabled_at IS NULL`,
+/** What places a task in its batch (taskPosition): fixed when the batch is created. */
+const BATCH_SHAPES: PreparedStatement = {
+  name: 'kiln_webhook_batch_shapes',
+  text: `SELECT id, ref_mode, ref_images, count_per_combo FROM batches WHERE id = ANY($1::uuid[])`,
 };
+
+type BatchShape = Parameters<typeof taskPosition>[1];
+
+/** Batch shapes kept in memory; a generator works on far fewer batches at once. */
+const MAX_SHAPES = 10_000;
 
 /**
  * The outbox: events are written in the transaction of the change they report, so a change
@@ -39,34 +45,31 @@ const SUBSCRIPTIONS: PreparedStatement = {
  */
 @Injectable()
 export class WebhookOutbox implements TaskOutcomeHook {
+  private readonly shapes = new Map<string, BatchShape>();
+
   async listening(m: DataSource | EntityManager, batchIds: readonly string[]): Promise<boolean> {
     if (batchIds.length === 0) return false;
     const [row] = await queryPrepared<{ listening: boolean }>(m, LISTENING, [batchIds]);
     return row.listening === true;
   }
 
+  /**
+   * One statement per group of successes once the group's batches are known: every ended
+   * task becomes an event and the insert's join keeps those some endpoint subscribes to. The
+   * group commit holds its rows' locks until this returns, so round trips here slow the
+   * whole pipeline; a batch's shape is read once and kept (it never changes).
+   */
   async record(m: EntityManager, outcomes: TaskOutcomes): Promise<void> {
-    const accountIds = new Set(outcomes.ended.map((e) => e.accountId));
-    // One read for the finished batches and for the shape that places each ended task in its batch.
-    const batchIds = [...new Set([...outcomes.finishedBatchIds, ...outcomes.ended.map((e) => e.task.batchId)])];
-    const read = batchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(batchIds) }) : [];
-    const byId = new Map(read.map((b) => [b.id, b]));
-    const finished = new Set(outcomes.finishedBatchIds);
-    const batches = read.filter((b) => finished.has(b.id));
-    for (const b of batches) accountIds.add(b.accountId);
-    const wanted = await this.subscriptions(m, [...accountIds]);
-    const wants = (accountId: string, type: WebhookEventType) => wanted.get(accountId)?.has(type) ?? false;
-
+    const shapes = await this.shapesOf(m, outcomes.ended.map((e) => e.task.batchId));
     const events: OutboxEvent[] = [];
     for (const { accountId, task } of outcomes.ended) {
-      const type = task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
-      const batch = byId.get(task.batchId);
-      if (type && batch && wants(accountId, type)) {
-        events.push(newEvent(accountId, type, taskObject({ ...task, ...taskPosition(task.seq, batch) })));
-      }
+      const type: WebhookEventType | null = task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
+      const shape = shapes.get(task.batchId);
+      if (type && shape) events.push(newEvent(accountId, type, taskObject({ ...task, ...taskPosition(task.seq, shape) })));
     }
-    for (const b of batches) {
-      if (!wants(b.accountId, 'batch.completed')) continue;
+    // A batch finishes once: its full row is read then, for the batch.completed body.
+    const finished = outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
+    for (const b of finished) {
       // The write that finished the batch has just set its counts: nothing is waiting or running.
       const settled = b.succeededCount + b.failedCount + b.cancelledCount;
       const counts = {
@@ -87,15 +90,16 @@ export class WebhookOutbox implements TaskOutcomeHook {
     await queryPrepared(m, INSERT_DELIVERIES, [events.map((e) => e.id), events.map((e) => e.accountId), events.map((e) => e.type), events.map((e) => e.body)]);
   }
 
-  /** Event types each account's enabled endpoints subscribe to. */
-  private async subscriptions(m: EntityManager, accountIds: string[]): Promise<Map<string, Set<string>>> {
-    const rows = await queryPrepared<{ account_id: string; events: string[] }>(m, SUBSCRIPTIONS, [accountIds]);
-    const wanted = new Map<string, Set<string>>();
-    for (const r of rows) {
-      const set = wanted.get(r.account_id) ?? new Set<string>();
-      for (const e of r.events) set.add(e);
-      wanted.set(r.account_id, set);
+  private async shapesOf(m: EntityManager, batchIds: readonly string[]): Promise<Map<string, BatchShape>> {
+    const missing = [...new Set(batchIds)].filter((id) => !this.shapes.has(id));
+    if (missing.length > 0) {
+      const rows = await queryPrepared<{ id: string; ref_mode: BatchShape['refMode']; ref_images: string[]; count_per_combo: number }>(m, BATCH_SHAPES, [missing]);
+      for (const r of rows) {
+        this.shapes.set(r.id, { refMode: r.ref_mode, refImages: r.ref_images, countPerCombo: r.count_per_combo });
+        // Oldest first out: a Map iterates in insertion order.
+        if (this.shapes.size > MAX_SHAPES) this.shapes.delete(this.shapes.keys().next().value!);
+      }
     }
-    return wanted;
+    return this.shapes;
   }
 }

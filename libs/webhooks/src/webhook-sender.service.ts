@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -13,6 +14,33 @@ const ROUND_SIZE = 50;
 const MAX_ANSWER_BYTES = 1024 * 1024;
 /** At most one warning per this long while PostgreSQL keeps failing. */
 const WARN_EVERY_MS = 30_000;
+/**
+ * Deliveries yield to the work the process exists for. After a full round (more are due), the
+ * next one waits when that work is in flight and the event loop was at least BUSY_LOOP busy
+ * during the round: YIELD_FACTOR times the round's own duration (8: deliveries keep about a
+ * ninth of a saturated loop), within YIELD_MIN_MS..YIELD_MAX_MS so that they never stop.
+ * Measured in bench/ (webhooks): a 1,000-image pipeline with one delivery per image went from
+ * 0.72-0.88 of the pipeline without endpoints to 0.88-0.95 with this and the one-statement
+ * outbox; the deliveries then end 0.3-0.8 s after the last render instead of 0.2-0.7 s.
+ */
+const BUSY_LOOP = 0.7;
+const YIELD_FACTOR = 8;
+const YIELD_MIN_MS = 10;
+const YIELD_MAX_MS = 250;
+
+/** The pause before the next full round (see BUSY_LOOP): 0 unless renders compete for the loop. */
+export function deliveryPauseMs(round: { ms: number; loopUtilization: number; busy: boolean }): number {
+  if (!round.busy || round.loopUtilization < BUSY_LOOP) return 0;
+  return Math.min(YIELD_MAX_MS, Math.max(YIELD_MIN_MS, Math.round(round.ms * YIELD_FACTOR)));
+}
+
+export interface WebhookSenderOptions {
+  /**
+   * True while the process has work that comes before deliveries (the generator: renders in
+   * flight). Without it, full rounds follow each other at once.
+   */
+  busy?: () => boolean;
+}
 
 /**
  * Takes due deliveries for one attempt each: locked with SKIP LOCKED so generators never take
@@ -81,6 +109,7 @@ export class WebhookSender {
   private timer: NodeJS.Timeout | undefined;
   private current: Promise<number> | null = null;
   private lastWarning = 0;
+  private busy: () => boolean = () => false;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -89,8 +118,9 @@ export class WebhookSender {
     @Optional() private readonly metrics?: KilnMetrics,
   ) {}
 
-  async start(): Promise<void> {
+  async start(options: WebhookSenderOptions = {}): Promise<void> {
     if (!this.stopped) return;
+    if (options.busy) this.busy = options.busy;
     if (!this.box.ready) {
       this.logger.warn('WEBHOOK_SECRET_KEY is not set: webhook deliveries are not sent (they wait in the outbox)');
       return;
@@ -118,6 +148,8 @@ export class WebhookSender {
 
   private tick(): void {
     if (this.stopped) return;
+    const startedAt = performance.now();
+    const loopAtStart = performance.eventLoopUtilization();
     void this.deliverDue()
       .catch((err) => {
         if (Date.now() - this.lastWarning >= WARN_EVERY_MS) {
@@ -127,8 +159,11 @@ export class WebhookSender {
         return 0;
       })
       .then((taken) => {
-        // A full round means more are probably due: go again at once.
-        if (!this.stopped) this.timer = setTimeout(() => this.tick(), taken >= ROUND_SIZE ? 0 : this.config.webhooks.pollIntervalMs);
+        // A full round means more are probably due: go again at once, or after a pause that
+        // leaves the loop to the renders.
+        const round = { ms: performance.now() - startedAt, loopUtilization: performance.eventLoopUtilization(loopAtStart).utilization, busy: this.busy() };
+        const next = taken >= ROUND_SIZE ? deliveryPauseMs(round) : this.config.webhooks.pollIntervalMs;
+        if (!this.stopped) this.timer = setTimeout(() => this.tick(), next);
       });
   }
 
