@@ -7,10 +7,14 @@ import { configureApp } from '../apps/api/src/app.setup';
 /**
  * A TCP proxy in front of the run's PostgreSQL: closing it is a real outage of the path the
  * api uses (refused connections, established ones cut), reopening it is the recovery.
+ * Freezing it is a server that stops answering without closing anything (SIGSTOP, a network
+ * that drops packets): connections are accepted, bytes are held, none are passed on.
  */
 class PgProxy {
   private server: Server | null = null;
   private readonly sockets = new Set<Socket>();
+  private readonly pairs = new Set<[Socket, Socket]>();
+  private frozen = false;
   port = 0;
 
   constructor(private readonly target: { host: string; port: number }) {}
@@ -18,17 +22,19 @@ class PgProxy {
   async open(): Promise<void> {
     const server = createServer((client) => {
       const upstream = connect(this.target.port, this.target.host);
-      for (const s of [client, upstream]) {
+      const pair: [Socket, Socket] = [client, upstream];
+      this.pairs.add(pair);
+      for (const s of pair) {
         this.sockets.add(s);
         s.on('error', () => undefined);
         s.on('close', () => {
           this.sockets.delete(s);
+          this.pairs.delete(pair);
           client.destroy();
           upstream.destroy();
         });
       }
-      client.pipe(upstream);
-      upstream.pipe(client);
+      if (!this.frozen) this.flow(pair);
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -38,11 +44,32 @@ class PgProxy {
     this.server = server;
   }
 
+  freeze(): void {
+    this.frozen = true;
+    for (const [client, upstream] of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  /** What was held is passed on, in order, and the connections carry on. */
+  thaw(): void {
+    this.frozen = false;
+    for (const pair of this.pairs) this.flow(pair);
+  }
+
   async close(): Promise<void> {
     const server = this.server;
     this.server = null;
     for (const s of this.sockets) s.destroy();
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  private flow([client, upstream]: [Socket, Socket]): void {
+    client.pipe(upstream);
+    upstream.pipe(client);
   }
 }
 
@@ -76,6 +103,7 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
   const REQUEST_TIMEOUT_MS = 1500;
   const HEADERS_TIMEOUT_MS = 1000;
   const MAX_CONNECTIONS_PER_IP = 4;
+  const QUERY_TIMEOUT_MS = 1000;
   let t: TestApp;
   let port: number;
   let proxy: PgProxy;
@@ -92,6 +120,7 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
       ...base,
       databaseUrl: dbUrl.toString(),
       databaseConnectTimeoutMs: 1000,
+      databaseQueryTimeoutMs: QUERY_TIMEOUT_MS,
       http: { requestTimeoutMs: REQUEST_TIMEOUT_MS, headersTimeoutMs: HEADERS_TIMEOUT_MS, maxConnectionsPerIp: MAX_CONNECTIONS_PER_IP },
     };
     t = await bootTestApp(ApiModule, configureApp, [[KILN_CONFIG, config]]);
@@ -178,5 +207,48 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     }
     expect(status).toBe(200);
     expect(await t.balance(a.id)).toBe(before);
+  });
+
+  it('PostgreSQL frozen (accepts, never answers) -> 503 service_unavailable within the query timeout, not a hung request; nothing charged; 200 once it answers again', async () => {
+    const before = await t.balance(a.id);
+    const batchesBefore = await t.db.query(`SELECT count(*)::int AS n FROM batches WHERE account_id = $1`, [a.id]);
+    proxy.freeze();
+    try {
+      for (const req of [
+        () => t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`),
+        () => t.http.post('/v1/batches').set('Authorization', `Bearer ${a.key}`).send({ prompts: ['a fox'], model: 'eta-image' }),
+      ]) {
+        const started = performance.now();
+        const res = await req();
+        // The statement timeout cannot fire on a server that is not running: the client's does.
+        expect(performance.now() - started).toBeLessThan(QUERY_TIMEOUT_MS + 4000);
+        expect(res.status).toBe(503);
+        expect(res.body.error.code).toBe('service_unavailable');
+        expect(res.headers['retry-after']).toMatch(/^\d+$/);
+      }
+    } finally {
+      proxy.thaw();
+    }
+    let status = 0;
+    for (let i = 0; i < 40 && status !== 200; i++) {
+      status = (await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(status).toBe(200);
+    expect(await t.balance(a.id)).toBe(before);
+    expect(await t.db.query(`SELECT count(*)::int AS n FROM batches WHERE account_id = $1`, [a.id])).toEqual(batchesBefore);
+  });
+
+  it('a statement slower than DATABASE_QUERY_TIMEOUT_MS is cancelled by PostgreSQL itself (57014), which answers 503, not 500', async () => {
+    const { toErrorBody } = await import('../apps/api/src/errors/error.filter');
+    expect(await t.db.query(`SELECT setting FROM pg_settings WHERE name = 'statement_timeout'`)).toEqual([{ setting: String(QUERY_TIMEOUT_MS) }]);
+    const slow = await t.db.query(`SELECT pg_sleep(5)`).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    // The server's cancel, not the client's later give-up: the connection stays usable.
+    expect(slow).toMatchObject({ driverError: { code: '57014' } });
+    expect(toErrorBody(slow)).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable' } }, unexpected: false });
+    expect(await t.db.query(`SELECT 1 AS one`)).toEqual([{ one: 1 }]);
   });
 });

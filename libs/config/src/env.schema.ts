@@ -179,6 +179,10 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(600_000)
   DATABASE_CONNECT_TIMEOUT_MS?: number;
 
+  /** Longest one SQL statement may take: PostgreSQL cancels it (and the client gives up soon after on a server that does not answer). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
+  DATABASE_QUERY_TIMEOUT_MS?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   OPENAI_API_KEY?: string;
 

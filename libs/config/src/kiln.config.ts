@@ -11,6 +11,7 @@ export interface KilnConfig {
   databaseUrl: string;
   /** Wait for a new PostgreSQL connection; past it the request answers 503 instead of hanging. */
   databaseConnectTimeoutMs: number;
+  databaseQueryTimeoutMs: number;
   /** Limits of the api's HTTP server against slow and greedy clients. */
   http: {
     requestTimeoutMs: number;
@@ -142,6 +143,7 @@ export function buildConfig(
     publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln',
     databaseConnectTimeoutMs: env.DATABASE_CONNECT_TIMEOUT_MS ?? 5000,
+    databaseQueryTimeoutMs: env.DATABASE_QUERY_TIMEOUT_MS ?? 10_000,
     http: {
       requestTimeoutMs: requestTimeout,
       // Node requires the headers' limit to be within the whole request's.

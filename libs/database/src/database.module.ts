@@ -19,6 +19,9 @@ export interface DatabaseModuleOptions {
   asyncCommit?: boolean;
 }
 
+/** The client's own timeout comes this long after the server's, which cancels cleanly. */
+const CLIENT_TIMEOUT_GRACE_MS = 2000;
+
 @Global()
 @Module({})
 export class DatabaseModule {
@@ -38,6 +41,11 @@ export class DatabaseModule {
                 connectionTimeoutMillis: config.databaseConnectTimeoutMs,
                 // A peer that vanished without a reset is noticed on idle connections too.
                 keepAlive: true,
+                // A slow statement is cancelled by PostgreSQL; a server that answers nothing at
+                // all (frozen, or packets dropped) is given up on by the client a little later.
+                // Either way the request answers 503 instead of hanging (isDatabaseUnavailable).
+                statement_timeout: config.databaseQueryTimeoutMs,
+                query_timeout: config.databaseQueryTimeoutMs + CLIENT_TIMEOUT_GRACE_MS,
                 max: config.databasePoolSize,
                 ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
               },

@@ -70,16 +70,17 @@ export function pgError(err: unknown): { code?: string; constraint?: string } {
 }
 
 /**
- * Codes of a database that cannot be reached or is going away: the socket errors of a
- * refused, reset or unroutable connection, and PostgreSQL's own (class 08 connection
- * exceptions; 57P01-57P03 shutdown, crash, starting up; 53300 too many connections).
+ * Codes of a database that cannot be reached, is going away or is too slow: the socket errors
+ * of a refused, reset or unroutable connection, and PostgreSQL's own (class 08 connection
+ * exceptions; 57P01-57P03 shutdown, crash, starting up; 53300 too many connections; 57014 a
+ * statement cancelled, by DATABASE_QUERY_TIMEOUT_MS).
  */
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
-  '57P01', '57P02', '57P03', '53300',
+  '57P01', '57P02', '57P03', '53300', '57014',
 ]);
-/** node-postgres and pg-pool say these in messages only, without a code. */
-const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i;
+/** node-postgres and pg-pool say these in messages only, without a code ("Query read timeout": the client's query_timeout). */
+const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i;
 
 /** True when `err` says PostgreSQL is unreachable (worth a 503 and a retry), not that a query was wrong. */
 export function isDatabaseUnavailable(err: unknown): boolean {
