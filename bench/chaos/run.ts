@@ -5,8 +5,9 @@
  * and two generators from dist, and clients that create batches through the public API on
  * a model routed to the simulated provider (with failures and 429s, so refunds and retries
  * happen) and poll them. Meanwhile it kills generators (SIGKILL, SIGTERM), kills Redis
- * (-9, restarted empty) and freezes it (SIGSTOP, then SIGCONT), and crashes PostgreSQL
- * (immediate shutdown, SIGKILL of the postmaster) and starts it again. When every batch has
+ * (-9, restarted empty) and freezes it (SIGSTOP, then SIGCONT), crashes PostgreSQL
+ * (immediate shutdown, SIGKILL of the postmaster) and starts it again, and freezes every
+ * PostgreSQL process for 15 s. When every batch has
  * settled it checks the money and consistency invariants in SQL and prints a table of the
  * faults, the recovery times it measured, and the violations. Exit code 1 on any violation.
  *
@@ -29,7 +30,7 @@ import { PrivatePostgres, PrivateRedis } from './services';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 
-type FaultKind = 'generator-sigkill' | 'generator-sigterm' | 'redis-kill' | 'redis-freeze' | 'postgres-immediate' | 'postgres-kill';
+type FaultKind = 'generator-sigkill' | 'generator-sigterm' | 'redis-kill' | 'redis-freeze' | 'postgres-immediate' | 'postgres-kill' | 'postgres-freeze';
 
 interface FaultSpec {
   kind: FaultKind;
@@ -66,6 +67,7 @@ const PROFILES: Record<'full' | 'quick', Profile> = {
       { kind: 'redis-freeze', downMs: 15_000 },
       { kind: 'generator-sigkill', generator: 1 },
       { kind: 'postgres-kill', downMs: 5000 },
+      { kind: 'postgres-freeze', downMs: 15_000 },
     ],
   },
   quick: {
@@ -81,6 +83,7 @@ const PROFILES: Record<'full' | 'quick', Profile> = {
       { kind: 'redis-freeze', downMs: 8000 },
       { kind: 'generator-sigterm', generator: 1 },
       { kind: 'postgres-kill', downMs: 3000 },
+      { kind: 'postgres-freeze', downMs: 15_000 },
     ],
   },
 };
@@ -90,7 +93,8 @@ const LATENCY = { min: 500, max: 3000 };
 const SIMULATED_ROUTE = { type: 'simulated', latencyMs: LATENCY, failureRate: 0.05, rateLimitRate: 0.05 };
 /** A task still `running` on the same attempt this long after a fault ended was stranded by it. */
 const STRANDED_AFTER_MS = LATENCY.max + 3000;
-const REQUEST_TIMEOUT_MS = 10_000;
+/** Past Kiln's own longest bound (a frozen PostgreSQL: DATABASE_QUERY_TIMEOUT_MS 10 s + 2 s), so a timeout here is a hang. */
+const REQUEST_TIMEOUT_MS = 15_000;
 const MONITOR_INTERVAL_MS = 500;
 const GENERATOR_RESTART_DELAY_MS = 2000;
 const RICH_ACCOUNTS = 5;
@@ -417,6 +421,8 @@ function label(spec: FaultSpec): string {
       return `PostgreSQL immediate stop, down ${down}`;
     case 'postgres-kill':
       return `PostgreSQL kill -9, down ${down}`;
+    case 'postgres-freeze':
+      return `PostgreSQL SIGSTOP (every process) ${down}`;
   }
 }
 
@@ -467,6 +473,12 @@ async function inject(w: Window, deps: { pg: PrivatePostgres; redis: PrivateRedi
       redis.signal('SIGSTOP');
       await sleep(down);
       redis.signal('SIGCONT');
+      w.healedAt = Date.now();
+      return;
+    case 'postgres-freeze':
+      pg.freezeAll('SIGSTOP');
+      await sleep(down);
+      pg.freezeAll('SIGCONT');
       w.healedAt = Date.now();
       return;
     case 'postgres-immediate':

@@ -131,6 +131,21 @@ export class PrivatePostgres extends PrivateServer {
     this.ids = postgresUserIds();
   }
 
+  /**
+   * SIGSTOP or SIGCONT to the postmaster and every backend: a server that stops answering
+   * without closing anything (a paused VM, a network that drops packets). Stopping only the
+   * postmaster would leave the open connections' backends answering.
+   */
+  freezeAll(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    const pid = this.pid;
+    if (!pid || !this.running) return;
+    // Children first on the way down (no new backend forks once the postmaster stops), and
+    // the postmaster first on the way up.
+    if (signal === 'SIGCONT') this.signal(signal);
+    spawnSync('pkill', [`-${signal.slice(3)}`, '-P', String(pid)]);
+    if (signal === 'SIGSTOP') this.signal(signal);
+  }
+
   /** The server's maintenance database; the stack creates Kiln's database beside it. */
   get url(): string {
     return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
