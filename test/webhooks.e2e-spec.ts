@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { KilnConfig } from '@app/config';
 import { ALL_MIGRATIONS } from '@app/database';
-import { SecretBox } from '@app/webhooks';
+import { SecretBox, sweepWebhookDeliveries } from '@app/webhooks';
 import { bearer, FileEnvironment, fileEnvironment, TestAccount, TestApp } from '@app/testing';
 import { bootApi } from './helpers/apps';
 
@@ -168,16 +168,49 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     expect(badCursor.body.error.code).toBe('invalid_request');
   });
 
-  it('delete -> 204, then 404; its deliveries go with it', async () => {
+  const deliveryRows = async (endpointId: string) =>
+    (await t.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [endpointId]))[0].n as number;
+
+  it('delete -> 204, then 404; its log is unreachable at once and removed by the next sweep', async () => {
     const a = await t.account();
     const { body } = await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL }).expect(201);
     const id = body.endpoint.id;
     await as(a, 'post', `/webhooks/${id}/test`).expect(202);
+    const kept = (await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL }).expect(201)).body.endpoint.id;
+    await as(a, 'post', `/webhooks/${kept}/test`).expect(202);
     await as(a, 'delete', `/webhooks/${id}`).expect(204);
     await as(a, 'delete', `/webhooks/${id}`).expect(404);
     await as(a, 'get', `/webhooks/${id}/deliveries`).expect(404);
-    const [{ n }] = await t.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [id]);
-    expect(n).toBe(0);
+    expect(await sweepWebhookDeliveries(t.db, new Date(Date.now() - 30 * 86_400_000))).toBeGreaterThanOrEqual(1);
+    expect(await deliveryRows(id)).toBe(0);
+    // A live endpoint's pending ping stays.
+    expect(await deliveryRows(kept)).toBe(1);
+  });
+
+  it('the delivery log sweep removes deliveries settled before the cutoff, in bounded rounds, and keeps pending and recent ones', async () => {
+    const a = await t.account();
+    const id = (await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL }).expect(201)).body.endpoint.id;
+    const insert = (n: number, status: string, daysAgo: number) =>
+      t.db.query(
+        `INSERT INTO webhook_deliveries (event_id, endpoint_id, account_id, type, body, status, next_attempt_at, created_at)
+         SELECT 'evt_sweep_' || $5 || '_' || g, $1, $2, 'ping', '{}', $3, CASE WHEN $3 = 'pending' THEN now() + interval '1 hour' END,
+                now() - $4 * interval '1 day'
+           FROM generate_series(1, $6) AS g`,
+        [id, a.id, status, daysAgo, `${status}${daysAgo}`, n],
+      );
+    await insert(7, 'delivered', 31);
+    await insert(3, 'failed', 31);
+    await insert(2, 'pending', 31);
+    await insert(4, 'delivered', 29);
+    const cutoff = new Date(Date.now() - 30 * 86_400_000);
+    // Rounds of 4: the last round is short, and the sweep stops there.
+    expect(await sweepWebhookDeliveries(t.db, cutoff, 4)).toBe(10);
+    const left = await t.db.query(`SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`, [id]);
+    expect(left).toEqual([
+      { status: 'delivered', n: 4 },
+      { status: 'pending', n: 2 },
+    ]);
+    expect(await sweepWebhookDeliveries(t.db, cutoff, 4)).toBe(0);
   });
 
   it('scope: a key without webhooks:manage -> 403 insufficient_scope on every route; new keys get it by default', async () => {

@@ -4,8 +4,10 @@ import { DataSource } from 'typeorm';
 import { sweepExpiredIdempotencyKeys } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { OrphanSweepService, RetentionService, TaskReconcilerService } from '@app/generation';
+import { retentionCutoff } from '@app/storage';
+import { sweepWebhookDeliveries } from '@app/webhooks';
 
-/** Retention, orphan and idempotency-key sweeps: soon after start (deploys may restart generators often), then hourly. */
+/** Retention, orphan, idempotency-key and webhook delivery log sweeps: soon after start (deploys may restart generators often), then hourly. */
 const RETENTION_FIRST_MS = 60_000;
 const RETENTION_EVERY_MS = 60 * 60_000;
 
@@ -38,6 +40,9 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     this.every('Retention sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.retention.sweep());
     this.every('Orphan sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.orphans.sweep());
     this.every('Idempotency key sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => sweepExpiredIdempotencyKeys(this.db));
+    this.every('Webhook delivery log sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () =>
+      sweepWebhookDeliveries(this.db, retentionCutoff(this.config.storage.retentionDays, new Date())),
+    );
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -1,3 +1,4 @@
+export * from './delivery-log.sweep';
 export * from './webhook-events';
 export * from './webhook-secret';
 export * from './webhook-outbox';
