@@ -13,5 +13,8 @@ export TEST_DATABASE_ADMIN_URL
 # Some e2e specs spawn the built generator.
 kiln_log "building (npm run build)"
 npm run --silent build
+# jest transpiles each file alone; the specs' types are checked here, with the code's.
+kiln_log "type-checking code and tests (npm run typecheck)"
+npm run --silent typecheck
 
 exec npx jest --config jest.config.js --maxWorkers=2 "$@"

@@ -133,6 +133,16 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     await proxy.close();
   });
 
+  /** GET /v1/me until it answers 200, for up to 10 s: the status it ended with. */
+  const meStatusOnceBack = async (): Promise<number> => {
+    let status = 0;
+    for (let i = 0; i < 40 && status !== 200; i++) {
+      status = (await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
+    }
+    return status;
+  };
+
   const expectSecurityHeaders = (res: { headers: Record<string, string> }) => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['cache-control']).toBe('no-store');
@@ -200,12 +210,7 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     } finally {
       await proxy.open();
     }
-    let status = 0;
-    for (let i = 0; i < 20 && status !== 200; i++) {
-      status = (await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`)).status;
-      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
-    }
-    expect(status).toBe(200);
+    expect(await meStatusOnceBack()).toBe(200);
     expect(await t.balance(a.id)).toBe(before);
   });
 
@@ -229,12 +234,7 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     } finally {
       proxy.thaw();
     }
-    let status = 0;
-    for (let i = 0; i < 40 && status !== 200; i++) {
-      status = (await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`)).status;
-      if (status !== 200) await new Promise((r) => setTimeout(r, 250));
-    }
-    expect(status).toBe(200);
+    expect(await meStatusOnceBack()).toBe(200);
     expect(await t.balance(a.id)).toBe(before);
     expect(await t.db.query(`SELECT count(*)::int AS n FROM batches WHERE account_id = $1`, [a.id])).toEqual(batchesBefore);
   });
