@@ -265,6 +265,7 @@ describe('Archives with the MinIO driver (s3rver)', () => {
         ...base.storage,
         driver: 'minio',
         minio: {
+          ...base.storage.minio,
           endPoint: '127.0.0.1',
           port,
           useSSL: false,

@@ -103,6 +103,10 @@ export class EnvSchema {
   @Transform(emptyToUndefined) @IsOptional() @IsUrl({ require_tld: false, protocols: ['http', 'https'] })
   MINIO_PUBLIC_URL?: string;
 
+  /** Longest an object store call may go without a byte either way; then it fails. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(600_000)
+  MINIO_TIMEOUT_MS?: number;
+
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(3650)
   RETENTION_DAYS?: number;
 

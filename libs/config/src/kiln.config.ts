@@ -47,6 +47,8 @@ export interface KilnConfig {
       secretKey: string;
       bucket: string;
       publicUrl: string;
+      /** Longest a call may go without a byte either way. */
+      timeoutMs: number;
     };
   };
   generator: {
@@ -176,6 +178,7 @@ export function buildConfig(
         publicUrl: (
           env.MINIO_PUBLIC_URL ?? `${minioSsl ? 'https' : 'http'}://${minioEndpoint}:${minioPort}/${bucket}`
         ).replace(/\/+$/, ''),
+        timeoutMs: env.MINIO_TIMEOUT_MS ?? 10_000,
       },
     },
     generator: {

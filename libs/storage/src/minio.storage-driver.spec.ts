@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Client } from 'minio';
 import { promises as fs } from 'node:fs';
+import { AddressInfo, createServer, Socket } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import S3rver from 's3rver';
@@ -126,5 +127,35 @@ describe('MinioStorageDriver against s3rver', () => {
       // An operator reading the log learns where: the endpoint and the bucket.
       message: expect.stringMatching(/^Bucket "kiln-denied" at http:\/\/127\.0\.0\.1:\d+ cannot be set up: InvalidAccessKeyId/),
     });
+  });
+
+  it('a store that accepts connections and never answers: every call fails within its timeout instead of hanging', async () => {
+    // The frozen store: connections are accepted (the kernel does that) and nothing is ever sent back.
+    const held = new Set<Socket>();
+    const silent = createServer((socket) => {
+      held.add(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const driver = new MinioStorageDriver({ ...options, port, publicUrl: `http://127.0.0.1:${port}/kiln-test`, timeoutMs: 300 });
+      const key = newObjectKey('results', 'png');
+      for (const call of [
+        () => driver.put(key, Buffer.from('x'), 'image/png'),
+        () => driver.get(key),
+        () => driver.exists(key),
+        () => driver.remove(key),
+      ]) {
+        const started = performance.now();
+        await expect(call()).rejects.toMatchObject({ code: 'ETIMEDOUT' });
+        // One attempt, or the client's own single retry: bounded either way.
+        expect(performance.now() - started).toBeLessThan(2_000);
+      }
+      expect(held.size).toBeGreaterThan(0);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });

@@ -1,5 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { Client } from 'minio';
+import * as http from 'node:http';
+import * as https from 'node:https';
 import type { Readable } from 'node:stream';
 import { StorageObjectNotFoundError } from './storage.errors';
 import { StorageDriver, StoredObject } from './storage.driver';
@@ -15,6 +17,29 @@ export interface MinioStorageOptions {
   bucket: string;
   /** Where anonymous clients reach the bucket, e.g. `https://cdn.example.com/kiln`. */
   publicUrl: string;
+  /** Longest a call may go without a byte either way (connecting included); then it fails. Default 10 s. */
+  timeoutMs?: number;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/**
+ * The client's transport with an idle timeout on every request: the minio client sets none,
+ * so a store that stops answering would hold a render's store step or an upload forever. The
+ * timeout is of silence, not of the whole call: a large object streaming steadily is never cut.
+ */
+function transportWithTimeout(useSSL: boolean, timeoutMs: number): Pick<typeof http, 'request'> {
+  const base = useSSL ? https : http;
+  return {
+    // The client calls request(options, callback) only.
+    request: ((options: http.RequestOptions, callback?: (res: http.IncomingMessage) => void) => {
+      const req = base.request(options, callback);
+      req.setTimeout(timeoutMs, () => {
+        req.destroy(Object.assign(new Error(`no answer for ${timeoutMs} ms`), { code: 'ETIMEDOUT' }));
+      });
+      return req;
+    }) as typeof http.request,
+  };
 }
 
 /** Each call at boot; the client itself has no timeout. */
@@ -57,6 +82,7 @@ export class MinioStorageDriver extends StorageDriver {
       accessKey: options.accessKey,
       secretKey: options.secretKey,
       pathStyle: true,
+      transport: transportWithTimeout(options.useSSL, options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
     });
     this.bucket = options.bucket;
     this.where = `${options.useSSL ? 'https' : 'http'}://${options.endPoint}:${options.port}`;
