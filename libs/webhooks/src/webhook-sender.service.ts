@@ -20,8 +20,9 @@ const WARN_EVERY_MS = 30_000;
  * during the round: YIELD_FACTOR times the round's own duration (8: deliveries keep about a
  * ninth of a saturated loop), within YIELD_MIN_MS..YIELD_MAX_MS so that they never stop.
  * Measured in bench/ (webhooks): a 1,000-image pipeline with one delivery per image went from
- * 0.72-0.88 of the pipeline without endpoints to 0.88-0.95 with this and the one-statement
- * outbox; the deliveries then end 0.3-0.8 s after the last render instead of 0.2-0.7 s.
+ * 0.72-0.88 of the pipeline without endpoints to 0.88-1.04 with this and the one-statement
+ * outbox (0.72-0.79 with the outbox alone); the deliveries then end 0.3-0.8 s after the last
+ * render instead of 0.2-0.7 s (bench/findings.md).
  */
 const BUSY_LOOP = 0.7;
 const YIELD_FACTOR = 8;
