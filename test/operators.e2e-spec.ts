@@ -147,6 +147,8 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     for (const state of ['waiting', 'active', 'delayed']) expect(sample(scrape.text, 'kiln_queue_jobs', { state })).toBe(0);
     expect(sample(scrape.text, 'kiln_tasks_pending')).toBe(0);
     expect(sample(scrape.text, 'kiln_oldest_pending_task_age_seconds')).toBe(0);
+    expect(sample(scrape.text, 'kiln_webhook_deliveries_due')).toBe(0);
+    expect(sample(scrape.text, 'kiln_webhook_delivery_lag_seconds')).toBe(0);
     expect(sample(scrape.text, 'kiln_rate_limit_fallback_active')).toBe(0);
 
     // Every line the production generator wrote is JSON (JSON.parse throws otherwise).

@@ -213,6 +213,25 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     expect(await sweepWebhookDeliveries(t.db, cutoff, 4)).toBe(0);
   });
 
+  it('/metrics: deliveries due and not yet sent, and how long the oldest has waited (no generator runs here)', async () => {
+    const gauge = async (name: string) => {
+      const text = (await t.http.get('/metrics').set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`).expect(200)).text;
+      const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? null : Number(line.split(' ')[1]);
+    };
+    const a = await t.account();
+    const id = (await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL }).expect(201)).body.endpoint.id;
+    const before = (await gauge('kiln_webhook_deliveries_due'))!;
+    await as(a, 'post', `/webhooks/${id}/test`).expect(202);
+    expect(await gauge('kiln_webhook_deliveries_due')).toBe(before + 1);
+    // The ping has waited 90 s for a sender.
+    await t.db.query(`UPDATE webhook_deliveries SET next_attempt_at = now() - interval '90 seconds' WHERE endpoint_id = $1`, [id]);
+    expect(await gauge('kiln_webhook_delivery_lag_seconds')).toBeGreaterThanOrEqual(90);
+    // Leased by a sender (next attempt in the future): no longer waiting.
+    await t.db.query(`UPDATE webhook_deliveries SET next_attempt_at = now() + interval '25 seconds' WHERE endpoint_id = $1`, [id]);
+    expect(await gauge('kiln_webhook_deliveries_due')).toBe(before);
+  });
+
   it('scope: a key without webhooks:manage -> 403 insufficient_scope on every route; new keys get it by default', async () => {
     const owner = await t.account();
     const { body } = await as(owner, 'post', '/webhooks').send({ url: PUBLIC_URL }).expect(201);

@@ -124,6 +124,17 @@ export class KilnMetrics implements OnModuleDestroy {
     registers: [this.registry],
   });
 
+  readonly webhookDeliveriesDue = new Gauge({
+    name: 'kiln_webhook_deliveries_due',
+    help: 'Webhook deliveries due and not yet taken by a generator (the delivery backlog)',
+    registers: [this.registry],
+  });
+  readonly webhookDeliveryLag = new Gauge({
+    name: 'kiln_webhook_delivery_lag_seconds',
+    help: 'How long the oldest due webhook delivery has waited for a generator; 0 when none',
+    registers: [this.registry],
+  });
+
   // --- generator: webhooks ----------------------------------------------------------------
   readonly webhookAttempts = new Counter({
     name: 'kiln_webhook_delivery_attempts_total',

@@ -130,6 +130,21 @@ export class WebhookEndpointsService {
     };
   }
 
+  /**
+   * Deliveries due and not yet taken by a sender, and how long the oldest has waited (0 when
+   * none): the operator's view of delivery lag, which grows while renders saturate the
+   * generators (deliveries yield to them) or while no generator sends. One read of the
+   * partial index of pending deliveries.
+   */
+  async backlog(): Promise<{ due: number; lagSeconds: number }> {
+    const [row] = await queryRows<{ due: number; lag: number }>(
+      this.db,
+      `SELECT count(*)::int AS due, COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at)), 0)::float8 AS lag
+         FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()`,
+    );
+    return { due: row.due, lagSeconds: row.lag };
+  }
+
   private async find(accountId: string, id: string): Promise<WebhookEndpoint> {
     const [row] = await this.db.query(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND account_id = $2`, [
       this.endpointId(id),

@@ -2,12 +2,13 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import type { NextFunction, Request, Response } from 'express';
 import { KilnMetrics } from '@app/metrics';
 import { TaskDispatchService } from '@app/tasks';
+import { WebhookEndpointsService } from '@app/webhooks';
 import { RateLimitService } from '../auth/rate-limit.service';
 
 /**
  * What only the api measures on each scrape: the queue (one shared Redis, so one reader is
- * enough; the generators do not repeat it), the backlog in PostgreSQL, and its own rate-limit
- * fallback. A source that does not answer leaves its gauges as they were and counts a
+ * enough; the generators do not repeat it), the task and webhook delivery backlogs in
+ * PostgreSQL, and its own rate-limit fallback. A source that does not answer leaves its gauges as they were and counts a
  * failure, so a scrape never fails or hangs because Redis is down.
  */
 @Injectable()
@@ -16,6 +17,7 @@ export class ApiMetricsCollector implements OnModuleInit {
     private readonly metrics: KilnMetrics,
     private readonly dispatch: TaskDispatchService,
     private readonly rateLimits: RateLimitService,
+    private readonly webhooks: WebhookEndpointsService,
   ) {}
 
   onModuleInit(): void {
@@ -32,6 +34,15 @@ export class ApiMetricsCollector implements OnModuleInit {
         const backlog = await this.dispatch.backlog();
         this.metrics.tasksPending.set(backlog.pending);
         this.metrics.oldestPendingAge.set(backlog.oldestPendingSeconds);
+      } catch {
+        this.metrics.collectFailures.inc({ source: 'postgresql' });
+      }
+    });
+    this.metrics.onCollect(async () => {
+      try {
+        const backlog = await this.webhooks.backlog();
+        this.metrics.webhookDeliveriesDue.set(backlog.due);
+        this.metrics.webhookDeliveryLag.set(backlog.lagSeconds);
       } catch {
         this.metrics.collectFailures.inc({ source: 'postgresql' });
       }
