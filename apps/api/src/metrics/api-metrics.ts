@@ -21,36 +21,35 @@ export class ApiMetricsCollector implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.metrics.onCollect(async () => {
-      try {
-        const counts = await this.dispatch.jobCounts();
-        for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.metrics.queueJobs.set({ state }, counts[state] ?? 0);
-      } catch {
-        this.metrics.collectFailures.inc({ source: 'redis' });
-      }
+    this.readOnScrape('redis', async () => {
+      const counts = await this.dispatch.jobCounts();
+      for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.metrics.queueJobs.set({ state }, counts[state] ?? 0);
     });
-    this.metrics.onCollect(async () => {
-      try {
-        const backlog = await this.dispatch.backlog();
-        this.metrics.tasksPending.set(backlog.pending);
-        this.metrics.oldestPendingAge.set(backlog.oldestPendingSeconds);
-      } catch {
-        this.metrics.collectFailures.inc({ source: 'postgresql' });
-      }
+    this.readOnScrape('postgresql', async () => {
+      const backlog = await this.dispatch.backlog();
+      this.metrics.tasksPending.set(backlog.pending);
+      this.metrics.oldestPendingAge.set(backlog.oldestPendingSeconds);
     });
-    this.metrics.onCollect(async () => {
-      try {
-        const backlog = await this.webhooks.backlog();
-        this.metrics.webhookDeliveriesDue.set(backlog.due);
-        this.metrics.webhookDeliveryLag.set(backlog.lagSeconds);
-      } catch {
-        this.metrics.collectFailures.inc({ source: 'postgresql' });
-      }
+    this.readOnScrape('postgresql', async () => {
+      const backlog = await this.webhooks.backlog();
+      this.metrics.webhookDeliveriesDue.set(backlog.due);
+      this.metrics.webhookDeliveryLag.set(backlog.lagSeconds);
     });
     this.metrics.onCollect(() => {
       const fallback = this.rateLimits.fallbackStats();
       this.metrics.rateLimitFallback.set(fallback.active ? 1 : 0);
       this.metrics.rateLimitFallbackDecisions.set(fallback.decisions);
+    });
+  }
+
+  /** Sets gauges from `source` at each scrape; when it does not answer they keep their values and a failure is counted. */
+  private readOnScrape(source: 'redis' | 'postgresql', read: () => Promise<void>): void {
+    this.metrics.onCollect(async () => {
+      try {
+        await read();
+      } catch {
+        this.metrics.collectFailures.inc({ source });
+      }
     });
   }
 }
