@@ -217,6 +217,21 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     expect(at('/down')).toHaveLength(4);
   });
 
+  it('deliveries left by a deleted endpoint are dropped by the sender, never sent, more than a round of them at once', async () => {
+    const a = await api.account();
+    const ep = await register(a, '/deleted', ['task.succeeded']);
+    await as(a, 'delete', `/webhooks/${ep.id}`).expect(204);
+    // As if 120 events had been written just before the delete.
+    await api.db.query(
+      `INSERT INTO webhook_deliveries (event_id, endpoint_id, account_id, type, body, next_attempt_at)
+       SELECT 'evt_orphan_' || g, $1, $2, 'task.succeeded', '{}', now() FROM generate_series(1, 120) AS g`,
+      [ep.id, a.id],
+    );
+    const left = async () => (await api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id]))[0].n as number;
+    await waitFor('the orphaned deliveries dropped', async () => (await left()) === 0, 30_000);
+    expect(at('/deleted')).toEqual([]);
+  });
+
   it('410 Gone disables the endpoint: no more attempts, no more events', async () => {
     const a = await api.account();
     const ep = await register(a, '/gone', ['task.succeeded', 'batch.completed']);

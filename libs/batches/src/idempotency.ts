@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import { queryRows } from '@app/database';
+import { deleteInRounds, queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 
 /** How long a key is remembered from its first use; after that it counts as unused. */
@@ -123,17 +123,6 @@ export async function rememberCreation(
 }
 
 /** Forgets keys past their 24 hours, in bounded rounds; returns how many. */
-export async function sweepExpiredIdempotencyKeys(db: DataSource, batchSize = 1000): Promise<number> {
-  let removed = 0;
-  for (;;) {
-    const rows = await queryRows(
-      db,
-      `DELETE FROM idempotency_keys WHERE ctid IN (
-         SELECT ctid FROM idempotency_keys WHERE created_at <= now() - ${TTL} LIMIT $1)
-       RETURNING 1`,
-      [batchSize],
-    );
-    removed += rows.length;
-    if (rows.length < batchSize) return removed;
-  }
+export function sweepExpiredIdempotencyKeys(db: DataSource, batchSize = 1000): Promise<number> {
+  return deleteInRounds(db, 'idempotency_keys', `created_at <= now() - ${TTL}`, [], batchSize);
 }

@@ -20,6 +20,22 @@ export async function queryRows<T = Record<string, unknown>>(
   return result as T[];
 }
 
+/**
+ * Deletes the rows of `table` that match `where` in rounds of `batchSize`, each its own short
+ * statement, so a sweep of any size never holds a long transaction or runs into the
+ * statement timeout; returns how many went. `where` is trusted SQL over the table's columns
+ * (qualify them with the table's name inside subqueries): $1 is the round size, $2... are
+ * `params`. Safe to run on several replicas at once.
+ */
+export async function deleteInRounds(db: Pick<EntityManager, 'query'>, table: string, where: string, params: unknown[], batchSize: number): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const rows = await queryRows(db, `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${where} LIMIT $1) RETURNING 1`, [batchSize, ...params]);
+    removed += rows.length;
+    if (rows.length < batchSize) return removed;
+  }
+}
+
 /** A constant statement some route runs on every request, named so it can be prepared once per connection. */
 export interface PreparedStatement {
   /** Unique in the process: node-postgres keys each connection's prepared statements by it. */

@@ -1,5 +1,5 @@
 import { DataSource } from 'typeorm';
-import { queryRows } from '@app/database';
+import { deleteInRounds } from '@app/database';
 
 /**
  * Keeps the delivery log bounded: removes, in bounded rounds, deliveries that settled
@@ -10,20 +10,13 @@ import { queryRows } from '@app/database';
  * Returns how many rows went.
  */
 export async function sweepWebhookDeliveries(db: DataSource, cutoff: Date, batchSize = 1000): Promise<number> {
-  let removed = 0;
-  for (const where of [
-    `d.status <> 'pending' AND d.created_at < $2`,
-    `NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = d.endpoint_id)`,
-  ]) {
-    for (;;) {
-      const rows = await queryRows(
-        db,
-        `DELETE FROM webhook_deliveries WHERE ctid IN (SELECT d.ctid FROM webhook_deliveries d WHERE ${where} LIMIT $1) RETURNING 1`,
-        where.includes('$2') ? [batchSize, cutoff] : [batchSize],
-      );
-      removed += rows.length;
-      if (rows.length < batchSize) break;
-    }
-  }
-  return removed;
+  const settled = await deleteInRounds(db, 'webhook_deliveries', `status <> 'pending' AND created_at < $2`, [cutoff], batchSize);
+  const orphaned = await deleteInRounds(
+    db,
+    'webhook_deliveries',
+    `NOT EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.id = webhook_deliveries.endpoint_id)`,
+    [],
+    batchSize,
+  );
+  return settled + orphaned;
 }

@@ -172,13 +172,19 @@ export class WebhookSender {
     const lease = 2 * this.config.webhooks.timeoutMs + 5000;
     const claimed = await queryPrepared<Claimed>(this.db, CLAIM, [ROUND_SIZE, lease]);
     const delivered: { c: Claimed; statusCode: number }[] = [];
+    // The endpoint was deleted (its row alone goes; its deliveries are swept later): nobody to
+    // send these to, and after a delete there may be thousands, so they go in one statement.
+    const orphaned = claimed.filter((c) => !c.found).map((c) => c.id);
+    if (orphaned.length > 0) await this.db.query(`DELETE FROM webhook_deliveries WHERE id = ANY($1::uuid[])`, [orphaned]);
     // A round's deliveries mostly go to a few endpoints: each endpoint's secrets are decrypted once.
     const secrets = new Map<string, string[]>();
     await Promise.all(
-      claimed.map(async (c) => {
-        const outcome = await this.attempt(c, secrets);
-        if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
-      }),
+      claimed
+        .filter((c) => c.found)
+        .map(async (c) => {
+          const outcome = await this.attempt(c, secrets);
+          if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
+        }),
     );
     // Successes, the common case, are recorded together: one statement per round, not per delivery.
     if (delivered.length > 0) {
@@ -187,14 +193,9 @@ export class WebhookSender {
     return claimed.length;
   }
 
-  /** One attempt; returns a success for the round to record, having recorded anything else itself. */
+  /** One attempt (its endpoint exists); returns a success for the round to record, having recorded anything else itself. */
   private async attempt(c: Claimed, secrets: Map<string, string[]>): Promise<Outcome | null> {
     try {
-      if (!c.found) {
-        // The endpoint was deleted while this event was being written: nobody to send it to.
-        await this.db.query(`DELETE FROM webhook_deliveries WHERE id = $1`, [c.id]);
-        return null;
-      }
       if (c.disabled_at) {
         await this.db.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = $3 WHERE ${FENCE}`, [
           c.id,

@@ -8,8 +8,9 @@ import { RateLimitService } from '../auth/rate-limit.service';
 /**
  * What only the api measures on each scrape: the queue (one shared Redis, so one reader is
  * enough; the generators do not repeat it), the task and webhook delivery backlogs in
- * PostgreSQL, and its own rate-limit fallback. A source that does not answer leaves its gauges as they were and counts a
- * failure, so a scrape never fails or hangs because Redis is down.
+ * PostgreSQL, and its own rate-limit fallback. A source that does not answer leaves its
+ * gauges as they were and counts a failure (readOnScrape), so a scrape never fails or hangs
+ * because Redis is down.
  */
 @Injectable()
 export class ApiMetricsCollector implements OnModuleInit {
