@@ -6,6 +6,7 @@ import { BatchStatus, queryRows } from '@app/database';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
 import { BatchChangePublisher } from './batch-changes';
 import { tallyAssignments } from './batch-tally';
+import { FencedWrites } from './fenced-write';
 
 /** What one cancelling transaction did. */
 export interface CancelledTasks {
@@ -76,19 +77,23 @@ export async function cancelUnsentTasks(
  */
 @Injectable()
 export class BatchCancellation {
+  private readonly writes: FencedWrites;
+
   constructor(
-    @InjectDataSource() private readonly db: DataSource,
+    @InjectDataSource() db: DataSource,
     private readonly billing: BillingService,
-    private readonly changes: BatchChangePublisher,
-  ) {}
+    changes: BatchChangePublisher,
+  ) {
+    this.writes = new FencedWrites(db, changes, null);
+  }
 
   /**
    * Cancels the account's batch. Another account's (or no) batch: not_found. A batch already
    * cancelled: null, nothing changes. A batch that finished without a cancel:
    * batch_not_cancellable.
    */
-  async cancel(accountId: string, batchId: string): Promise<CancelledTasks | null> {
-    const result = await this.db.transaction(async (m) => {
+  cancel(accountId: string, batchId: string): Promise<CancelledTasks | null> {
+    return this.writes.inTransaction(batchId, async (m) => {
       const [batch] = await m.query(
         `SELECT cancelled_at, finished_at FROM batches WHERE id = $1 AND account_id = $2 FOR UPDATE`,
         [batchId, accountId],
@@ -102,7 +107,5 @@ export class BatchCancellation {
       }
       return cancelUnsentTasks(m, this.billing, batchId);
     });
-    if (result) this.changes.announce([batchId]);
-    return result;
   }
 }

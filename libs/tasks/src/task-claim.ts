@@ -1,0 +1,156 @@
+import { PreparedStatement, ProviderRoute } from '@app/database';
+import { newObjectToken } from '@app/storage';
+import { FencedWrites, MAX_GROUP } from './fenced-write';
+import { groupWrites } from './group-writes';
+
+/** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
+export interface RenderBatch {
+  id: string;
+  model: string;
+  aspectRatio: string;
+  resolution: string;
+  quality: string;
+  background: string | null;
+  provider: ProviderRoute;
+  width: number;
+  height: number;
+  previewUrl: string | null;
+  /** Catalog flags of the batch's model (false when the model row is gone). */
+  supportsQuality: boolean;
+  supportsBackground: boolean;
+}
+
+export interface ClaimedTask {
+  id: string;
+  batchId: string;
+  accountId: string;
+  seq: number;
+  prompt: string;
+  seed: number;
+  refUploadIds: string[];
+  /** Attempts including this one. */
+  attempts: number;
+  /** The random part of the task's result key, the same for every attempt. */
+  resultToken: string;
+  /** Null only if the batch row is gone (a manual repair): the run then fails as internal. */
+  batch: RenderBatch | null;
+}
+
+/**
+ * Takes a group of tasks for one attempt each and reads what their renders need, in one
+ * statement: their batches locked first and in id order (as every task write after creation
+ * does, the cancel included, so none of them can deadlock another), the fenced claims, the
+ * batches' move out of `pending` and version bump, and the batch and model rows, read from
+ * the statement's snapshot, which is all a render needs of them. A claimed task is not sent
+ * yet (sent_at null, shown `queued`): its worker may still wait for a slot, and a cancel may
+ * take it until `send`. A task's first claim also gives it its result token. $1 distinct
+ * task ids, $2 a fresh token for each.
+ */
+const CLAIM_GROUP: PreparedStatement = {
+  name: 'kiln_claim_group',
+  text: `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
+), locked AS (
+  SELECT id FROM batches WHERE id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[])) ORDER BY id FOR UPDATE
+), claimed AS (
+  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 0, sent_at = NULL,
+         started_at = COALESCE(t.started_at, now()), updated_at = now(),
+         result_token = COALESCE(t.result_token, i.token)
+    FROM input i
+   WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token
+), touched AS (
+  UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
+   WHERE id IN (SELECT batch_id FROM claimed)
+)
+SELECT c.*,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
+       b.width, b.height, b.preview_url,
+       COALESCE(m.supports_quality, false) AS supports_quality,
+       COALESCE(m.supports_background, false) AS supports_background
+  FROM claimed c
+  LEFT JOIN batches b ON b.id = c.batch_id
+  LEFT JOIN models m ON m.key = b.model`,
+};
+
+/**
+ * The claim (`pending`/`queued`/`running` -> `running`, attempts + 1), group-committed: the
+ * many runs of a generator share statements, which is most of what a task costs PostgreSQL
+ * and this process.
+ */
+export class TaskClaims {
+  private readonly claimOne = groupWrites((ids: readonly string[]) => this.claimGroup(ids), MAX_GROUP);
+
+  constructor(private readonly writes: FencedWrites) {}
+
+  /**
+   * Takes the task for one attempt, or returns null when it is terminal (or gone): a
+   * redelivered job for a finished task does nothing. A task found `running` belongs to a
+   * worker that died or lost its job (Bull stalled recovery); bumping `attempts` takes it
+   * over and fences the previous holder out. The batch leaves `pending` in the same
+   * statement, which also reads the batch for the render.
+   */
+  claim(taskId: string): Promise<ClaimedTask | null> {
+    return this.claimOne(taskId);
+  }
+
+  private async claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
+    const distinct = [...new Set(ids)];
+    const rows = await this.writes.grouped<Record<string, any>>(CLAIM_GROUP, [distinct, distinct.map(() => newObjectToken())]);
+    this.writes.announce(rows.map((row: Record<string, any>) => row.batch_id as string));
+    const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
+    // A job delivered twice at once is run once: the first delivery gets the claim, the
+    // others nothing to do, as if they had come after it.
+    return ids.map((id) => {
+      const claim = byId.get(id) ?? null;
+      byId.delete(id);
+      return claim;
+    });
+  }
+}
+
+/** node-postgres returns uuid[] as an array, or as its text form on older type parsers. */
+function parseUuidArray(value: unknown): string[] {
+  if (Array.isArray(value)) return value.map(String);
+  if (typeof value === 'string') {
+    const inner = value.replace(/^\{|\}$/g, '').trim();
+    return inner.length === 0 ? [] : inner.split(',').map((s) => s.trim());
+  }
+  return [];
+}
+
+/** A CLAIM_GROUP row as a claim. */
+function claimedTaskOf(row: Record<string, any>): ClaimedTask {
+  return {
+    id: row.id,
+    batchId: row.batch_id,
+    accountId: row.account_id,
+    seq: row.seq,
+    prompt: row.prompt,
+    seed: row.seed,
+    refUploadIds: parseUuidArray(row.ref_upload_ids),
+    attempts: row.attempts,
+    resultToken: row.result_token,
+    batch: row.batch_found ? renderBatchOf(row) : null,
+  };
+}
+
+/** The batch columns of a CLAIM_GROUP row. */
+function renderBatchOf(row: Record<string, any>): RenderBatch {
+  return {
+    id: row.batch_id,
+    model: row.model,
+    aspectRatio: row.aspect_ratio,
+    resolution: row.resolution,
+    quality: row.quality,
+    background: row.background,
+    provider: row.provider,
+    width: row.width,
+    height: row.height,
+    previewUrl: row.preview_url,
+    supportsQuality: row.supports_quality,
+    supportsBackground: row.supports_background,
+  };
+}
