@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { BatchStatus } from '@app/database';
-import { batchStatusFromCounts, batchStatusFromCountsSql, TaskCounts } from '@app/tasks';
+import { batchIsDone, batchIsDoneSql, batchStatusFromCounts, batchStatusFromCountsSql, TaskCounts } from '@app/tasks';
 
 /**
  * The batch status rule has a TypeScript form (reads) and an SQL form (the generator's tallies).
@@ -41,5 +41,19 @@ describe('batch status from counts: the TypeScript and SQL forms agree', () => {
     expect(disagreements).toEqual([]);
     // The grid reaches every outcome, so agreement is not agreement on one answer.
     expect(new Set(rows.map((r) => r.status))).toEqual(new Set(STORED));
+  });
+
+  it('and so do the two forms of "done"', async () => {
+    const grid: TaskCounts[] = [];
+    for (const pending of N) for (const running of N) for (const succeeded of N) grid.push({ pending, running, succeeded, failed: 0, cancelled: 1 });
+    const values = grid.map((_, i) => `($${i * 3 + 1}::int, $${i * 3 + 2}::int, $${i * 3 + 3}::int)`).join(', ');
+    const params = grid.flatMap((g, i) => [i, g.pending, g.running]);
+    const done = batchIsDoneSql({ pending: 'g.p', running: 'g.r', succeeded: '0', failed: '0', cancelled: '1' });
+    const { rows } = await db.query<{ i: number; done: boolean }>(
+      `SELECT g.i, ${done} AS done FROM (VALUES ${values}) AS g(i, p, r) ORDER BY g.i`,
+      params,
+    );
+    expect(rows.map((r) => r.done)).toEqual(grid.map((g) => batchIsDone(g)));
+    expect(new Set(rows.map((r) => r.done))).toEqual(new Set([true, false]));
   });
 });

@@ -1,5 +1,6 @@
 import { EntityManager } from 'typeorm';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
+import { BATCH_OPEN_SQL } from '@app/tasks';
 
 /** What an account's plan allows a new batch. */
 export interface BatchLimits {
@@ -39,7 +40,7 @@ async function batchLimitsOf(m: Pick<EntityManager, 'query'>, accountId: string,
  */
 export async function countActiveBatches(m: Pick<EntityManager, 'query'>, accountId: string): Promise<number> {
   const [{ active }] = await m.query(
-    `SELECT count(*)::int AS active FROM batches WHERE account_id = $1 AND finished_at IS NULL`,
+    `SELECT count(*)::int AS active FROM batches WHERE account_id = $1 AND ${BATCH_OPEN_SQL}`,
     [accountId],
   );
   return active;

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { notFound } from '@app/errors';
+import { BATCH_DONE_SQL } from '@app/tasks';
 import { BatchView } from './batch-view';
 import { BatchesService, BatchTask } from './batches.service';
 import { BatchWatcher } from './batch-watcher';
@@ -63,7 +64,7 @@ export function preferredWait(prefer: string | string[] | undefined): number | n
 /** A conditional poll's one read: the batch's version and doneness, on the caller's account. */
 const BATCH_HEAD: PreparedStatement = {
   name: 'kiln_batch_head',
-  text: `SELECT version, finished_at IS NOT NULL AS done FROM batches WHERE id = $1 AND account_id = $2`,
+  text: `SELECT version, ${BATCH_DONE_SQL} AS done FROM batches WHERE id = $1 AND account_id = $2`,
 };
 
 @Injectable()

@@ -1,71 +1,11 @@
-import { DataSource, EntityManager } from 'typeorm';
-import { BatchEntity, Cursor, PreparedStatement, ProviderRoute, queryPrepared, RefMode, Resolution } from '@app/database';
+import { DataSource } from 'typeorm';
+import { BatchEntity, Cursor, PreparedStatement, queryPrepared } from '@app/database';
 import { BatchFields } from './batch-view';
 
-/** A new batch row: everything its creation decides (the rest are column defaults). */
-export interface NewBatch {
-  id: string;
-  accountId: string;
-  apiKeyId: string | null;
-  prompts: string[];
-  model: string;
-  aspectRatio: string;
-  resolution: Resolution;
-  quality: string;
-  background: string | null;
-  countPerCombo: number;
-  refMode: RefMode;
-  refImages: string[];
-  total: number;
-  note: string | null;
-  unitCost: number;
-  creditsCharged: number;
-  /** The model's routing when the batch was made: its tasks render through this snapshot. */
-  provider: ProviderRoute;
-  width: number;
-  height: number;
-  createdViaApi: boolean;
-}
-
-/**
- * Inserts the batch `pending`, in the caller's transaction. clock_timestamp(), not now(): it
- * is read after the account lock was taken, so one account's batches get created_at in
- * commit order and a newest-first listing never shows a batch "older" than one committed
- * before it. Returns created_at.
+/*
+ * The batch row's reads for the API. Its writes (the insert, the tallies, the cancel, the
+ * retention sweep's preview clear) are the tasks lib's: see libs/tasks/src/batch-row.ts.
  */
-export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> {
-  const [row] = await m.query(
-    `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
-       count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-       width, height, status, created_via_api, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-       clock_timestamp())
-     RETURNING created_at`,
-    [
-      b.id,
-      b.accountId,
-      b.apiKeyId,
-      JSON.stringify(b.prompts),
-      b.model,
-      b.aspectRatio,
-      b.resolution,
-      b.quality,
-      b.background,
-      b.countPerCombo,
-      b.refMode,
-      JSON.stringify(b.refImages),
-      b.total,
-      b.note,
-      b.unitCost,
-      b.creditsCharged,
-      JSON.stringify(b.provider),
-      b.width,
-      b.height,
-      b.createdViaApi,
-    ],
-  );
-  return row.created_at;
-}
 
 /** Every full poll runs it: prepared once per connection. */
 const SELECT_BATCH_FIELDS: PreparedStatement = {

@@ -1,5 +1,5 @@
 import { BatchEntity } from '@app/database';
-import { batchStatusFromCounts, TaskCounts } from '@app/tasks';
+import { batchIsDone, batchStatusFromCounts, storedCounts, TaskCounts } from '@app/tasks';
 
 /** The batch columns clients see: all the polling endpoint reads of the row. */
 export type BatchFields = Pick<
@@ -34,6 +34,15 @@ export type BatchView = BatchFields & { counts: TaskCounts; done: boolean };
  * and `counts` even while the generator's own bookkeeping on the batch row lags a moment.
  */
 export function toBatchView<B extends BatchFields>(batch: B, counts: TaskCounts): B & BatchView {
-  const done = counts.pending + counts.running === 0;
+  const done = batchIsDone(counts);
   return Object.assign(batch, { counts, done, status: batchStatusFromCounts(batch.status, counts) });
+}
+
+/**
+ * A batch as clients see it, from its row alone: its counts are the row's tallies
+ * (storedCounts). For a batch the write that read it has just finished (the outbox's
+ * batch.completed), where those tallies are final.
+ */
+export function storedBatchView(batch: BatchEntity): BatchEntity & BatchView {
+  return toBatchView(batch, storedCounts(batch));
 }

@@ -15,7 +15,9 @@ import {
   BatchCancellation,
   countTasksByBatch,
   emptyCounts,
+  insertBatch,
   insertTasks,
+  NewBatch,
   NewTask,
   selectTaskViews,
   TaskDispatchService,
@@ -23,7 +25,7 @@ import {
 } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
-import { insertBatch, NewBatch, selectBatchFields, selectBatchPage } from './batch-rows';
+import { selectBatchFields, selectBatchPage } from './batch-rows';
 import { BatchView, toBatchView } from './batch-view';
 import { ContentPolicyService } from './content-policy';
 import { findRememberedCreation, IdempotentRequest, RememberedCreation, rememberCreation, replayOf, takeIdempotencyKey } from './idempotency';

@@ -1,10 +1,12 @@
 import { BatchStatus, TaskStatus } from '@app/database';
 
 /**
- * A batch's status follows from its tasks' counts. This file is the rule's one home: the
- * TypeScript form answers reads (a batch as clients see it), the SQL form is what the
- * generator's writes store on the batch row in the same statement as the task updates. A
- * test evaluates both over a grid of counts and asserts they agree.
+ * A batch's status, and whether it is done, follow from its tasks' counts. This file is the
+ * rules' one home: the TypeScript forms answer reads (a batch as clients see it), the SQL
+ * forms are what the generator's writes store on the batch row (status, finished_at) in the
+ * same statement as the task updates. A test evaluates both over a grid of counts and
+ * asserts they agree (test/batch-status.e2e-spec.ts). A reader of the row in SQL asks
+ * BATCH_DONE_SQL / BATCH_OPEN_SQL, never finished_at by hand.
  */
 
 /**
@@ -45,6 +47,32 @@ export function addToCounts(counts: TaskCounts, status: TaskStatus, n = 1): Task
   return counts;
 }
 
+/** A batch is done once none of its tasks waits or runs: it has then finished (finished_at is set). */
+export function batchIsDone(counts: TaskCounts): boolean {
+  return counts.pending + counts.running === 0;
+}
+
+/** batchIsDone as stored on the batch row: the tally sets finished_at in the write that settles its last task. */
+export const BATCH_DONE_SQL = 'finished_at IS NOT NULL';
+/** The negation of BATCH_DONE_SQL, in the form the partial index batches_unfinished_idx matches. */
+export const BATCH_OPEN_SQL = 'finished_at IS NULL';
+
+/**
+ * The counts a batch row stores (its tallies): every task not settled yet counts as waiting,
+ * since the row cannot tell waiting tasks from running ones. Exact for a done batch, which is
+ * what the row is read for (batch.completed).
+ */
+export function storedCounts(row: { total: number; succeededCount: number; failedCount: number; cancelledCount: number }): TaskCounts {
+  const settled = row.succeededCount + row.failedCount + row.cancelledCount;
+  return {
+    pending: Math.max(0, row.total - settled),
+    running: 0,
+    succeeded: row.succeededCount,
+    failed: row.failedCount,
+    cancelled: row.cancelledCount,
+  };
+}
+
 /**
  * A batch without tasks keeps what is stored; once no task is waiting or running it is
  * cancelled if any task was, else it succeeded, failed or partly did; until then it is
@@ -70,6 +98,11 @@ export interface TaskCountsSql {
   succeeded: string;
   failed: string;
   cancelled: string;
+}
+
+/** batchIsDone as one SQL expression. */
+export function batchIsDoneSql(c: Omit<TaskCountsSql, 'stored'>): string {
+  return `((${c.pending}) + (${c.running}) = 0)`;
 }
 
 /** batchStatusFromCounts as one SQL expression, line for line. */

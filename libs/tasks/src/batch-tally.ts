@@ -1,4 +1,4 @@
-import { batchStatusFromCountsSql } from './batch-status';
+import { batchIsDoneSql, batchStatusFromCountsSql } from './batch-status';
 
 /** What a tally adds to a batch: each field is SQL (a number, a parameter, a column). */
 export interface TallyDelta {
@@ -23,14 +23,14 @@ export const tallyAssignments = (d: TallyDelta): string => {
   // The statement cannot tell waiting tasks from running ones, and need not: it runs after a
   // task ended, so with every unfinished task counted as waiting the rule still says
   // `running` until the last one ends.
-  const status = batchStatusFromCountsSql({
-    stored: 'status',
+  const counts = {
     pending: `GREATEST(total - ${settled}, 0)`,
     running: '0',
     succeeded: succeededNow,
     failed: failedNow,
     cancelled: cancelledNow,
-  });
+  };
+  const status = batchStatusFromCountsSql({ stored: 'status', ...counts });
   return `
   succeeded_count = ${succeededNow},
   failed_count = ${failedNow},
@@ -40,6 +40,6 @@ export const tallyAssignments = (d: TallyDelta): string => {
   status = ${status},
   version = version + 1,
   finished_at = CASE
-    WHEN finished_at IS NULL AND ${settled} >= total THEN now()
+    WHEN finished_at IS NULL AND ${batchIsDoneSql(counts)} THEN now()
     ELSE finished_at END`;
 };

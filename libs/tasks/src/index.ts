@@ -18,3 +18,4 @@ export * from './tasks.module';
 export * from './batch-changes';
 export * from './batch-tally';
 export * from './task-cancellation';
+export * from './batch-row';

@@ -62,6 +62,21 @@ describe('architecture', () => {
       ]);
     });
 
+    it('a write of the batches table outside libs/tasks', () => {
+      const violations = architectureViolations([
+        file('libs/generation/src/x.ts', `await db.query(\`UPDATE batches SET preview_url = NULL\`);`),
+        file('libs/batches/src/y.ts', `await m.query(\`INSERT INTO batches (id) VALUES ($1)\`);`),
+        file('libs/accounts/src/w.ts', `await m.query(\`DELETE FROM batches WHERE account_id = $1\`);`),
+        file('libs/tasks/src/z.ts', `await m.query(\`UPDATE batches SET version = version + 1\`);`),
+        file('libs/accounts/src/v.ts', `await m.query(\`SELECT count(*) FROM batches\`);`),
+      ]);
+      expect(violations).toEqual([
+        'libs/generation/src/x.ts writes the batches table; only libs/tasks may',
+        'libs/batches/src/y.ts writes the batches table; only libs/tasks may',
+        'libs/accounts/src/w.ts writes the batches table; only libs/tasks may',
+      ]);
+    });
+
     it('nothing in files that keep the rules', () => {
       expect(
         architectureViolations([

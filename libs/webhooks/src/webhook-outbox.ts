@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager, In } from 'typeorm';
-import { batchObject, toBatchView } from '@app/batches';
+import { batchObject, storedBatchView } from '@app/batches';
 import { BatchEntity, PreparedStatement, queryPrepared } from '@app/database';
 import { TaskOutcomeHook, TaskOutcomes, taskObject, taskPosition } from '@app/tasks';
 import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
@@ -69,18 +69,8 @@ export class WebhookOutbox implements TaskOutcomeHook {
     }
     // A batch finishes once: its full row is read then, for the batch.completed body.
     const finished = outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
-    for (const b of finished) {
-      // The write that finished the batch has just set its counts: nothing is waiting or running.
-      const settled = b.succeededCount + b.failedCount + b.cancelledCount;
-      const counts = {
-        pending: Math.max(0, b.total - settled),
-        running: 0,
-        succeeded: b.succeededCount,
-        failed: b.failedCount,
-        cancelled: b.cancelledCount,
-      };
-      events.push(newEvent(b.accountId, 'batch.completed', batchObject(toBatchView(b, counts))));
-    }
+    // The write that finished the batch has just set its counts: nothing is waiting or running.
+    for (const b of finished) events.push(newEvent(b.accountId, 'batch.completed', batchObject(storedBatchView(b))));
     await this.insert(m, events);
   }
 

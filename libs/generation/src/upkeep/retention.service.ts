@@ -3,7 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { StorageDriver, retentionCutoff, sweepObjects } from '@app/storage';
-import { clearResultKeys, selectExpiredResults } from '@app/tasks';
+import { clearPreviewUrls, clearResultKeys, selectExpiredPreviews, selectExpiredResults } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 
 export interface RetentionReport {
@@ -46,11 +46,8 @@ export class RetentionService {
     const previews = await this.sweepRows(
       'preview',
       async () =>
-        ((await this.db.query(
-          `SELECT id, preview_url AS key FROM batches WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT ${CHUNK}`,
-          [cutoff],
-        )) as { id: string; key: string }[]).map((r) => ({ id: r.id, key: this.storage.keyFromPublicUrl(r.key) })),
-      (ids) => this.db.query(`UPDATE batches SET preview_url = NULL, version = version + 1 WHERE id = ANY($1::uuid[])`, [ids]),
+        (await selectExpiredPreviews(this.db, cutoff, CHUNK)).map((r) => ({ id: r.id, key: this.storage.keyFromPublicUrl(r.url) })),
+      (ids) => clearPreviewUrls(this.db, ids),
     );
     const report = { uploads, results, previews };
     if (uploads + results + previews > 0) this.logger.log(`Retention sweep removed ${JSON.stringify(report)}`);

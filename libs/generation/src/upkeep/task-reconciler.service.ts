@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
-import { nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { BATCH_OPEN_SQL, nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { describeError } from '../running/task-failure';
 
 export interface ReconcileReport {
@@ -188,7 +188,7 @@ export class TaskReconcilerService {
   private async finishSettledBatches(): Promise<number> {
     const rows: { id: string }[] = await this.db.query(
       `SELECT b.id FROM batches b
-        WHERE b.finished_at IS NULL
+        WHERE b.${BATCH_OPEN_SQL}
           AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id AND t.status IN ('pending', 'queued', 'running'))
           AND EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id)
         LIMIT $1`,

@@ -1,0 +1,89 @@
+import { DataSource, EntityManager } from 'typeorm';
+import { ProviderRoute, RefMode, Resolution } from '@app/database';
+
+/*
+ * The batches table has one writer, this lib (libs/testing/src/architecture.ts checks it): the
+ * row is inserted here, its counts, status, version, finished_at and cancel are written by the
+ * task transitions in the same statements as the tasks they count (batch-tally.ts,
+ * fenced-write.ts, task-cancellation.ts), and the retention sweep clears previews through
+ * the functions below. Clients read it through libs/batches (batch-view.ts).
+ */
+
+/** A new batch row: everything its creation decides (the rest are column defaults). */
+export interface NewBatch {
+  id: string;
+  accountId: string;
+  apiKeyId: string | null;
+  prompts: string[];
+  model: string;
+  aspectRatio: string;
+  resolution: Resolution;
+  quality: string;
+  background: string | null;
+  countPerCombo: number;
+  refMode: RefMode;
+  refImages: string[];
+  total: number;
+  note: string | null;
+  unitCost: number;
+  creditsCharged: number;
+  /** The model's routing when the batch was made: its tasks render through this snapshot. */
+  provider: ProviderRoute;
+  width: number;
+  height: number;
+  createdViaApi: boolean;
+}
+
+/**
+ * Inserts the batch `pending`, in the caller's transaction. clock_timestamp(), not now(): it
+ * is read after the account lock was taken, so one account's batches get created_at in
+ * commit order and a newest-first listing never shows a batch "older" than one committed
+ * before it. Returns created_at.
+ */
+export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> {
+  const [row] = await m.query(
+    `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
+       count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
+       width, height, status, created_via_api, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
+       clock_timestamp())
+     RETURNING created_at`,
+    [
+      b.id,
+      b.accountId,
+      b.apiKeyId,
+      JSON.stringify(b.prompts),
+      b.model,
+      b.aspectRatio,
+      b.resolution,
+      b.quality,
+      b.background,
+      b.countPerCombo,
+      b.refMode,
+      JSON.stringify(b.refImages),
+      b.total,
+      b.note,
+      b.unitCost,
+      b.creditsCharged,
+      JSON.stringify(b.provider),
+      b.width,
+      b.height,
+      b.createdViaApi,
+    ],
+  );
+  return row.created_at;
+}
+
+/** Previews of batches done before `cutoff`, oldest first: the retention sweep's next chunk. */
+export async function selectExpiredPreviews(db: DataSource, cutoff: Date, limit: number): Promise<{ id: string; url: string }[]> {
+  return db.query(
+    `SELECT id, preview_url AS url FROM batches
+      WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT $2`,
+    [cutoff, limit],
+  );
+}
+
+/** Forgets the previews of these batches (their objects are gone); a changed row gets a new version. */
+export async function clearPreviewUrls(db: DataSource, batchIds: readonly string[]): Promise<void> {
+  await db.query(`UPDATE batches SET preview_url = NULL, version = version + 1 WHERE id = ANY($1::uuid[])`, [batchIds]);
+}
