@@ -1,17 +1,15 @@
-import { CATALOG_DEFAULTS, CATALOG_LIMITS, RESOLUTIONS } from '@app/catalog';
-import { RefMode, Resolution } from '@app/database';
+import { CATALOG_DEFAULTS, CATALOG_LIMITS } from '@app/catalog';
+import { REF_MODES, RefMode, Resolution } from '@app/database';
 import { invalidRequest } from '@app/errors';
+import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
 
 /**
  * Shape rules of a batch request (docs/api.md#batch-creation-request, docs/api.md#step-2-request-shape). The api's DTO
  * decorates the same constants, so the OpenAPI document and these checks cannot drift.
  */
-export const REF_MODES = ['none', 'each', 'combined'] as const satisfies readonly RefMode[];
+export { REF_MODES };
 export const QUALITIES = ['auto', 'low', 'medium', 'high'] as const;
 export type Quality = (typeof QUALITIES)[number];
-export const BATCH_RESOLUTIONS: readonly Resolution[] = RESOLUTIONS;
-/** `w:h` with small positive integers, the form the catalog stores. */
-export const ASPECT_RATIO_PATTERN = /^[1-9]\d{0,2}:[1-9]\d{0,2}$/;
 export const BACKGROUND_PATTERN = /^(transparent|#[0-9A-Fa-f]{6})$/;
 export const MAX_PROMPTS = CATALOG_LIMITS.maxPrompts;
 export const COUNT_PER_COMBO = CATALOG_LIMITS.countPerCombo;
@@ -67,11 +65,11 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
   if (typeof input.model !== 'string') throw invalidRequest('model', 'isString', 'model must be a string');
 
   const aspectRatio = input.aspectRatio ?? CATALOG_DEFAULTS.aspectRatio;
-  if (typeof aspectRatio !== 'string' || !ASPECT_RATIO_PATTERN.test(aspectRatio)) {
+  if (!isAspectRatio(aspectRatio)) {
     throw invalidRequest('aspectRatio', 'matches', 'aspectRatio must look like 16:9');
   }
   const resolution = input.resolution ?? CATALOG_DEFAULTS.resolution;
-  if (!BATCH_RESOLUTIONS.includes(resolution)) throw invalidRequest('resolution', 'isIn', 'resolution must be 1K, 2K or 4K');
+  if (!RESOLUTIONS.includes(resolution)) throw invalidRequest('resolution', 'isIn', 'resolution must be 1K, 2K or 4K');
   const countPerCombo = input.countPerCombo ?? CATALOG_DEFAULTS.countPerCombo;
   if (!Number.isInteger(countPerCombo) || countPerCombo < COUNT_PER_COMBO.min || countPerCombo > COUNT_PER_COMBO.max) {
     throw invalidRequest('countPerCombo', 'out_of_range', 'countPerCombo must be an integer from 1 to 20');

@@ -28,9 +28,14 @@ export interface RefundTask {
 
 /** Ledger kinds that give back (part of) a batch's charge. */
 export const REFUND_KINDS: readonly LedgerKind[] = ['task_refund', 'cancel_refund'];
-const REFUND_KINDS_SQL = `(${REFUND_KINDS.map((k) => `'${k}'`).join(', ')})`;
-/** Ledger kinds a key's daily cap counts: its charges and their refunds. */
-const CAP_KINDS_SQL = `('batch_charge', ${REFUND_KINDS.map((k) => `'${k}'`).join(', ')})`;
+/** The ledger kind of a batch's charge. */
+export const CHARGE_KIND: LedgerKind = 'batch_charge';
+/** A list of ledger kinds as an SQL list: `('a', 'b')`. */
+const kindsSql = (kinds: readonly LedgerKind[]): string => `(${kinds.map((k) => `'${k}'`).join(', ')})`;
+/** REFUND_KINDS for `kind IN ...`, so a new refund kind reaches every query. */
+export const REFUND_KINDS_SQL = kindsSql(REFUND_KINDS);
+/** Ledger kinds a key's daily cap and the usage views count: charges and their refunds. */
+export const USAGE_KINDS_SQL = kindsSql([CHARGE_KIND, ...REFUND_KINDS]);
 
 /** Today's UTC day as stored in ledger_entries.charge_day. */
 export function utcDay(at: Date = new Date()): string {
@@ -146,12 +151,21 @@ export class BillingService {
 
   /** Credits charged through a key today (UTC) minus refunds (failures, cancels) of those same charges. */
   async creditsUsedToday(keyId: string, m: EntityManager = this.db.manager): Promise<number> {
-    const [row] = await m.query(
-      `SELECT COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
-        WHERE api_key_id = $1 AND charge_day = $2 AND kind IN ${CAP_KINDS_SQL}`,
-      [keyId, utcDay()],
+    return (await this.creditsUsedTodayByKey([keyId], m)).get(keyId) ?? 0;
+  }
+
+  /** creditsUsedToday of several keys in one query (a key list); a key without usage gets 0. */
+  async creditsUsedTodayByKey(keyIds: readonly string[], m: EntityManager = this.db.manager): Promise<Map<string, number>> {
+    const used = new Map<string, number>(keyIds.map((id) => [id, 0]));
+    if (keyIds.length === 0) return used;
+    const rows: Array<{ key_id: string; used: string }> = await m.query(
+      `SELECT api_key_id AS key_id, COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
+        WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ${USAGE_KINDS_SQL}
+        GROUP BY api_key_id`,
+      [keyIds, utcDay()],
     );
-    return Number(row.used);
+    for (const r of rows) used.set(r.key_id, Number(r.used));
+    return used;
   }
 
   /** Balance and the ledger's sum, for invariant checks and the operator. */

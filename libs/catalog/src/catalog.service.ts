@@ -5,9 +5,9 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
+import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
 import { MAX_ROUTE_CONCURRENCY } from '@app/providers';
 
-export const RESOLUTIONS: Resolution[] = ['1K', '2K', '4K'];
 export const CATALOG_DEFAULTS = {
   aspectRatio: '1:1',
   resolution: '1K',
@@ -49,8 +49,6 @@ export interface ModelPatch {
 
 /** How long an edit waits for the base URL's host name to resolve before accepting it unchecked. */
 const BASE_URL_LOOKUP_TIMEOUT_MS = 3000;
-
-const RATIO = /^([1-9]\d{0,2}):([1-9]\d{0,2})$/;
 
 /** The usual ratio order; PostgreSQL's jsonb does not keep key order, so the catalog restores it. */
 const RATIO_ORDER = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
@@ -143,7 +141,7 @@ function validateModel(m: ModelEntity): void {
   }
   if (priced.length === 0) throw invalidRequest('creditCost', 'empty');
   for (const [ratio, list] of Object.entries(m.resolutionsByRatio)) {
-    if (!RATIO.test(ratio)) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'bad_ratio');
+    if (!isAspectRatio(ratio)) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'bad_ratio');
     if (!Array.isArray(list) || list.length === 0) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'empty');
     for (const res of list) {
       if (!priced.includes(res)) throw invalidRequest(`resolutionsByRatio.${ratio}`, `unpriced_resolution_${res}`);

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { utcDay } from '@app/billing';
+import { CHARGE_KIND, REFUND_KINDS_SQL, USAGE_KINDS_SQL, utcDay } from '@app/billing';
 import { LedgerKind } from '@app/database';
 import { invalidRequest } from '@app/errors';
 import { decodeLedgerCursor, encodeLedgerCursor } from './ledger-cursor';
@@ -55,7 +55,7 @@ export class UsageService {
    * Credits charged and refunded per UTC day per key over the last `days` days (today
    * included). A row belongs to the day it was written, so a refund shows on the day it
    * happened and the totals equal the balance movement of the window; the daily cap
-   * (creditsUsedToday) instead counts a refund against the day of its charge.
+   * (BillingService.creditsUsedToday) instead counts a refund against the day of its charge.
    */
   async usage(accountId: string, days: number): Promise<Usage> {
     const now = new Date();
@@ -63,10 +63,10 @@ export class UsageService {
     const rows: Array<{ day: string; key_id: string | null; charged: string; refunded: string }> = await this.db.query(
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
               api_key_id AS key_id,
-              COALESCE(-SUM(amount) FILTER (WHERE kind = 'batch_charge'), 0) AS charged,
-              COALESCE(SUM(amount) FILTER (WHERE kind IN ('task_refund', 'cancel_refund')), 0) AS refunded
+              COALESCE(-SUM(amount) FILTER (WHERE kind = '${CHARGE_KIND}'), 0) AS charged,
+              COALESCE(SUM(amount) FILTER (WHERE kind IN ${REFUND_KINDS_SQL}), 0) AS refunded
          FROM ledger_entries
-        WHERE account_id = $1 AND created_at >= $2 AND kind IN ('batch_charge', 'task_refund', 'cancel_refund')
+        WHERE account_id = $1 AND created_at >= $2 AND kind IN ${USAGE_KINDS_SQL}
         GROUP BY 1, 2
         ORDER BY 1, 2 NULLS FIRST`,
       [accountId, since],
@@ -117,22 +117,5 @@ export class UsageService {
       })),
       nextCursor: rows.length > limit && last ? encodeLedgerCursor({ createdAt: last.cursor_at, id: last.entry_id }) : null,
     };
-  }
-
-  /**
-   * creditsUsedToday of several keys in one query, with the same rule as
-   * BillingService.creditsUsedToday: today's charges through the key minus their refunds.
-   */
-  async creditsUsedToday(keyIds: string[]): Promise<Map<string, number>> {
-    const used = new Map<string, number>(keyIds.map((id) => [id, 0]));
-    if (keyIds.length === 0) return used;
-    const rows: Array<{ key_id: string; used: string }> = await this.db.query(
-      `SELECT api_key_id AS key_id, COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
-        WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ('batch_charge', 'task_refund', 'cancel_refund')
-        GROUP BY api_key_id`,
-      [keyIds, utcDay()],
-    );
-    for (const r of rows) used.set(r.key_id, Number(r.used));
-    return used;
   }
 }

@@ -1,20 +1,13 @@
+import { parseAspectRatio } from '@app/geometry';
 import type { RenderResolution } from './provider.types';
+
+export { parseAspectRatio };
 
 const LONG_EDGE_BASE: Record<RenderResolution, number> = { '1K': 1024, '2K': 2048, '4K': 4096 };
 
 export interface PixelSize {
   width: number;
   height: number;
-}
-
-/** Parses "w:h" (positive, decimals allowed, e.g. "1.91:1"); null when it is not a ratio. */
-export function parseAspectRatio(aspectRatio: string): { w: number; h: number } | null {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*$/.exec(aspectRatio);
-  if (!match) return null;
-  const w = Number(match[1]);
-  const h = Number(match[2]);
-  if (!(w > 0 && h > 0)) return null;
-  return { w, h };
 }
 
 /**

@@ -3,7 +3,9 @@
  * no database, no queue, no configuration reads; everything they need arrives here.
  */
 
-export type RenderResolution = '1K' | '2K' | '4K';
+import type { Resolution } from '@app/geometry';
+
+export type RenderResolution = Resolution;
 
 export type RenderQuality = 'auto' | 'low' | 'medium' | 'high';
 

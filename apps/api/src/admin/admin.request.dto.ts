@@ -18,6 +18,7 @@ import {
 } from 'class-validator';
 import { MAX_IMAGES_PER_BATCH, MAX_REF_IMAGES } from '@app/catalog';
 import type { ProviderRoute, Resolution } from '@app/database';
+import { ACCOUNT_STATUSES } from '@app/database';
 
 const PLANS = ['free', 'starter', 'studio', 'scale'] as const;
 
@@ -44,7 +45,7 @@ export class UpdateAccountRequestDto {
   @IsOptional() @IsIn(PLANS)
   plan?: (typeof PLANS)[number];
 
-  @ApiPropertyOptional({ enum: ['active', 'disabled'] })
+  @ApiPropertyOptional({ enum: ACCOUNT_STATUSES })
   @IsOptional() @IsIn(['active', 'disabled'])
   status?: 'active' | 'disabled';
 }

@@ -1,4 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
+import { PLAN_KEYS } from '@app/database';
+import { RESOLUTIONS } from '@app/geometry';
 import { AccountDto } from '../common/account.response.dto';
 
 /*
@@ -18,7 +20,7 @@ export class AdminModelDto {
   @ApiProperty() blurb: string;
   @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, example: { '1K': 5, '2K': 10 }, description: 'Credits per image by resolution; a resolution absent here is not offered' })
   creditCost: Record<string, number>;
-  @ApiProperty({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string', enum: ['1K', '2K', '4K'] } }, example: { '1:1': ['1K', '2K'] } })
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string', enum: [...RESOLUTIONS] } }, example: { '1:1': ['1K', '2K'] } })
   resolutionsByRatio: Record<string, string[]>;
   @ApiProperty() supportsRefImages: boolean;
   @ApiProperty({ type: 'integer', nullable: true }) maxRefImages: number | null;
@@ -69,7 +71,7 @@ export class AdminModelResponseDto {
 }
 
 export class PlanDto {
-  @ApiProperty({ enum: ['free', 'starter', 'studio', 'scale'] }) key: string;
+  @ApiProperty({ enum: PLAN_KEYS }) key: string;
   @ApiProperty() apiAccess: boolean;
   @ApiProperty({ type: 'integer' }) maxKeys: number;
   @ApiProperty({ type: 'integer', example: 10 }) maxImagesPerBatch: number;

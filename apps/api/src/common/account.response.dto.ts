@@ -1,11 +1,11 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { AccountEntity } from '@app/database';
+import { ACCOUNT_STATUSES, AccountEntity, PLAN_KEYS } from '@app/database';
 
 export class AccountDto {
   @ApiProperty() id: string;
   @ApiProperty() email: string;
-  @ApiProperty({ enum: ['free', 'starter', 'studio', 'scale'] }) plan: string;
-  @ApiProperty({ enum: ['active', 'disabled'] }) status: string;
+  @ApiProperty({ enum: PLAN_KEYS }) plan: string;
+  @ApiProperty({ enum: ACCOUNT_STATUSES }) status: string;
   @ApiProperty({ type: 'integer' }) balance: number;
   @ApiProperty({ description: 'Unix ms' }) createdAt: number;
 

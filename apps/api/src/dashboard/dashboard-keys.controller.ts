@@ -1,6 +1,7 @@
 import { Body, Controller, Delete, Get, Param, Patch, Post } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { AuthenticatedSession, UsageService } from '@app/dashboard';
+import { BillingService } from '@app/billing';
+import { AuthenticatedSession } from '@app/dashboard';
 import { ApiKeyEntity } from '@app/database';
 import { KeysService } from '@app/keys';
 import { ErrorResponseDto } from '../common/error.response.dto';
@@ -18,7 +19,7 @@ import { CurrentSession, SessionAuth } from './session.decorators';
 export class DashboardKeysController {
   constructor(
     private readonly keys: KeysService,
-    private readonly usage: UsageService,
+    private readonly billing: BillingService,
   ) {}
 
   @Get()
@@ -26,7 +27,7 @@ export class DashboardKeysController {
   @ApiOkResponse({ type: KeyListResponseDto })
   async list(@CurrentSession() auth: AuthenticatedSession): Promise<KeyListResponseDto> {
     const keys = await this.keys.list(auth.account.id);
-    const used = await this.usage.creditsUsedToday(keys.map((k) => k.id));
+    const used = await this.billing.creditsUsedTodayByKey(keys.map((k) => k.id));
     return { keys: keys.map((k) => KeyDto.from(k, used.get(k.id) ?? 0)) };
   }
 
@@ -63,7 +64,6 @@ export class DashboardKeysController {
   }
 
   private async withUsage(key: ApiKeyEntity): Promise<KeyDto> {
-    const used = await this.usage.creditsUsedToday([key.id]);
-    return KeyDto.from(key, used.get(key.id) ?? 0);
+    return KeyDto.from(key, await this.billing.creditsUsedToday(key.id));
   }
 }

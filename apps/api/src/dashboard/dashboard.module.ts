@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AccountsModule } from '@app/accounts';
 import { BatchesModule } from '@app/batches';
+import { BillingModule } from '@app/billing';
 import { DashboardModule } from '@app/dashboard';
 import { KeysModule } from '@app/keys';
 import { ApiAuthModule } from '../auth/api-auth.module';
@@ -16,7 +17,7 @@ import { SessionGuard } from './session.guard';
 
 /** The /v1/dashboard routes (docs/dashboard.md), for account holders signed in with a session. */
 @Module({
-  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule, ApiAuthModule],
+  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule, BillingModule, ApiAuthModule],
   controllers: [
     DashboardAuthController,
     DashboardAccountController,

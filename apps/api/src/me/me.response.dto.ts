@@ -1,10 +1,11 @@
 import { ApiProperty } from '@nestjs/swagger';
+import { ACCOUNT_STATUSES, PLAN_KEYS } from '@app/database';
 
 export class MeUserDto {
   @ApiProperty() id: string;
   @ApiProperty() email: string;
-  @ApiProperty({ enum: ['free', 'starter', 'studio', 'scale'] }) plan: string;
-  @ApiProperty({ enum: ['active', 'disabled'] }) status: string;
+  @ApiProperty({ enum: PLAN_KEYS }) plan: string;
+  @ApiProperty({ enum: ACCOUNT_STATUSES }) status: string;
   @ApiProperty({ description: 'Unix milliseconds' }) createdAt: number;
 }
 

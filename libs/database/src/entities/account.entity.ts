@@ -1,7 +1,8 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { PlanEntity, PlanKey } from './plan.entity';
 
-export type AccountStatus = 'active' | 'disabled';
+export const ACCOUNT_STATUSES = ['active', 'disabled'] as const;
+export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
 
 @Entity({ name: 'accounts' })
 @Check('accounts_balance_never_negative', '"balance" >= 0')

@@ -2,8 +2,11 @@ import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, Primary
 import { AccountEntity } from './account.entity';
 import { ProviderRoute } from './model.entity';
 
-export type BatchStatus = 'pending' | 'running' | 'succeeded' | 'partial' | 'failed' | 'cancelled';
-export type RefMode = 'none' | 'each' | 'combined';
+/** A batch's statuses, in the order the API documents them (its response DTOs use this list). */
+export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'] as const;
+export type BatchStatus = (typeof BATCH_STATUSES)[number];
+export const REF_MODES = ['none', 'each', 'combined'] as const;
+export type RefMode = (typeof REF_MODES)[number];
 
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])

@@ -1,7 +1,9 @@
 import { Column, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
 import type { ProviderRoute } from '@app/providers';
 
-export type Resolution = '1K' | '2K' | '4K';
+// The resolution tiers belong to the geometry lib.
+export type { Resolution } from '@app/geometry';
+import type { Resolution } from '@app/geometry';
 
 // The routing type belongs to the providers lib (type-only import: no runtime dependency).
 export type { ProviderRoute };

@@ -1,6 +1,7 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 
-export type PlanKey = 'free' | 'starter' | 'studio' | 'scale';
+export const PLAN_KEYS = ['free', 'starter', 'studio', 'scale'] as const;
+export type PlanKey = (typeof PLAN_KEYS)[number];
 
 @Entity({ name: 'plans' })
 export class PlanEntity {

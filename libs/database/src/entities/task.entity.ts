@@ -1,14 +1,18 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { BatchEntity } from './batch.entity';
 
-export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+/** A task's statuses, in the order the API documents them. */
+export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 /**
  * Why a task failed: the upstream refused the request (a 400, a content policy), stayed
  * unavailable (429, 5xx, timeouts) until the attempts ran out, the route lacks its key or
  * settings, or Kiln itself could not complete it.
  */
-export type TaskErrorCode = 'upstream_rejected' | 'upstream_unavailable' | 'provider_not_configured' | 'internal';
+/** Why a task failed, for clients to branch on (the API's enum of it). */
+export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
+export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
 @Entity({ name: 'tasks' })
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })

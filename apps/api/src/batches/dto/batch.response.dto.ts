@@ -1,11 +1,10 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { batchObject, type BatchEstimate, type BatchTask, type BatchView, type RememberedCreation } from '@app/batches';
+import { QUALITIES } from '@app/batches';
+import { BATCH_STATUSES, REF_MODES, TASK_ERROR_CODES, TASK_STATUSES } from '@app/database';
+import { RESOLUTIONS } from '@app/geometry';
 import { taskObject } from '@app/tasks';
 import { ErrorObjectDto } from '../../common/error.response.dto';
-
-export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
-export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
-export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'];
 
 /** docs/api.md#counts-object: `pending` includes queued tasks. */
 export class CountsDto {
@@ -23,12 +22,12 @@ export class BatchDto {
   @ApiProperty({ type: [String] }) prompts: string[];
   @ApiProperty() model: string;
   @ApiProperty({ example: '1:1' }) aspectRatio: string;
-  @ApiProperty({ enum: ['1K', '2K', '4K'] }) resolution: string;
-  @ApiProperty({ enum: ['auto', 'low', 'medium', 'high'] }) quality: string;
+  @ApiProperty({ enum: RESOLUTIONS }) resolution: string;
+  @ApiProperty({ enum: QUALITIES }) quality: string;
   @ApiProperty({ type: 'string', nullable: true, description: 'null = auto; else "transparent" or #RRGGBB' })
   background: string | null;
   @ApiProperty({ type: 'integer' }) countPerCombo: number;
-  @ApiProperty({ enum: ['none', 'each', 'combined'] }) refMode: string;
+  @ApiProperty({ enum: REF_MODES }) refMode: string;
   @ApiProperty({ type: [String] }) refImages: string[];
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)' }) total: number;
   @ApiProperty({ type: 'string', nullable: true }) note: string | null;

@@ -13,9 +13,7 @@ import {
   Min,
 } from 'class-validator';
 import {
-  ASPECT_RATIO_PATTERN,
   BACKGROUND_PATTERN,
-  BATCH_RESOLUTIONS,
   COUNT_PER_COMBO,
   CreateBatchInput,
   MAX_NOTE_LENGTH,
@@ -25,6 +23,7 @@ import {
   REF_MODES,
 } from '@app/batches';
 import type { RefMode, Resolution } from '@app/database';
+import { ASPECT_RATIO_PATTERN, RESOLUTIONS } from '@app/geometry';
 
 /**
  * Body of `POST /v1/batches` (docs/api.md#batch-creation-request). Types, enums and ranges are checked here;
@@ -63,9 +62,9 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @IsString()
   aspectRatio?: string;
 
-  @ApiPropertyOptional({ enum: BATCH_RESOLUTIONS, default: '1K' })
+  @ApiPropertyOptional({ enum: RESOLUTIONS, default: '1K' })
   @IsOptional()
-  @IsIn(BATCH_RESOLUTIONS)
+  @IsIn(RESOLUTIONS)
   resolution?: Resolution;
 
   @ApiPropertyOptional({

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import type { IssuedSession, LedgerRow, Usage } from '@app/dashboard';
+import { LEDGER_KINDS } from '@app/database';
 import { AccountDto } from '../../common/account.response.dto';
 import { KeyDto } from '../../common/key.response.dto';
 
@@ -59,7 +60,7 @@ export class LedgerEntryDto {
   @ApiProperty() id: string;
   @ApiProperty({ type: 'integer', description: 'Signed: negative for charges' }) amount: number;
   @ApiProperty({ type: 'integer' }) balanceAfter: number;
-  @ApiProperty({ enum: ['grant', 'adjustment', 'batch_charge', 'task_refund', 'cancel_refund'] }) kind: string;
+  @ApiProperty({ enum: LEDGER_KINDS }) kind: string;
   @ApiProperty({ type: 'string', nullable: true }) reason: string | null;
   @ApiProperty({ type: 'string', nullable: true }) batchId: string | null;
   @ApiProperty({ type: 'string', nullable: true }) taskId: string | null;

@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { WEBHOOK_EVENT_TYPES, WebhookDelivery, WebhookEndpoint } from '@app/webhooks';
+import { WEBHOOK_DELIVERY_STATUSES } from '@app/database';
 
 export class WebhookEndpointDto {
   @ApiProperty() id: string;
@@ -41,7 +42,7 @@ export class WebhookDeliveryDto {
   id: string;
   @ApiProperty({ enum: WEBHOOK_EVENT_TYPES }) type: string;
   @ApiProperty({ type: 'integer' }) attempts: number;
-  @ApiProperty({ enum: ['pending', 'delivered', 'failed'] }) status: string;
+  @ApiProperty({ enum: WEBHOOK_DELIVERY_STATUSES }) status: string;
   @ApiProperty({ type: 'integer', nullable: true }) lastStatusCode: number | null;
   @ApiProperty({ type: 'string', nullable: true }) lastError: string | null;
   @ApiProperty({ type: 'integer', nullable: true, description: 'Unix milliseconds' }) nextAttemptAt: number | null;
