@@ -53,6 +53,12 @@ export function preferredWait(prefer: string | string[] | undefined): number | n
   return n >= 1 ? Math.min(n, MAX_WAIT_SECONDS) : null;
 }
 
+/** A conditional poll's one read: the batch's version and doneness, on the caller's account. */
+const BATCH_HEAD: PreparedStatement = {
+  name: 'kiln_batch_head',
+  text: `SELECT version, ${BATCH_DONE_SQL} AS done FROM batches WHERE id = $1 AND account_id = $2`,
+};
+
 /**
  * Conditional and long polling of a batch. The ETag is the batch row's version, which every
  * write that changes the response bumps in its own statement, so a conditional poll costs
@@ -61,12 +67,6 @@ export function preferredWait(prefer: string | string[] | undefined): number | n
  * version when woken, and answers with the new body once it moved; without Redis it re-reads
  * every second instead. It never waits past its deadline.
  */
-/** A conditional poll's one read: the batch's version and doneness, on the caller's account. */
-const BATCH_HEAD: PreparedStatement = {
-  name: 'kiln_batch_head',
-  text: `SELECT version, ${BATCH_DONE_SQL} AS done FROM batches WHERE id = $1 AND account_id = $2`,
-};
-
 @Injectable()
 export class BatchPolling {
   private readonly held = new Map<string, number>();

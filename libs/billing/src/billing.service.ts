@@ -47,16 +47,16 @@ export function nextUtcMidnight(at: Date = new Date()): number {
   return Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), at.getUTCDate() + 1);
 }
 
-/**
- * The only code that changes a balance. Every change is one conditional UPDATE (so the
- * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
- * one ledger row in the same transaction, so the balance always equals the ledger's sum.
- */
 /** The refusal of a batch that costs more than the balance (also what an estimate reports). */
 export function insufficientCredits(required: number, balance: number): KilnError {
   return new KilnError(ErrorCode.InsufficientCredits, 'Your balance is lower than the cost of this batch', { required, balance });
 }
 
+/**
+ * The only code that changes a balance. Every change is one conditional UPDATE (so the
+ * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
+ * one ledger row in the same transaction, so the balance always equals the ledger's sum.
+ */
 @Injectable()
 export class BillingService {
   constructor(@InjectDataSource() private readonly db: DataSource) {}

@@ -28,21 +28,20 @@ UPDATE tasks t SET status = 'queued', updated_at = now()
   FROM next WHERE t.id = next.id
 RETURNING t.id, t.batch_id, t.seq, t.created_at`;
 
-/**
- * Hands tasks to the generator through Bull. The database is the source of truth and holds
- * the backlog: a batch's first `dispatchWindow` tasks (all of them while the queue has room)
- * are written `queued` and enqueued by the request that created it (so work starts at once),
- * the rest stay `pending` until a
- * generator's feeder tops the queue up to `queueDepth` jobs in fair order. Redis thus only
- * ever holds a short queue. A task that could not reach Redis goes back to `pending`, where
- * the feeder picks it up again: a Redis outage delays tasks but never loses them or fails
- * the request.
- */
 /** How long a new batch waits to learn the queue's length before settling for its window. */
 const ROOM_CHECK_TIMEOUT_MS = 250;
 /** An operator's queue view answers service_unavailable rather than wait longer for Redis. */
 const QUEUE_STATS_TIMEOUT_MS = 1500;
 
+/**
+ * Hands tasks to the generator through Bull. The database is the source of truth and holds
+ * the backlog: a batch's first `dispatchWindow` tasks (all of them while the queue has room)
+ * are written `queued` and enqueued by the request that created it (so work starts at once),
+ * the rest stay `pending` until a generator's feeder tops the queue up to `queueDepth` jobs
+ * in fair order. Redis thus only ever holds a short queue. A task that could not reach Redis
+ * goes back to `pending`, where the feeder picks it up again: a Redis outage delays tasks but
+ * never loses them or fails the request.
+ */
 @Injectable()
 export class TaskDispatchService {
   private readonly logger = new Logger(TaskDispatchService.name);
