@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/ensure-services.sh
 kiln_ensure_services
 
-CLI=dist/apps/api/src/cli.js
+CLI=dist/apps/api/src/admin-cli.js
 API_MAIN=dist/apps/api/src/main.js
 GENERATOR_MAIN=dist/apps/generator/src/main.js
 

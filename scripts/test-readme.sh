@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's quick start, run as written on a fresh clone: npm ci, npm start, the demo key
-# (eval "$(node dist/apps/api/src/cli.js demo)"), the first API calls, a batch to done. Not
+# (eval "$(node dist/apps/api/src/admin-cli.js demo)"), the first API calls, a batch to done. Not
 # part of npm test (it installs and starts a whole Kiln); CI runs it on a fresh checkout.
 #
 #   scripts/test-readme.sh                 clone HEAD into a temporary directory and test that

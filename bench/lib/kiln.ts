@@ -88,7 +88,7 @@ export class KilnStack {
       await admin.end();
     }
     log(`database ${this.dbName}, Redis prefix ${this.redisPrefix}, run dir ${this.opts.runDir}`);
-    await execFileAsync(process.execPath, [this.distPath('apps/api/src/cli.js'), 'migrate'], {
+    await execFileAsync(process.execPath, [this.distPath('apps/api/src/admin-cli.js'), 'migrate'], {
       env: this.env(),
       cwd: this.opts.repoRoot,
     });

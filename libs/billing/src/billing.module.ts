@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { BillingService } from './billing.service';
+import { UsageService } from './usage.service';
 
-@Module({ providers: [BillingService], exports: [BillingService] })
+/** Balances and the ledger: BillingService writes them, UsageService reads them for the account holder. */
+@Module({ providers: [BillingService, UsageService], exports: [BillingService, UsageService] })
 export class BillingModule {}

@@ -1,2 +1,4 @@
 export * from './billing.service';
 export * from './billing.module';
+export * from './usage.service';
+export * from './ledger-cursor';

@@ -1,7 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { AccountsService } from '@app/accounts';
-import type { AuthenticatedSession } from '@app/dashboard';
+import type { AuthenticatedSession } from '@app/sessions';
 import { AccountDto } from '../common/account.response.dto';
 import { DashboardAccountResponseDto } from './dto/dashboard.response.dto';
 import { CurrentSession, SessionAuth } from './session.decorators';

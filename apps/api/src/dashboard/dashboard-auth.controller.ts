@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { AuthenticatedSession, SessionsService } from '@app/dashboard';
+import { AuthenticatedSession, SessionsService } from '@app/sessions';
 import { clientIp } from '../auth/client-ip';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { LoginRequestDto, SignupRequestDto } from './dto/dashboard.request.dto';

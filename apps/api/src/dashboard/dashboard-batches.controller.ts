@@ -2,8 +2,8 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query, Req, Res } from '@
 import { ApiConflictResponse, ApiCreatedResponse, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiProduces, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { BatchArchiveService, BatchesService, BatchPolling, IdempotentRequest } from '@app/batches';
-import type { AuthenticatedSession } from '@app/dashboard';
 import { decodeCursor, parseLimit } from '@app/database';
+import type { AuthenticatedSession } from '@app/sessions';
 import { BatchListQueryDto } from '../batches/dto/batch-list.query.dto';
 import { sendArchive } from '../batches/batch-archive.response';
 import { ApiBatchPoll, answerPoll } from '../batches/batch-poll';

@@ -1,9 +1,9 @@
 import { Body, Controller, Delete, Get, Param, Patch, Post } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { BillingService } from '@app/billing';
-import { AuthenticatedSession } from '@app/dashboard';
 import { ApiKeyEntity } from '@app/database';
 import { KeysService } from '@app/keys';
+import { AuthenticatedSession } from '@app/sessions';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { UpdateKeyRequestDto } from '../common/key.request.dto';
 import { CreatedKeyResponseDto, KeyDto, KeyResponseDto } from '../common/key.response.dto';

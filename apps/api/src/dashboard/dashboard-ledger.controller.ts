@@ -1,7 +1,8 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { AuthenticatedSession, UsageService } from '@app/dashboard';
+import { UsageService } from '@app/billing';
 import { parseLimit } from '@app/database';
+import { AuthenticatedSession } from '@app/sessions';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { LedgerQueryDto } from './dto/dashboard.request.dto';
 import { LedgerEntryDto, LedgerResponseDto } from './dto/dashboard.response.dto';

@@ -1,6 +1,7 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { AuthenticatedSession, parseDays, UsageService } from '@app/dashboard';
+import { parseDays, UsageService } from '@app/billing';
+import { AuthenticatedSession } from '@app/sessions';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { UsageQueryDto } from './dto/dashboard.request.dto';
 import { UsageResponseDto } from './dto/dashboard.response.dto';

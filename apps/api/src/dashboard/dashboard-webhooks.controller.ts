@@ -1,7 +1,7 @@
 /* The public webhook routes (webhooks.controller.ts) for a signed-in holder: same routes (webhook-routes.ts), same wire shapes. */
 import { Body, Controller, Param, Query } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
-import type { AuthenticatedSession } from '@app/dashboard';
+import type { AuthenticatedSession } from '@app/sessions';
 import { WebhookEndpointsService } from '@app/webhooks';
 import { CurrentSession, SessionAuth } from './session.decorators';
 import { CreateWebhookRequestDto, WebhookDeliveriesQueryDto } from '../webhooks/dto/webhook.request.dto';

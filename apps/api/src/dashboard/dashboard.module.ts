@@ -2,8 +2,8 @@ import { Module } from '@nestjs/common';
 import { AccountsModule } from '@app/accounts';
 import { BatchesModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
-import { DashboardModule } from '@app/dashboard';
 import { KeysModule } from '@app/keys';
+import { SessionsModule } from '@app/sessions';
 import { ApiAuthModule } from '../auth/api-auth.module';
 import { DashboardAccountController } from './dashboard-account.controller';
 import { DashboardAuthController } from './dashboard-auth.controller';
@@ -17,7 +17,7 @@ import { SessionGuard } from './session.guard';
 
 /** The /v1/dashboard routes (docs/dashboard.md), for account holders signed in with a session. */
 @Module({
-  imports: [DashboardModule, AccountsModule, KeysModule, BatchesModule, BillingModule, ApiAuthModule],
+  imports: [SessionsModule, AccountsModule, KeysModule, BatchesModule, BillingModule, ApiAuthModule],
   controllers: [
     DashboardAuthController,
     DashboardAccountController,

@@ -1,6 +1,6 @@
 import { applyDecorators, createParamDecorator, ExecutionContext, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiResponse } from '@nestjs/swagger';
-import type { AuthenticatedSession } from '@app/dashboard';
+import type { AuthenticatedSession } from '@app/sessions';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { SessionGuard, SessionRequest } from './session.guard';
 

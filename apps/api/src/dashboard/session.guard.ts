@@ -1,8 +1,8 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { AuthenticatedSession, SessionsService } from '@app/dashboard';
 import { ErrorCode, KilnError } from '@app/errors';
+import { AuthenticatedSession, SessionsService } from '@app/sessions';
 import { AuthFailureThrottle } from '../auth/auth-failure-throttle.service';
 import { RateLimitService } from '../auth/rate-limit.service';
 

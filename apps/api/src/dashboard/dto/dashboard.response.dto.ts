@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
-import type { IssuedSession, LedgerRow, Usage } from '@app/dashboard';
+import type { LedgerRow, Usage } from '@app/billing';
 import { LEDGER_KINDS } from '@app/database';
+import type { IssuedSession } from '@app/sessions';
 import { AccountDto } from '../../common/account.response.dto';
 import { KeyDto } from '../../common/key.response.dto';
 

@@ -7,17 +7,18 @@ import { DatabaseModule, runMigrations } from '@app/database';
 import { KeysModule, KeysService } from '@app/keys';
 
 /**
- * Operator commands that need no HTTP server:
+ * The operator's command line (`npm run kiln-admin`; the customer's is apps/cli), commands that
+ * need no HTTP server:
  *   migrate                 apply pending migrations
  *   demo [email] [credits]  create (or reuse) a studio account and print a fresh API key
  */
 @Module({ imports: [KilnConfigModule.forRoot(), DatabaseModule.forRoot(), BillingModule, AccountsModule, KeysModule] })
-class CliModule {}
+class AdminCliModule {}
 
 const DEMO_KEY_NAME = 'demo';
 
 async function demo(email: string, credits: number): Promise<void> {
-  const app = await NestFactory.createApplicationContext(CliModule, { logger: ['error'] });
+  const app = await NestFactory.createApplicationContext(AdminCliModule, { logger: ['error'] });
   try {
     const accounts = app.get(AccountsService);
     const keys = app.get(KeysService);
@@ -36,7 +37,7 @@ async function demo(email: string, credits: number): Promise<void> {
     const { secret } = await keys.create(account.id, { name: DEMO_KEY_NAME });
     const { balance } = await accounts.get(account.id);
     console.error(`Demo account ${email} (studio plan, ${balance} credits).`);
-    // Exported, so `eval "$(node dist/apps/api/src/cli.js demo)"` sets both for the shell and
+    // Exported, so `eval "$(node dist/apps/api/src/admin-cli.js demo)"` sets both for the shell and
     // for what it runs next (npx kiln reads KILN_API_KEY from its environment).
     console.log(`export KILN_API_KEY=${secret}`);
     console.log(`export ACCOUNT_ID=${account.id}`);
@@ -62,7 +63,7 @@ async function main(argv: string[]): Promise<void> {
     case 'demo':
       return demo(args[0] ?? 'demo@kiln.local', Number(args[1] ?? 1000));
     default:
-      console.error('Usage: node dist/apps/api/src/cli.js <migrate | demo [email] [credits]>');
+      console.error('Usage: node dist/apps/api/src/admin-cli.js <migrate | demo [email] [credits]>');
       process.exitCode = 2;
   }
 }

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { CHARGE_KIND, REFUND_KINDS_SQL, USAGE_KINDS_SQL, utcDay } from '@app/billing';
+import { CHARGE_KIND, REFUND_KINDS_SQL, USAGE_KINDS_SQL, utcDay } from './billing.service';
 import { LedgerKind } from '@app/database';
 import { invalidRequest } from '@app/errors';
 import { decodeLedgerCursor, encodeLedgerCursor } from './ledger-cursor';

@@ -1,0 +1,3 @@
+export * from './session-token';
+export * from './sessions.service';
+export * from './sessions.module';
