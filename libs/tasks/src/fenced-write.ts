@@ -26,6 +26,14 @@ export const MAX_GROUP = 250;
 /** Attempts at a statement that PostgreSQL picks as a deadlock's victim. */
 const DEADLOCK_ATTEMPTS = 3;
 
+/**
+ * The lock every grouped write takes first: the batch rows `where` picks, in id order, so
+ * two statements locking the same batches cannot deadlock (a cancel locks its one batch the
+ * same way). A CTE of the statement; the task updates then keep to `batch_id IN (SELECT id
+ * FROM locked)`.
+ */
+export const lockBatchesInIdOrder = (where: string): string => `SELECT id FROM batches WHERE ${where} ORDER BY id FOR UPDATE`;
+
 /** One task's tally: $1 batch, $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null. */
 const TALLY_SQL = `
 UPDATE batches SET ${tallyAssignments({ succeeded: '$2', failed: '$3', cancelled: '0', refunded: '$4', preview: '$5::text' })}

@@ -1,6 +1,6 @@
 import { PreparedStatement, ProviderRoute } from '@app/database';
 import { newObjectToken } from '@app/storage';
-import { FencedWrites, MAX_GROUP } from './fenced-write';
+import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
@@ -52,7 +52,7 @@ const CLAIM_GROUP: PreparedStatement = {
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
 ), locked AS (
-  SELECT id FROM batches WHERE id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[])) ORDER BY id FOR UPDATE
+  ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))')}
 ), claimed AS (
   UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 0, sent_at = NULL,
          started_at = COALESCE(t.started_at, now()), updated_at = now(),

@@ -1,5 +1,5 @@
 import { PreparedStatement } from '@app/database';
-import { Fence, FencedWrites, MAX_GROUP } from './fenced-write';
+import { Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A progress report to write. */
@@ -19,7 +19,7 @@ const SEND_GROUP: PreparedStatement = {
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::int[]) AS i(id, attempt)
 ), locked AS (
-  SELECT id FROM batches WHERE id = ANY($3::uuid[]) ORDER BY id FOR UPDATE
+  ${lockBatchesInIdOrder('id = ANY($3::uuid[])')}
 ), sent AS (
   UPDATE tasks t SET sent_at = now(), progress = GREATEST(t.progress, 1), updated_at = now()
     FROM input i
@@ -40,7 +40,7 @@ const PROGRESS_GROUP: PreparedStatement = {
   name: 'kiln_progress_group',
   text: `
 WITH locked AS (
-  SELECT id FROM batches WHERE id = ANY($4::uuid[]) ORDER BY id FOR UPDATE
+  ${lockBatchesInIdOrder('id = ANY($4::uuid[])')}
 ), moved AS (
   UPDATE tasks t SET progress = i.pct, updated_at = now()
     FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempt, pct)

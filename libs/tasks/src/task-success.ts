@@ -1,6 +1,6 @@
 import { BatchStatus, PreparedStatement, queryPrepared } from '@app/database';
 import { tallyAssignments } from './batch-tally';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, MAX_GROUP, TallyResult } from './fenced-write';
+import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, TallyResult } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A rendered and stored image, to be recorded as its task's success. */
@@ -30,7 +30,7 @@ WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $7::int[], $8::int[])
     AS i(id, attempt, result_url, result_key, preview_url, width, height)
 ), locked AS (
-  SELECT id FROM batches WHERE id = ANY($6::uuid[]) ORDER BY id FOR UPDATE
+  ${lockBatchesInIdOrder('id = ANY($6::uuid[])')}
 ), done AS (
   UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
          result_width = i.width, result_height = i.height, error = NULL, error_code = NULL,
