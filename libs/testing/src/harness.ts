@@ -9,7 +9,7 @@ import { Client } from 'pg';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute, runMigrations } from '@app/database';
-import { TASK_QUEUE } from '@app/tasks';
+import { BATCH_DONE_SQL, TASK_QUEUE } from '@app/tasks';
 import { TestAccount, TestApp } from './test-app';
 
 /*
@@ -131,11 +131,11 @@ export async function waitForBatchDone(t: TestApp, batchId: string, timeoutMs = 
     async () => {
       const [row] = await t.db.query(
         `SELECT count(*) FILTER (WHERE status IN ('pending', 'queued', 'running'))::int AS open,
-                (SELECT finished_at FROM batches WHERE id = $1) AS finished_at
+                (SELECT ${BATCH_DONE_SQL} FROM batches WHERE id = $1) AS done
            FROM tasks WHERE batch_id = $1`,
         [batchId],
       );
-      return row.open === 0 && row.finished_at !== null;
+      return row.open === 0 && row.done === true;
     },
     timeoutMs,
   );
