@@ -1,6 +1,6 @@
 import { EntityManager } from 'typeorm';
+import { BATCH_OPEN_SQL } from '@app/database';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
-import { BATCH_OPEN_SQL } from '@app/tasks';
 
 /** What an account's plan allows a new batch. */
 export interface BatchLimits {

@@ -1,9 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { isUuid, PreparedStatement, queryPrepared } from '@app/database';
+import { BATCH_DONE_SQL, isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { notFound } from '@app/errors';
-import { BATCH_DONE_SQL } from '@app/tasks';
 import { BatchView } from './batch-view';
 import { BatchesService, BatchTask } from './batches.service';
 import { BatchWatcher } from './batch-watcher';

@@ -5,8 +5,8 @@ import { BatchStatus, TaskStatus } from '@app/database';
  * rules' one home: the TypeScript forms answer reads (a batch as clients see it), the SQL
  * forms are what the generator's writes store on the batch row (status, finished_at) in the
  * same statement as the task updates. A test evaluates both over a grid of counts and
- * asserts they agree (test/batch-status.e2e-spec.ts). A reader of the row in SQL asks
- * BATCH_DONE_SQL / BATCH_OPEN_SQL, never finished_at by hand.
+ * asserts they agree (test/batch-status.e2e-spec.ts). What the row stores of "done" is read
+ * through BATCH_DONE_SQL / BATCH_OPEN_SQL (libs/database, beside the column and its index).
  */
 
 /**
@@ -52,10 +52,6 @@ export function batchIsDone(counts: TaskCounts): boolean {
   return counts.pending + counts.running === 0;
 }
 
-/** batchIsDone as stored on the batch row: the tally sets finished_at in the write that settles its last task. */
-export const BATCH_DONE_SQL = 'finished_at IS NOT NULL';
-/** The negation of BATCH_DONE_SQL, in the form the partial index batches_unfinished_idx matches. */
-export const BATCH_OPEN_SQL = 'finished_at IS NULL';
 
 /**
  * The counts a batch row stores (its tallies): every task not settled yet counts as waiting,

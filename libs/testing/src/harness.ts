@@ -8,8 +8,8 @@ import * as path from 'node:path';
 import { Client } from 'pg';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
-import { ProviderRoute, runMigrations } from '@app/database';
-import { BATCH_DONE_SQL, TASK_QUEUE } from '@app/tasks';
+import { BATCH_DONE_SQL, ProviderRoute, runMigrations } from '@app/database';
+import { TASK_QUEUE } from '@app/tasks';
 import { TestAccount, TestApp } from './test-app';
 
 /*

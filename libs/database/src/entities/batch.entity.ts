@@ -8,9 +8,18 @@ export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export const REF_MODES = ['none', 'each', 'combined'] as const;
 export type RefMode = (typeof REF_MODES)[number];
 
+/**
+ * "Done" as the batch row stores it (libs/tasks/src/batch-status.ts holds the rule and its
+ * counts form): the tally sets finished_at in the write that settles the last task. A reader
+ * of the row in SQL asks these, never finished_at by hand. BATCH_OPEN_SQL is also the
+ * predicate of batches_unfinished_idx, so a query that uses it can use the index.
+ */
+export const BATCH_DONE_SQL = 'finished_at IS NOT NULL';
+export const BATCH_OPEN_SQL = 'finished_at IS NULL';
+
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
-@Index('batches_unfinished_idx', ['accountId'], { where: `finished_at IS NULL` })
+@Index('batches_unfinished_idx', ['accountId'], { where: BATCH_OPEN_SQL })
 @Index('batches_preview_retention_idx', ['finishedAt'], { where: `preview_url IS NOT NULL` })
 @Index('batches_preview_url_idx', ['previewUrl'], { where: `preview_url IS NOT NULL` })
 export class BatchEntity {

@@ -5,8 +5,9 @@ import type { Job, Queue } from 'bull';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { BATCH_OPEN_SQL } from '@app/database';
 import { RedisService } from '@app/redis';
-import { BATCH_OPEN_SQL, nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { describeError } from '../running/task-failure';
 
 export interface ReconcileReport {
