@@ -25,7 +25,7 @@ import {
 } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
-import { selectBatchFields, selectBatchPage } from './batch-rows';
+import { selectBatchFields, selectBatchPage } from './batch-reads';
 import { BatchView, toBatchView } from './batch-view';
 import { ContentPolicyService } from './content-policy';
 import { findRememberedCreation, IdempotentRequest, RememberedCreation, rememberCreation, replayOf, takeIdempotencyKey } from './idempotency';
