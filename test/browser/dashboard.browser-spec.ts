@@ -15,6 +15,15 @@ import { DESKTOP, horizontalOverflow, launch, PHONE, requireBuiltApp, screenshot
  */
 const PASSWORD = 'a long browser passphrase';
 
+/** Polls a page expression until true (page.waitForFunction would eval a string, which the CSP refuses). */
+async function waitUntil(page: Page, expression: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await page.evaluate(expression))) {
+    if (Date.now() > until) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 describe('the web app in Chromium', () => {
   let kiln: LiveKiln;
   let browser: Browser;
@@ -136,7 +145,7 @@ describe('the web app in Chromium', () => {
     await page.getByLabel('Images per prompt').fill('2');
     await page.getByLabel('Note (optional)').fill('Foxes and lighthouses');
     await page.getByTestId('estimate').getByText('4 credits').waitFor();
-    await screenshot(page, 'new-batch', { docs: true });
+    await screenshot(page, 'new-batch', { docs: true, fullPage: true });
 
     await page.getByRole('button', { name: 'Create batch' }).dblclick();
     await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
@@ -158,7 +167,7 @@ describe('the web app in Chromium', () => {
     await page.getByRole('button', { name: /^Open image 1:/ }).click();
     const viewer = page.getByRole('dialog', { name: 'Image' });
     await viewer.waitFor();
-    await page.waitForFunction(`document.querySelector('[data-testid=viewer-image]')?.naturalWidth > 0`);
+    await waitUntil(page, `document.querySelector('[data-testid=viewer-image]')?.naturalWidth > 0`);
     expect(await page.evaluate(`document.querySelector('[data-testid=viewer-image]').naturalWidth`)).toBe(1024);
     await page.keyboard.press('ArrowRight');
     await viewer.getByText(/^#2 ·/).waitFor();
@@ -215,7 +224,7 @@ describe('the web app in Chromium', () => {
     expect(await page.getByRole('button', { name: 'Load more' }).count()).toBe(0);
     // Previews come once a batch has an image.
     await page.reload();
-    await page.waitForFunction(`[...document.querySelectorAll('.batch-item img.thumb')].some((i) => i.naturalWidth > 0)`, undefined, { timeout: 60_000 });
+    await waitUntil(page, `[...document.querySelectorAll('.batch-item img.thumb')].some((i) => i.naturalWidth > 0)`, 60_000);
     await screenshot(page, 'batches', { docs: true });
     noConsoleErrors();
   });
@@ -231,11 +240,11 @@ describe('the web app in Chromium', () => {
     await page.getByRole('button', { name: 'I stored it, hide it' }).click();
     await page.getByRole('button', { name: 'Send test ping' }).click();
     const log = page.locator('.deliveries');
-    for (let i = 0; i < 40 && (await log.getByText('delivered').count()) === 0; i++) {
+    for (let i = 0; i < 40 && (await log.getByText('delivered', { exact: true }).count()) === 0; i++) {
       await new Promise((r) => setTimeout(r, 250));
       await log.getByRole('button', { name: 'Refresh' }).click();
     }
-    await log.getByText('delivered').waitFor();
+    await log.getByText('delivered', { exact: true }).waitFor();
     await log.getByRole('cell', { name: 'ping' }).waitFor();
     const ping = receiver.received.find((r) => r.path === '/kiln')!;
     const event = new Webhook(secret).verify(ping.body, ping.headers as Record<string, string>) as { type: string };
@@ -247,17 +256,24 @@ describe('the web app in Chromium', () => {
   it('is reachable by keyboard with a visible focus', async () => {
     await page.goto(app('keys'));
     await heading('API keys').waitFor();
-    const seen: string[] = [];
-    for (let i = 0; i < 40; i++) {
-      await page.keyboard.press('Tab');
-      const focused = (await page.evaluate(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
-        return { label: (e.getAttribute('aria-label') || e.textContent || e.id || e.tagName).trim(), outline: s.outlineStyle, width: s.outlineWidth }; })()`)) as { label: string; outline: string; width: string };
-      expect(focused.outline).not.toBe('none');
-      seen.push(focused.label);
-      if (focused.label === 'Create key') break;
-    }
-    expect(seen[0]).toBe('Skip to content');
-    expect(seen).toEqual(expect.arrayContaining(['Overview', 'Batches', 'New batch', 'API keys', 'Webhooks', 'Sign out', 'Create key']));
+    // Each page puts focus on its heading; from there Tab goes on into the page and
+    // Shift+Tab back through the header to the skip link.
+    const walk = async (key: string, until: string) => {
+      const seen: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press(key);
+        const focused = (await page.evaluate(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
+          return { label: (e.getAttribute('aria-label') || e.textContent || e.id || e.tagName).trim(), outline: s.outlineStyle }; })()`)) as { label: string; outline: string };
+        expect({ label: focused.label, outline: focused.outline }).not.toEqual({ label: focused.label, outline: 'none' });
+        seen.push(focused.label);
+        if (focused.label === until) break;
+      }
+      return seen;
+    };
+    expect(await walk('Tab', 'Create key')).toEqual(expect.arrayContaining(['key-name', 'key-cap', 'Create key']));
+    await heading('API keys').focus();
+    const back = await walk('Shift+Tab', 'Skip to content');
+    expect(back).toEqual(['Sign out', 'Webhooks', 'API keys', 'New batch', 'Batches', 'Overview', 'Kiln overview', 'Skip to content']);
     noConsoleErrors();
   });
 

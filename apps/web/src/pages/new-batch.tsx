@@ -177,7 +177,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
           <select id="model" value={form.model} onChange={(e) => pickModel(e.currentTarget.value)}>
             {catalog.models.map((m) => (
               <option key={m.key} value={m.key}>
-                {m.displayName} — from {Math.min(...Object.values(m.creditCost))} credits
+                {m.displayName} — {priceRange(m)}
               </option>
             ))}
           </select>
@@ -318,6 +318,13 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
       </form>
     </section>
   );
+}
+
+function priceRange(m: Model): string {
+  const prices = Object.values(m.creditCost);
+  const low = Math.min(...prices);
+  const high = Math.max(...prices);
+  return low === high ? `${low} credit${low === 1 ? '' : 's'} per image` : `${low} to ${high} credits per image`;
 }
 
 function EstimateView({ estimate, hasPrompts }: { estimate: { value?: Estimate; error?: unknown }; hasPrompts: boolean }) {
