@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import { buildConfig } from '@app/config';
@@ -256,6 +257,7 @@ describe('the web app in Chromium', () => {
   it('is reachable by keyboard with a visible focus', async () => {
     await page.goto(app('keys'));
     await heading('API keys').waitFor();
+    await waitUntil(page, `document.activeElement?.tagName === 'H1'`);
     // Each page puts focus on its heading; from there Tab goes on into the page and
     // Shift+Tab back through the header to the skip link.
     const walk = async (key: string, until: string) => {
@@ -275,6 +277,25 @@ describe('the web app in Chromium', () => {
     const back = await walk('Shift+Tab', 'Skip to content');
     expect(back).toEqual(['Sign out', 'Webhooks', 'API keys', 'New batch', 'Batches', 'Overview', 'Kiln overview', 'Skip to content']);
     noConsoleErrors();
+  });
+
+  it('loads at most 150 KB of JS and CSS (gzipped) for the first page', async () => {
+    const fresh = await WatchedPage.open(browser, DESKTOP);
+    fresh.expectFailedLoads.add(401);
+    const loaded: Array<Promise<{ url: string; gzipped: number }>> = [];
+    fresh.page.on('response', (res) => {
+      const type = res.request().resourceType();
+      if (type === 'script' || type === 'stylesheet') loaded.push(res.body().then((b) => ({ url: res.url(), gzipped: gzipSync(b, { level: 9 }).length })));
+    });
+    await fresh.page.goto(app());
+    await fresh.page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await fresh.page.waitForLoadState('networkidle');
+    const files = await Promise.all(loaded);
+    await fresh.close();
+    expect(files.length).toBeGreaterThanOrEqual(2);
+    const total = files.reduce((s, f) => s + f.gzipped, 0);
+    console.log(`first page JS + CSS: ${(total / 1024).toFixed(1)} KB gzipped in ${files.length} files`);
+    expect(total).toBeLessThanOrEqual(150 * 1024);
   });
 
   it('says so when the api answers 503, and recovers on retry', async () => {
