@@ -4,6 +4,8 @@
  * X-Kiln-Session: cookie, which the api requires on cookie-authenticated writes (CSRF).
  * Every request has a timeout. Failures become ApiError with the interface's error code.
  */
+import type { components } from '../../../libs/sdk/src/openapi.generated';
+
 const BASE = '/v1/dashboard';
 const DEFAULT_TIMEOUT_MS = 20_000;
 
@@ -95,134 +97,24 @@ export function describeError(err: unknown): string {
   return 'Something went wrong.';
 }
 
-// The wire shapes this app reads (docs/api.md, docs/dashboard.md, docs/webhooks.md).
-
-export interface Limits {
-  maxImagesPerBatch: number;
-  maxConcurrentBatches: number;
-  activeBatches: number;
-  maxKeys: number;
-  apiAccess: boolean;
-  requestsPerMinute: number;
-}
-
-export interface AccountInfo {
-  account: { id: string; email: string; plan: string; status: string; balance: number; createdAt: number };
-  limits: Limits;
-}
-
-export interface Usage {
-  since: string;
-  days: Array<{ day: string; keyId: string | null; charged: number; refunded: number }>;
-  totals: { charged: number; refunded: number };
-  images: Array<{ day: string; ordered: number; succeeded: number }>;
-}
-
-export interface Key {
-  id: string;
-  name: string;
-  hint: string;
-  scopes: string[];
-  creditCapPerDay: number | null;
-  creditsUsedToday: number;
-  createdAt: number;
-  lastUsedAt: number | null;
-  revokedAt: number | null;
-}
-
-export const SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'];
-
-export interface Counts {
-  pending: number;
-  running: number;
-  succeeded: number;
-  failed: number;
-  cancelled: number;
-}
-
-export interface Batch {
-  id: string;
-  createdAt: number;
-  prompts: string[];
-  model: string;
-  aspectRatio: string;
-  resolution: string;
-  countPerCombo: number;
-  refMode: string;
-  refImages: string[];
-  total: number;
-  note: string | null;
-  counts: Counts;
-  previewUrl: string | null;
-  createdViaApi: boolean;
-  status: string;
-  done: boolean;
-  creditsCharged: number;
-  creditsRefunded: number;
-  cancelledAt: number | null;
-}
-
-export interface Task {
-  id: string;
-  prompt: string;
-  status: string;
-  progress: number;
-  resultUrls: string[];
-  error: string | null;
-  errorCode: string | null;
-  index: number;
-  width: number | null;
-  height: number | null;
-}
-
-export interface Model {
-  key: string;
-  displayName: string;
-  blurb: string;
-  creditCost: Record<string, number>;
-  aspectRatios: string[];
-  resolutions: string[];
-  resolutionsByRatio: Record<string, string[]>;
-  supportsRefImages: boolean;
-  maxRefImages: number | null;
-  supportsQuality: boolean;
-  supportsBackground: boolean;
-  maxPromptLength: number;
-}
-
-export interface Catalog {
-  models: Model[];
+// The wire shapes, from the OpenAPI document (the SDK's generated types: npm run sdk:types),
+// so the app and the api cannot drift apart unnoticed: npm run typecheck checks both.
+type Schemas = components['schemas'];
+export type AccountInfo = Schemas['DashboardAccountResponseDto'];
+export type Usage = Schemas['UsageResponseDto'];
+export type Key = Schemas['KeyDto'];
+export type Batch = Schemas['BatchDto'];
+export type Task = Schemas['TaskDto'];
+export type Model = Schemas['ModelDto'];
+/** The document leaves `defaults` and `limits` open objects; their fields are docs/api.md#model-catalog's. */
+export type Catalog = Omit<Schemas['CatalogResponseDto'], 'defaults' | 'limits'> & {
   defaults: { aspectRatio: string; resolution: string; countPerCombo: number; refMode: string; quality: string };
   limits: { countPerCombo: { min: number; max: number }; maxPrompts: number; maxRefImages: number; upload: { maxBytes: number; maxFiles: number; types: string[] } };
-}
+};
+export type Estimate = Schemas['BatchEstimateResponseDto'];
+export type Endpoint = Schemas['WebhookEndpointDto'];
+export type Delivery = Schemas['WebhookDeliveryDto'];
 
-export interface Estimate {
-  total: number;
-  creditCost: number;
-  creditsRequired: number;
-  balance: number;
-  wouldCreate: boolean;
-  refusal: { code: string; message: string } | null;
-}
-
-export interface Endpoint {
-  id: string;
-  url: string;
-  events: string[];
-  description: string | null;
-  createdAt: number;
-  disabledAt: number | null;
-}
-
-export interface Delivery {
-  id: string;
-  type: string;
-  attempts: number;
-  status: string;
-  lastStatusCode: number | null;
-  lastError: string | null;
-  nextAttemptAt: number | null;
-  deliveredAt: number | null;
-}
+export const SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'];
 
 export const WEBHOOK_EVENTS = ['batch.completed', 'task.succeeded', 'task.failed', 'ping'];

@@ -140,3 +140,24 @@ export function SecretOnce({ label, secret, onDone }: { label: string; secret: s
 export function StatusBadge({ status }: { status: string }) {
   return <span class={`badge badge-${status}`}>{status.replace(/_/g, ' ')}</span>;
 }
+
+/** A fieldset of checkboxes over `options`; the chosen ones stay in the options' order. */
+export function CheckboxGroup({ legend, options, chosen, onChange }: { legend: string; options: string[]; chosen: string[]; onChange: (chosen: string[]) => void }) {
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      <div class="checks">
+        {options.map((o) => (
+          <label key={o} class="check">
+            <input
+              type="checkbox"
+              checked={chosen.includes(o)}
+              onChange={(e) => onChange(e.currentTarget.checked ? options.filter((x) => x === o || chosen.includes(x)) : chosen.filter((x) => x !== o))}
+            />
+            <span class="mono">{o}</span>
+          </label>
+        ))}
+      </div>
+    </fieldset>
+  );
+}

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, describeError, Key, SCOPES } from '../api';
 import { useSession } from '../session';
-import { ConfirmDialog, Empty, ErrorState, formatDate, formatNumber, Loading, Notice, PageTitle, SecretOnce, useLoad } from '../ui';
+import { CheckboxGroup, ConfirmDialog, Empty, ErrorState, formatDate, formatNumber, Loading, Notice, PageTitle, SecretOnce, useLoad } from '../ui';
 
 export function KeysPage() {
   const session = useSession();
@@ -157,21 +157,7 @@ function CreateKeyForm({ disabled, limitText, onCreated }: { disabled: boolean; 
           </p>
         </div>
       </div>
-      <fieldset>
-        <legend>Scopes</legend>
-        <div class="checks">
-          {SCOPES.map((s) => (
-            <label key={s} class="check">
-              <input
-                type="checkbox"
-                checked={scopes.includes(s)}
-                onChange={(e) => setScopes(e.currentTarget.checked ? SCOPES.filter((x) => x === s || scopes.includes(x)) : scopes.filter((x) => x !== s))}
-              />
-              <span class="mono">{s}</span>
-            </label>
-          ))}
-        </div>
-      </fieldset>
+      <CheckboxGroup legend="Scopes" options={SCOPES} chosen={scopes} onChange={setScopes} />
       {error && (
         <p class="notice notice-error" role="alert">
           {error}

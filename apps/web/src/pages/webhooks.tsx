@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, Delivery, describeError, Endpoint, WEBHOOK_EVENTS } from '../api';
-import { ConfirmDialog, Empty, ErrorState, formatDate, Loading, PageTitle, SecretOnce, StatusBadge, useLoad } from '../ui';
+import { CheckboxGroup, ConfirmDialog, Empty, ErrorState, formatDate, Loading, PageTitle, SecretOnce, StatusBadge, useLoad } from '../ui';
 
 export function WebhooksPage() {
   const endpoints = useLoad(() => api<{ endpoints: Endpoint[] }>('GET', '/webhooks').then((r) => r.endpoints));
@@ -122,21 +122,7 @@ function CreateEndpointForm({ onCreated }: { onCreated: (ep: Endpoint, secret: s
           <input id="hook-description" maxLength={200} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
         </div>
       </div>
-      <fieldset>
-        <legend>Events</legend>
-        <div class="checks">
-          {WEBHOOK_EVENTS.map((ev) => (
-            <label key={ev} class="check">
-              <input
-                type="checkbox"
-                checked={events.includes(ev)}
-                onChange={(e) => setEvents(e.currentTarget.checked ? WEBHOOK_EVENTS.filter((x) => x === ev || events.includes(x)) : events.filter((x) => x !== ev))}
-              />
-              <span class="mono">{ev}</span>
-            </label>
-          ))}
-        </div>
-      </fieldset>
+      <CheckboxGroup legend="Events" options={WEBHOOK_EVENTS} chosen={events} onChange={setEvents} />
       {error && (
         <p class="notice notice-error" role="alert">
           {error}
