@@ -4,7 +4,7 @@
  * X-Kiln-Session: cookie, which the api requires on cookie-authenticated writes (CSRF).
  * Every request has a timeout. Failures become ApiError with the interface's error code.
  */
-import type { components } from '../../../libs/sdk/src/openapi.generated';
+import type { components } from '@app/sdk';
 
 const BASE = '/v1/dashboard';
 const DEFAULT_TIMEOUT_MS = 20_000;
