@@ -43,6 +43,9 @@ export class WatchedPage {
   ) {
     page.on('console', (m: ConsoleMessage) => {
       if (m.type() !== 'error') return;
+      // Chromium drops loads in flight when the host's interfaces change (another process
+      // adding a network namespace or a veth on this shared machine): the host's doing.
+      if (m.text().includes('net::ERR_NETWORK_CHANGED')) return;
       const status = /status of (\d{3})/.exec(m.text());
       if (status && this.expectFailedLoads.has(Number(status[1]))) return;
       this.errors.push(`${m.text()} (${m.location().url})`);
