@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import { buildConfig } from '@app/config';
-import { routeModel } from '@app/testing';
+import { routeModel, solidPng } from '@app/testing';
 import { LiveKiln, startLiveKiln } from '../helpers/live-kiln';
 import { WebhookReceiver } from '../helpers/webhook-receiver';
 import { DESKTOP, horizontalOverflow, launch, PHONE, requireBuiltApp, screenshot, seriousA11yViolations, Viewport, WatchedPage } from './browser';
@@ -138,6 +138,41 @@ describe('the web app in Chromium', () => {
     noConsoleErrors();
   });
 
+  it('new batch: only legal ratio x resolution pairs, prompts from .txt and .jsonl files, references priced by mode', async () => {
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    const resolutions = async () => (await page.getByLabel('Resolution').locator('option').allTextContents()).map((o) => o.split(' ')[0]);
+    await page.getByLabel('Model').selectOption('gamma-4-5'); // priced at 2K and 4K only
+    expect(await resolutions()).toEqual(['2K', '4K']);
+    await page.getByLabel('Aspect ratio').selectOption('21:9'); // not at 4K
+    expect(await resolutions()).toEqual(['2K']);
+
+    const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
+    await promptFiles.setInputFiles([
+      { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('a fox\r\n\na lighthouse\n') },
+      { name: 'b.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"prompt":"a bowl of ramen"}\n"a kite"\n') },
+    ]);
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite');
+    await page.getByTestId('estimate').getByText('24 credits').waitFor(); // 4 images x 6
+    await promptFiles.setInputFiles([{ name: 'bad.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"text":"x"}\n') }]);
+    await page.getByRole('alert').getByText('bad.jsonl, line 1: expected a string or an object with "prompt"').waitFor();
+
+    const red = await solidPng(48, 48, { r: 200, g: 30, b: 30 });
+    const blue = await solidPng(48, 48, { r: 30, g: 30, b: 200 });
+    await page.locator('input[type=file][accept^="image/"]').setInputFiles([
+      { name: 'red.png', mimeType: 'image/png', buffer: red },
+      { name: 'blue.png', mimeType: 'image/png', buffer: blue },
+    ]);
+    await page.getByRole('img', { name: 'blue.png' }).waitFor();
+    await waitUntil(page, `[...document.querySelectorAll('.refs img')].every((i) => i.naturalWidth === 48)`);
+    await page.getByTestId('estimate').getByText('48 credits').waitFor(); // each: 4 prompts x 2 references x 6
+    await page.getByLabel('all together in every image').check();
+    await page.getByTestId('estimate').getByText('24 credits').waitFor();
+    await page.getByRole('button', { name: 'Remove blue.png' }).click();
+    expect(await page.locator('.refs img').count()).toBe(1);
+    noConsoleErrors();
+  });
+
   it('creates a batch from the form (one batch after a double click) and watches it finish live', async () => {
     await page.goto(app('batches/new'));
     await heading('New batch').waitFor();
@@ -148,9 +183,19 @@ describe('the web app in Chromium', () => {
     await page.getByTestId('estimate').getByText('4 credits').waitFor();
     await screenshot(page, 'new-batch', { docs: true, fullPage: true });
 
+    const creates: Array<string | undefined> = [];
+    const onRequest = (r: import('playwright-core').Request) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') creates.push(r.headers()['idempotency-key']);
+    };
+    page.on('request', onRequest);
     await page.getByRole('button', { name: 'Create batch' }).dblclick();
     await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
+    page.off('request', onRequest);
     firstBatchId = page.url().split('/').pop()!;
+    // However many requests the double click sent, they share one key (the api replays it).
+    expect(creates.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(creates).size).toBe(1);
+    expect(creates[0]).toMatch(/^[0-9a-f-]{36}$/);
     await heading('Foxes and lighthouses').waitFor();
     // Live: the page is never reloaded, the marker set now survives until the batch is done.
     await page.evaluate('window.__kilnMarker = 1');
