@@ -138,7 +138,7 @@ describe('the web app in Chromium', () => {
     noConsoleErrors();
   });
 
-  it('new batch: only legal ratio x resolution pairs, prompts from .txt and .jsonl files, references priced by mode', async () => {
+  it('new batch: only legal ratio x resolution pairs, prompts from .txt and .jsonl files chosen or dropped, references priced by mode', async () => {
     await page.goto(app('batches/new'));
     await heading('New batch').waitFor();
     const resolutions = async () => (await page.getByLabel('Resolution').locator('option').allTextContents()).map((o) => o.split(' ')[0]);
@@ -154,6 +154,12 @@ describe('the web app in Chromium', () => {
     ]);
     expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite');
     await page.getByTestId('estimate').getByText('24 credits').waitFor(); // 4 images x 6
+    // Dropped on the prompts card, as from a file manager.
+    const dropped = await page.evaluateHandle(`(() => { const dt = new DataTransfer();
+      dt.items.add(new File(['a dropped prompt\\n'], 'dropped.txt', { type: 'text/plain' })); return dt; })()`);
+    await page.locator('.drop').dispatchEvent('drop', { dataTransfer: dropped });
+    await page.getByTestId('estimate').getByText('30 credits').waitFor(); // 5 images x 6
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite\na dropped prompt');
     await promptFiles.setInputFiles([{ name: 'bad.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"text":"x"}\n') }]);
     await page.getByRole('alert').getByText('bad.jsonl, line 1: expected a string or an object with "prompt"').waitFor();
 
@@ -165,9 +171,9 @@ describe('the web app in Chromium', () => {
     ]);
     await page.getByRole('img', { name: 'blue.png' }).waitFor();
     await waitUntil(page, `[...document.querySelectorAll('.refs img')].every((i) => i.naturalWidth === 48)`);
-    await page.getByTestId('estimate').getByText('48 credits').waitFor(); // each: 4 prompts x 2 references x 6
+    await page.getByTestId('estimate').getByText('60 credits').waitFor(); // each: 5 prompts x 2 references x 6
     await page.getByLabel('all together in every image').check();
-    await page.getByTestId('estimate').getByText('24 credits').waitFor();
+    await page.getByTestId('estimate').getByText('30 credits').waitFor();
     await page.getByRole('button', { name: 'Remove blue.png' }).click();
     expect(await page.locator('.refs img').count()).toBe(1);
     noConsoleErrors();
