@@ -360,6 +360,16 @@ describe('the web app in Chromium', () => {
     await page.unroute('**/v1/dashboard/batches?**');
     await page.getByRole('button', { name: 'Try again' }).click();
     await page.getByText('Filler 21').waitFor();
+
+    // At start: the app cannot even tell who is signed in.
+    const unavailable = (route: import('playwright-core').Route) =>
+      route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'service_unavailable', message: 'Redis is not reachable' } }) });
+    await page.route('**/v1/dashboard/account', unavailable);
+    await page.reload();
+    await page.getByRole('alert').getByText('Kiln is temporarily unavailable (503)').waitFor();
+    await page.unroute('**/v1/dashboard/account', unavailable);
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await heading('Batches').waitFor();
     w.expectFailedLoads.delete(503);
     noConsoleErrors();
   });
