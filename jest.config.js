@@ -1,5 +1,5 @@
-// Two projects: unit specs beside the code, e2e specs under test/ against real
-// PostgreSQL and Redis. globalSetup gives the whole run its own database and Redis prefix.
+// Three projects: unit specs beside the code, e2e specs under test/ against real
+// PostgreSQL and Redis, and the web app in a browser (test/browser). globalSetup gives the whole run its own database and Redis prefix.
 const { pathsToModuleNameMapper } = require('ts-jest');
 const { compilerOptions } = require('./tsconfig.json');
 
@@ -31,6 +31,18 @@ module.exports = {
       moduleNameMapper,
       // testTimeout is not a per-project option; a setup file raises it for the e2e project.
       setupFilesAfterEnv: ['<rootDir>/test/setup/e2e-timeout.js'],
+    },
+    {
+      // The web app in Debian's Chromium (docs/web.md#tests): needs dist/web (npm run build)
+      // and /usr/bin/chromium (scripts/test-browser.sh installs it).
+      displayName: 'browser',
+      rootDir: __dirname,
+      testMatch: ['<rootDir>/test/browser/**/*.browser-spec.ts'],
+      moduleFileExtensions: ['ts', 'js', 'json'],
+      testEnvironment: 'node',
+      transform,
+      moduleNameMapper,
+      setupFilesAfterEnv: ['<rootDir>/test/setup/browser-timeout.js'],
     },
   ],
 };

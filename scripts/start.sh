@@ -12,13 +12,13 @@ API_MAIN=dist/apps/api/src/main.js
 GENERATOR_MAIN=dist/apps/generator/src/main.js
 
 needs_build() {
-  [ -f "$CLI" ] && [ -f "$API_MAIN" ] && [ -f "$GENERATOR_MAIN" ] || return 0
+  [ -f "$CLI" ] && [ -f "$API_MAIN" ] && [ -f "$GENERATOR_MAIN" ] && [ -f dist/web/index.html ] || return 0
   [ -n "$(find apps libs package.json tsconfig.json tsconfig.build.json -newer "$API_MAIN" -print -quit)" ]
 }
 if needs_build; then
   kiln_log "building (npm run build)"
   npm run --silent build
-  for file in "$CLI" "$API_MAIN" "$GENERATOR_MAIN"; do
+  for file in "$CLI" "$API_MAIN" "$GENERATOR_MAIN" dist/web/index.html; do
     [ -f "$file" ] || kiln_die "the build did not produce $file"
   done
 fi
@@ -89,6 +89,7 @@ url=${url%/}
 all_running && cat >&2 <<EOF
 
 [kiln] Kiln is running at $url (the api and the generator; Ctrl-C stops both)
+[kiln] The web app: $url/app/ (sign up there; an operator grants credits and plans below)
 [kiln] A first API key, for a demo account on the studio plan with credits (it finds this
 [kiln] run's database through .kiln/runtime.env):
     eval "\$(node $CLI demo)"; echo \$KILN_API_KEY \$ACCOUNT_ID

@@ -6,11 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-services.sh
+source scripts/chromium.sh
 kiln_ensure_services
+# The browser project (test/browser) runs with the rest unless the arguments leave it out.
+if kiln_runs_browser_tests "$@"; then kiln_ensure_chromium; fi
 TEST_DATABASE_ADMIN_URL=$(kiln_db_url "$DATABASE_URL" postgres)
 export TEST_DATABASE_ADMIN_URL
 
-# Some e2e specs spawn the built generator.
+# Some e2e specs spawn the built generator; the browser specs need the built web app (dist/web).
 kiln_log "building (npm run build)"
 npm run --silent build
 # jest transpiles each file alone; the specs' types are checked here, with the code's.

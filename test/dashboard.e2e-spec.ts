@@ -379,6 +379,7 @@ describe('Dashboard API (docs/dashboard.md)', () => {
           { day: today, keyId: k.body.key.id, charged: 40, refunded: 10 },
         ],
         totals: { charged: 60, refunded: 10 },
+        images: [],
       });
       // Usage is the ledger without grants and adjustments.
       expect(500 - 30 - usage.body.totals.charged + usage.body.totals.refunded).toBe(balance);
@@ -404,6 +405,22 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       const short = await dash('get', '/usage?days=2', h.token).expect(200);
       expect(short.body.days).toEqual([]);
       expect(short.body.totals).toEqual({ charged: 0, refunded: 0 });
+    });
+
+    it('usage images: per UTC day of creation, the images batches ordered and those that succeeded', async () => {
+      const h = await holder({ plan: 'studio', credits: 100 });
+      const a = await dash('post', '/batches', h.token).send({ prompts: ['a', 'b'], model: 'eta-image', countPerCombo: 2 }).expect(201);
+      await dash('post', '/batches', h.token).send({ prompts: ['c'], model: 'eta-image' }).expect(201);
+      // Succeeded counts as the generator would leave them, and one batch moved to 3 days ago.
+      await t.db.query(`UPDATE batches SET succeeded_count = 3 WHERE id = $1`, [a.body.id]);
+      await t.db.query(`UPDATE batches SET created_at = now() - interval '3 days' WHERE account_id = $1 AND id <> $2`, [h.id, a.body.id]);
+      const today = new Date().toISOString().slice(0, 10);
+      const earlier = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+      expect((await dash('get', '/usage?days=7', h.token).expect(200)).body.images).toEqual([
+        { day: earlier, ordered: 1, succeeded: 0 },
+        { day: today, ordered: 4, succeeded: 3 },
+      ]);
+      expect((await dash('get', '/usage?days=2', h.token).expect(200)).body.images).toEqual([{ day: today, ordered: 4, succeeded: 3 }]);
     });
 
     it.each(['0', '367', 'abc', '1.5', '-1'])('usage?days=%s -> 400 invalid_request', async (days) => {

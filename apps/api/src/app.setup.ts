@@ -10,6 +10,7 @@ import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
 import { buildOpenApi, serveApiReference } from './openapi/openapi.document';
 import { httpMetricsMiddleware } from './metrics/api-metrics';
+import { webAppMiddleware } from './http/web-app';
 
 /** Paths outside /v1: probes and public files. */
 export const UNVERSIONED_PATHS = [
@@ -39,6 +40,7 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   app.use(assignRequestId);
   app.use(httpMetricsMiddleware(app.get(KilnMetrics)));
   app.use(securityHeaders);
+  app.use(webAppMiddleware(config));
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
   app.useGlobalInterceptors(new DeferredBodyErrorInterceptor());

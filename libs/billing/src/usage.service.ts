@@ -15,10 +15,20 @@ export interface UsageDay {
   refunded: number;
 }
 
+/** Images of the batches created on one UTC day (the dashboard's chart). */
+export interface ImagesDay {
+  day: string;
+  /** Tasks of those batches: what was ordered. */
+  ordered: number;
+  /** Those that succeeded so far. */
+  succeeded: number;
+}
+
 export interface Usage {
   since: string;
   days: UsageDay[];
   totals: { charged: number; refunded: number };
+  images: ImagesDay[];
 }
 
 export interface LedgerRow {
@@ -72,9 +82,19 @@ export class UsageService {
       [accountId, since],
     );
     const out = rows.map((r) => ({ day: r.day, keyId: r.key_id, charged: Number(r.charged), refunded: Number(r.refunded) }));
+    // From the batch rows (batches_account_created_idx), not the tasks: one row per batch.
+    const images: Array<{ day: string; ordered: string; succeeded: string }> = await this.db.query(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, SUM(total) AS ordered, SUM(succeeded_count) AS succeeded
+         FROM batches
+        WHERE account_id = $1 AND created_at >= $2
+        GROUP BY 1
+        ORDER BY 1`,
+      [accountId, since],
+    );
     return {
       since: utcDay(since),
       days: out,
+      images: images.map((r) => ({ day: r.day, ordered: Number(r.ordered), succeeded: Number(r.succeeded) })),
       totals: {
         charged: out.reduce((s, d) => s + d.charged, 0),
         refunded: out.reduce((s, d) => s + d.refunded, 0),

@@ -47,6 +47,10 @@ export class EnvSchema {
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   DATABASE_URL?: string;
 
+  /** The built web app served at /app/ (default dist/web, relative to the working directory). */
+  @Transform(emptyToUndefined) @IsOptional() @IsString()
+  WEB_APP_DIR?: string;
+
   /** node-postgres connections each process (api, generator) may open. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
   DATABASE_POOL_SIZE?: number;

@@ -31,6 +31,8 @@ export interface KilnConfig {
     dashboardRequestsPerMinute: number;
   };
   adminToken: string | null;
+  /** The built web app (apps/web, `npm run build`) the api serves at /app/. */
+  webAppDir: string;
   storage: {
     driver: 'local' | 'minio';
     dataDir: string;
@@ -161,6 +163,7 @@ export function buildConfig(
       dashboardRequestsPerMinute: env.DASHBOARD_REQUESTS_PER_MINUTE ?? 120,
     },
     adminToken: env.ADMIN_TOKEN ?? null,
+    webAppDir: path.resolve(env.WEB_APP_DIR ?? 'dist/web'),
     storage: {
       driver,
       dataDir,

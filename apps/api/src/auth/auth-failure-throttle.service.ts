@@ -67,4 +67,5 @@ export class AuthFailureThrottle {
 
 const TOO_MANY = 'Too many failed authentication attempts from this address; retry after the Retry-After delay';
 
-const hasCredential = (req: Request) => /^Bearer\s+\S/i.test(req.headers.authorization ?? '');
+// The web app's session cookie is a credential too: guessing tokens through it counts alike.
+const hasCredential = (req: Request) => /^Bearer\s+\S/i.test(req.headers.authorization ?? '') || /(^|;)\s*kiln_session=[^;\s]/.test(req.headers.cookie ?? '');

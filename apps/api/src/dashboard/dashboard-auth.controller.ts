@@ -1,12 +1,13 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { AuthenticatedSession, SessionsService } from '@app/sessions';
+import { AuthenticatedSession, IssuedSession, SessionsService } from '@app/sessions';
 import { clientIp } from '../auth/client-ip';
 import { ErrorResponseDto } from '../common/error.response.dto';
 import { LoginRequestDto, SignupRequestDto } from './dto/dashboard.request.dto';
 import { SessionResponseDto } from './dto/dashboard.response.dto';
 import { LoginThrottle } from './login-throttle.service';
+import { clearSessionCookie, setSessionCookie, wantsCookieSession } from './session-cookie';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
 
@@ -28,9 +29,9 @@ export class DashboardAuthController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
     @Body() body: SignupRequestDto,
-  ): Promise<SessionResponseDto> {
+  ): Promise<SessionResponseDto | CookieSessionResponse> {
     await this.throttle.signup(clientIp(req), res);
-    return SessionResponseDto.from(await this.sessions.signup(body.email, body.password));
+    return answerSession(req, res, await this.sessions.signup(body.email, body.password));
   }
 
   @Post('login')
@@ -45,9 +46,9 @@ export class DashboardAuthController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
     @Body() body: LoginRequestDto,
-  ): Promise<SessionResponseDto> {
+  ): Promise<SessionResponseDto | CookieSessionResponse> {
     const session = await this.throttle.login(clientIp(req), body.email, res, () => this.sessions.login(body.email, body.password));
-    return SessionResponseDto.from(session);
+    return answerSession(req, res, session);
   }
 
   @Post('logout')
@@ -55,7 +56,17 @@ export class DashboardAuthController {
   @SessionAuth()
   @ApiOperation({ operationId: 'deleteDashboardSession', summary: 'End this session; its token is refused from the next request on' })
   @ApiNoContentResponse()
-  async logout(@CurrentSession() auth: AuthenticatedSession): Promise<void> {
+  async logout(@CurrentSession() auth: AuthenticatedSession, @Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<void> {
     await this.sessions.logout(auth.session.id);
+    clearSessionCookie(req, res);
   }
 }
+
+/** The token in the body, or (X-Kiln-Session: cookie, the web app) in an HttpOnly cookie only. */
+function answerSession(req: Request, res: Response, session: IssuedSession): SessionResponseDto | CookieSessionResponse {
+  if (!wantsCookieSession(req)) return SessionResponseDto.from(session);
+  setSessionCookie(req, res, session);
+  return { expiresAt: session.expiresAt.getTime() };
+}
+
+type CookieSessionResponse = Omit<SessionResponseDto, 'token'>;

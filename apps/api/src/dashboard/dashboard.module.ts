@@ -2,14 +2,18 @@ import { Module } from '@nestjs/common';
 import { AccountsModule } from '@app/accounts';
 import { BatchesModule } from '@app/batches';
 import { BillingModule } from '@app/billing';
+import { CatalogModule } from '@app/catalog';
 import { KeysModule } from '@app/keys';
 import { SessionsModule } from '@app/sessions';
+import { UploadsModule } from '@app/uploads';
 import { ApiAuthModule } from '../auth/api-auth.module';
 import { DashboardAccountController } from './dashboard-account.controller';
 import { DashboardAuthController } from './dashboard-auth.controller';
 import { DashboardBatchesController } from './dashboard-batches.controller';
 import { DashboardKeysController } from './dashboard-keys.controller';
 import { DashboardLedgerController } from './dashboard-ledger.controller';
+import { DashboardModelsController } from './dashboard-models.controller';
+import { DashboardUploadsController } from './dashboard-uploads.controller';
 import { DashboardUsageController } from './dashboard-usage.controller';
 import { DashboardWebhooksController } from './dashboard-webhooks.controller';
 import { DASHBOARD_AUTH_LIMITS, DEFAULT_DASHBOARD_AUTH_LIMITS, LoginThrottle } from './login-throttle.service';
@@ -17,7 +21,7 @@ import { SessionGuard } from './session.guard';
 
 /** The /v1/dashboard routes (docs/dashboard.md), for account holders signed in with a session. */
 @Module({
-  imports: [SessionsModule, AccountsModule, KeysModule, BatchesModule, BillingModule, ApiAuthModule],
+  imports: [SessionsModule, AccountsModule, KeysModule, BatchesModule, BillingModule, CatalogModule, UploadsModule, ApiAuthModule],
   controllers: [
     DashboardAuthController,
     DashboardAccountController,
@@ -26,6 +30,8 @@ import { SessionGuard } from './session.guard';
     DashboardLedgerController,
     DashboardBatchesController,
     DashboardWebhooksController,
+    DashboardModelsController,
+    DashboardUploadsController,
   ],
   providers: [
     SessionGuard,

@@ -5,11 +5,14 @@ import { ErrorCode, KilnError } from '@app/errors';
 import { AuthenticatedSession, SessionsService } from '@app/sessions';
 import { AuthFailureThrottle } from '../auth/auth-failure-throttle.service';
 import { RateLimitService } from '../auth/rate-limit.service';
+import { checkCsrf, readSessionCookie } from './session-cookie';
 
 export type SessionRequest = Request & { dashboardSession?: AuthenticatedSession };
 
 /**
- * Dashboard routes: `Authorization: Bearer kiln_sess_...`. Missing -> 401 unauthorized;
+ * Dashboard routes: `Authorization: Bearer kiln_sess_...`, or the web app's session cookie
+ * (session-cookie.ts: its writes must carry X-Kiln-Session, 400 before the token is even
+ * looked at). The header wins when both are sent. Missing -> 401 unauthorized;
  * unknown, expired or signed out -> 401 invalid_credentials (counted against the address,
  * AuthFailureThrottle); disabled account -> 403. Each session may make
  * DASHBOARD_REQUESTS_PER_MINUTE requests (429 beyond). An API key is not a session token
@@ -28,11 +31,7 @@ export class SessionGuard implements CanActivate {
     const http = context.switchToHttp();
     const req = http.getRequest<SessionRequest>();
     const res = http.getResponse<Response>();
-    const auth = await this.failures.guard(req, res, () => {
-      const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-      if (!match) throw new KilnError(ErrorCode.Unauthorized, 'Missing session: send Authorization: Bearer <token>');
-      return this.sessions.authenticate(match[1]);
-    });
+    const auth = await this.failures.guard(req, res, () => this.sessions.authenticate(sessionToken(req)));
     await this.rateLimits.enforce(
       res,
       `session:${auth.session.id}`,
@@ -42,4 +41,17 @@ export class SessionGuard implements CanActivate {
     req.dashboardSession = auth;
     return true;
   }
+}
+
+function sessionToken(req: Request): string {
+  if (req.headers.authorization === undefined) {
+    const cookie = readSessionCookie(req);
+    if (cookie !== null) {
+      checkCsrf(req);
+      return cookie;
+    }
+  }
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  if (!match) throw new KilnError(ErrorCode.Unauthorized, 'Missing session: send Authorization: Bearer <token> or sign in to the web app');
+  return match[1];
 }

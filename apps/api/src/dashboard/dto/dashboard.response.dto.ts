@@ -47,10 +47,17 @@ export class UsageTotalsDto {
   @ApiProperty({ type: 'integer' }) refunded: number;
 }
 
+export class ImagesDayDto {
+  @ApiProperty({ example: '2025-01-31', description: 'UTC day the batches were created' }) day: string;
+  @ApiProperty({ type: 'integer', description: 'Images those batches ordered' }) ordered: number;
+  @ApiProperty({ type: 'integer', description: 'Images of those batches that succeeded so far' }) succeeded: number;
+}
+
 export class UsageResponseDto {
   @ApiProperty({ example: '2025-01-02', description: 'First UTC day of the window' }) since: string;
   @ApiProperty({ type: [UsageDayDto], description: 'Days and keys with activity only, oldest first' }) days: UsageDayDto[];
   @ApiProperty({ type: UsageTotalsDto }) totals: UsageTotalsDto;
+  @ApiProperty({ type: [ImagesDayDto], description: 'Per UTC day with batches, oldest first: images ordered and succeeded (the web app chart)' }) images: ImagesDayDto[];
 
   static from(u: Usage): UsageResponseDto {
     return u;

@@ -1,0 +1,425 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import type { Browser, Page } from 'playwright-core';
+import { Webhook } from 'standardwebhooks';
+import { buildConfig } from '@app/config';
+import { routeModel, solidPng } from '@app/testing';
+import { LiveKiln, startLiveKiln } from '../helpers/live-kiln';
+import { WebhookReceiver } from '../helpers/webhook-receiver';
+import { DESKTOP, horizontalOverflow, launch, PHONE, requireBuiltApp, screenshot, seriousA11yViolations, Viewport, WatchedPage } from './browser';
+
+/*
+ * The web app (docs/web.md) in Debian's Chromium against a live Kiln (api on a port of
+ * 127.0.0.1, a generator consuming its queue, a database of this file's own): what a person
+ * does, clicked through. Steps share one account and run in order.
+ */
+const PASSWORD = 'a long browser passphrase';
+
+/** Polls a page expression until true (page.waitForFunction would eval a string, which the CSP refuses). */
+async function waitUntil(page: Page, expression: string, timeoutMs = 30_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await page.evaluate(expression))) {
+    if (Date.now() > until) throw new Error(`still false after ${timeoutMs} ms: ${expression}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('the web app in Chromium', () => {
+  let kiln: LiveKiln;
+  let browser: Browser;
+  let receiver: WebhookReceiver;
+  let w: WatchedPage;
+  let page: Page;
+  const email = `web-${randomUUID().slice(0, 8)}@example.test`;
+  let accountId = '';
+  let firstBatchId = '';
+
+  beforeAll(async () => {
+    requireBuiltApp();
+    receiver = await new WebhookReceiver().listen();
+    const base = buildConfig(process.env);
+    kiln = await startLiveKiln('browser', { webhooks: { ...base.webhooks, allowPrivate: true, retryDelaysMs: [300, 300, 300], pollIntervalMs: 100 } });
+    browser = await launch();
+    w = await WatchedPage.open(browser, DESKTOP);
+    await w.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: kiln.url });
+    page = w.page;
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await kiln?.close();
+    await receiver?.close();
+  });
+
+  const app = (path = '') => `${kiln.url}/app/${path}`;
+  const heading = (name: string) => page.getByRole('heading', { level: 1, name });
+  /** A bearer session for checks behind the page's back. */
+  const apiSession = async () => {
+    const res = await kiln.api.http.post('/v1/dashboard/login').send({ email, password: PASSWORD }).expect(200);
+    return { Authorization: `Bearer ${res.body.token}` };
+  };
+  const noConsoleErrors = (watched: WatchedPage = w) => expect(watched.errors).toEqual([]);
+
+  async function signIn(p: Page, address = email) {
+    await p.goto(`${kiln.url}/app/signin`);
+    await p.getByLabel('Email').fill(address);
+    await p.getByLabel('Password').fill(PASSWORD);
+    await p.getByRole('button', { name: 'Sign in' }).click();
+    await p.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  }
+
+  it('signs up, signs out and signs in; the session is an HttpOnly cookie the page cannot read', async () => {
+    w.expectFailedLoads.add(401); // the first visit is signed out
+    await page.goto(kiln.url + '/');
+    expect(page.url()).toBe(app());
+    await heading('Sign in').waitFor();
+    await screenshot(page, 'signin', { docs: true });
+    await page.getByRole('link', { name: 'Create an account' }).click();
+    await heading('Create your account').waitFor();
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await heading('Overview').waitFor();
+    // A new account: free plan, no credits, no API access — each said on the page.
+    await page.getByText('No credits.').waitFor();
+    await page.getByText('No API access on the free plan.').waitFor();
+    await screenshot(page, 'overview-new-account');
+
+    const cookies = await w.context.cookies();
+    const session = cookies.find((c) => c.name === 'kiln_session')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/v1/dashboard' });
+    expect(await page.evaluate('document.cookie')).toBe('');
+    expect(await page.evaluate('JSON.stringify(localStorage) + JSON.stringify(sessionStorage)')).toBe('{}{}');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByText('You signed out.').waitFor();
+    await signIn(page);
+    w.expectFailedLoads.delete(401);
+    noConsoleErrors();
+
+    const account = await kiln.api.http.get('/v1/dashboard/account').set(await apiSession()).expect(200);
+    accountId = account.body.account.id;
+    await kiln.api.admin('patch', `/v1/admin/accounts/${accountId}`).send({ plan: 'studio' }).expect(200);
+    await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 500, reason: 'browser test' }).expect(200);
+  });
+
+  it('creates a key (secret shown once, gone after reload) and revokes it after a confirmation', async () => {
+    await page.goto(app('keys'));
+    await heading('API keys').waitFor();
+    await page.getByLabel('Name').fill('ci');
+    await page.getByLabel('Daily credit cap').fill('500');
+    await page.getByRole('checkbox', { name: 'webhooks:manage' }).uncheck();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const secretBox = page.getByTestId('secret');
+    await secretBox.waitFor();
+    const secret = await secretBox.inputValue();
+    expect(secret).toMatch(/^kiln_live_/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copied' }).waitFor();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(secret);
+    await screenshot(page, 'keys-secret', { docs: true });
+
+    const me = await kiln.api.http.get('/v1/me').set('Authorization', `Bearer ${secret}`).expect(200);
+    expect(me.body.key).toMatchObject({ creditCapPerDay: 500, scopes: expect.not.arrayContaining(['webhooks:manage']) });
+
+    await page.reload();
+    await heading('API keys').waitFor();
+    await page.getByRole('cell', { name: 'ci', exact: true }).waitFor();
+    expect(await page.getByTestId('secret').count()).toBe(0);
+    expect(await page.content()).not.toContain(secret);
+
+    await page.getByRole('button', { name: 'Revoke ci' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Revoke this key?' });
+    await dialog.waitFor();
+    await dialog.getByRole('button', { name: 'Revoke key' }).click();
+    await page.getByText('revoked', { exact: true }).waitFor();
+    const refused = await kiln.api.http.get('/v1/me').set('Authorization', `Bearer ${secret}`).expect(401);
+    expect(refused.body.error.code).toBe('key_revoked');
+    noConsoleErrors();
+  });
+
+  it('new batch: only legal ratio x resolution pairs, prompts from .txt and .jsonl files chosen or dropped, references priced by mode', async () => {
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    const resolutions = async () => (await page.getByLabel('Resolution').locator('option').allTextContents()).map((o) => o.split(' ')[0]);
+    await page.getByLabel('Model').selectOption('gamma-4-5'); // priced at 2K and 4K only
+    expect(await resolutions()).toEqual(['2K', '4K']);
+    await page.getByLabel('Aspect ratio').selectOption('21:9'); // not at 4K
+    expect(await resolutions()).toEqual(['2K']);
+
+    const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
+    await promptFiles.setInputFiles([
+      { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('a fox\r\n\na lighthouse\n') },
+      { name: 'b.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"prompt":"a bowl of ramen"}\n"a kite"\n') },
+    ]);
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite');
+    await page.getByTestId('estimate').getByText('24 credits').waitFor(); // 4 images x 6
+    // Dropped on the prompts card, as from a file manager.
+    const dropped = await page.evaluateHandle(`(() => { const dt = new DataTransfer();
+      dt.items.add(new File(['a dropped prompt\\n'], 'dropped.txt', { type: 'text/plain' })); return dt; })()`);
+    await page.locator('.drop').dispatchEvent('drop', { dataTransfer: dropped });
+    await page.getByTestId('estimate').getByText('30 credits').waitFor(); // 5 images x 6
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite\na dropped prompt');
+    await promptFiles.setInputFiles([{ name: 'bad.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"text":"x"}\n') }]);
+    await page.getByRole('alert').getByText('bad.jsonl, line 1: expected a string or an object with "prompt"').waitFor();
+
+    const red = await solidPng(48, 48, { r: 200, g: 30, b: 30 });
+    const blue = await solidPng(48, 48, { r: 30, g: 30, b: 200 });
+    await page.locator('input[type=file][accept^="image/"]').setInputFiles([
+      { name: 'red.png', mimeType: 'image/png', buffer: red },
+      { name: 'blue.png', mimeType: 'image/png', buffer: blue },
+    ]);
+    await page.getByRole('img', { name: 'blue.png' }).waitFor();
+    await waitUntil(page, `[...document.querySelectorAll('.refs img')].every((i) => i.naturalWidth === 48)`);
+    await page.getByTestId('estimate').getByText('60 credits').waitFor(); // each: 5 prompts x 2 references x 6
+    await page.getByLabel('all together in every image').check();
+    await page.getByTestId('estimate').getByText('30 credits').waitFor();
+    await page.getByRole('button', { name: 'Remove blue.png' }).click();
+    expect(await page.locator('.refs img').count()).toBe(1);
+    noConsoleErrors();
+  });
+
+  it('creates a batch from the form (one batch after a double click) and watches it finish live', async () => {
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    await page.getByLabel('Model').selectOption('eta-image');
+    await page.getByLabel('Prompts, one per line').fill('a red fox in the snow\na lighthouse at dusk');
+    await page.getByLabel('Images per prompt').fill('2');
+    await page.getByLabel('Note (optional)').fill('Foxes and lighthouses');
+    await page.getByTestId('estimate').getByText('4 credits').waitFor();
+    await screenshot(page, 'new-batch', { docs: true, fullPage: true });
+
+    const creates: Array<string | undefined> = [];
+    const onRequest = (r: import('playwright-core').Request) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') creates.push(r.headers()['idempotency-key']);
+    };
+    page.on('request', onRequest);
+    await page.getByRole('button', { name: 'Create batch' }).dblclick();
+    await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
+    page.off('request', onRequest);
+    firstBatchId = page.url().split('/').pop()!;
+    // However many requests the double click sent, they share one key (the api replays it).
+    expect(creates.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(creates).size).toBe(1);
+    expect(creates[0]).toMatch(/^[0-9a-f-]{36}$/);
+    await heading('Foxes and lighthouses').waitFor();
+    // Live: the page is never reloaded, the marker set now survives until the batch is done.
+    await page.evaluate('window.__kilnMarker = 1');
+    await page.getByTestId('progress-text').getByText('4 of 4 images ready. Done.').waitFor({ timeout: 120_000 });
+    expect(await page.evaluate('window.__kilnMarker')).toBe(1);
+    expect(await page.locator('.tile img').count()).toBe(4);
+
+    const list = await kiln.api.http.get('/v1/dashboard/batches').set(await apiSession()).expect(200);
+    expect(list.body.batches.map((b: { id: string }) => b.id)).toEqual([firstBatchId]);
+    await screenshot(page, 'batch', { docs: true });
+    noConsoleErrors();
+  });
+
+  it('opens an image full size and downloads the zip', async () => {
+    await page.getByRole('button', { name: /^Open image 1:/ }).click();
+    const viewer = page.getByRole('dialog', { name: 'Image' });
+    await viewer.waitFor();
+    await waitUntil(page, `document.querySelector('[data-testid=viewer-image]')?.naturalWidth > 0`);
+    expect(await page.evaluate(`document.querySelector('[data-testid=viewer-image]').naturalWidth`)).toBe(1024);
+    await page.keyboard.press('ArrowRight');
+    await viewer.getByText(/^#2 ·/).waitFor();
+    await screenshot(page, 'image-viewer', { docs: true });
+    await page.keyboard.press('Escape');
+    await viewer.waitFor({ state: 'hidden' });
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download zip' }).click()]);
+    expect(download.suggestedFilename()).toBe(`kiln-${firstBatchId}.zip`);
+    const zip = readFileSync((await download.path())!);
+    expect(zip.subarray(0, 2).toString('latin1')).toBe('PK');
+    expect(zip.includes(Buffer.from('manifest.json'))).toBe(true);
+    noConsoleErrors();
+  });
+
+  it('cancels a running batch', async () => {
+    const restore = await routeModel(kiln.api, 'gamma-5-flash', { type: 'simulated', latencyMs: 1500, maxConcurrency: 1 });
+    try {
+      await page.goto(app('batches/new'));
+      await page.getByLabel('Model').selectOption('gamma-5-flash');
+      await page.getByLabel('Prompts, one per line').fill(['one', 'two', 'three', 'four', 'five', 'six'].map((p) => `a slow ${p}`).join('\n'));
+      await page.getByTestId('estimate').getByText('18 credits').waitFor();
+      await page.getByRole('button', { name: 'Create batch' }).click();
+      await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
+      await page.getByTestId('progress-text').getByText(/rendering|waiting/).waitFor();
+      await page.getByRole('button', { name: 'Cancel batch' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Cancel this batch?' });
+      await dialog.getByRole('button', { name: 'Cancel batch' }).click();
+      await page.getByTestId('progress-text').getByText(/cancelled\. Done\./).waitFor({ timeout: 60_000 });
+      await page.locator('.badge', { hasText: /cancelled/ }).first().waitFor();
+      expect(await page.getByRole('button', { name: 'Cancel batch' }).count()).toBe(0);
+    } finally {
+      await restore();
+    }
+    noConsoleErrors();
+  });
+
+  it('lists batches newest first and loads more by cursor', async () => {
+    // 21 more small batches, made behind the page's back, so the list has a second page.
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 100 }).expect(200);
+    const auth = await apiSession();
+    for (let i = 1; i <= 21; i++) {
+      await kiln.api.http.post('/v1/dashboard/batches').set(auth).send({ prompts: [`filler ${i}`], model: 'eta-image', note: `Filler ${i}` }).expect(201);
+    }
+    await page.goto(app('batches'));
+    await heading('Batches').waitFor();
+    const items = page.locator('.batch-item');
+    await page.getByText('Filler 21').waitFor();
+    expect(await items.count()).toBe(20);
+    expect(await items.first().textContent()).toContain('Filler 21');
+    await page.getByRole('button', { name: 'Load more' }).click();
+    await page.getByText('Foxes and lighthouses').waitFor();
+    expect(await items.count()).toBe(23);
+    expect(await page.getByRole('button', { name: 'Load more' }).count()).toBe(0);
+    // Previews come once a batch has an image.
+    await page.reload();
+    await waitUntil(page, `[...document.querySelectorAll('.batch-item img.thumb')].some((i) => i.naturalWidth > 0)`, 60_000);
+    await screenshot(page, 'batches', { docs: true });
+    noConsoleErrors();
+  });
+
+  it('adds a webhook endpoint (secret once) and test-pings a local receiver, seen in the delivery log', async () => {
+    await page.goto(app('webhooks'));
+    await heading('Webhooks').waitFor();
+    await page.getByLabel('URL').fill(receiver.url('/kiln'));
+    await page.getByLabel('Description').fill('local receiver');
+    await page.getByRole('button', { name: 'Add endpoint' }).click();
+    const secret = await page.getByTestId('secret').inputValue();
+    expect(secret).toMatch(/^whsec_/);
+    await page.getByRole('button', { name: 'I stored it, hide it' }).click();
+    await page.getByRole('button', { name: 'Send test ping' }).click();
+    const log = page.locator('.deliveries');
+    for (let i = 0; i < 40 && (await log.getByText('delivered', { exact: true }).count()) === 0; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      await log.getByRole('button', { name: 'Refresh' }).click();
+    }
+    await log.getByText('delivered', { exact: true }).waitFor();
+    await log.getByRole('cell', { name: 'ping' }).waitFor();
+    const ping = receiver.received.find((r) => r.path === '/kiln')!;
+    const event = new Webhook(secret).verify(ping.body, ping.headers as Record<string, string>) as { type: string };
+    expect(event.type).toBe('ping');
+    await screenshot(page, 'webhooks', { docs: true });
+    noConsoleErrors();
+  });
+
+  it('is reachable by keyboard with a visible focus', async () => {
+    await page.goto(app('keys'));
+    await heading('API keys').waitFor();
+    await waitUntil(page, `document.activeElement?.tagName === 'H1'`);
+    // Each page puts focus on its heading; from there Tab goes on into the page and
+    // Shift+Tab back through the header to the skip link.
+    const walk = async (key: string, until: string) => {
+      const seen: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press(key);
+        const focused = (await page.evaluate(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
+          return { label: (e.getAttribute('aria-label') || e.textContent || e.id || e.tagName).trim(), outline: s.outlineStyle }; })()`)) as { label: string; outline: string };
+        expect({ label: focused.label, outline: focused.outline }).not.toEqual({ label: focused.label, outline: 'none' });
+        seen.push(focused.label);
+        if (focused.label === until) break;
+      }
+      return seen;
+    };
+    expect(await walk('Tab', 'Create key')).toEqual(expect.arrayContaining(['key-name', 'key-cap', 'Create key']));
+    await heading('API keys').focus();
+    const back = await walk('Shift+Tab', 'Skip to content');
+    expect(back).toEqual(['Sign out', 'Webhooks', 'API keys', 'New batch', 'Batches', 'Overview', 'Kiln overview', 'Skip to content']);
+    noConsoleErrors();
+  });
+
+  it('loads at most 150 KB of JS and CSS (gzipped) for the first page', async () => {
+    const fresh = await WatchedPage.open(browser, DESKTOP);
+    fresh.expectFailedLoads.add(401);
+    const loaded: Array<Promise<{ url: string; gzipped: number }>> = [];
+    fresh.page.on('response', (res) => {
+      const type = res.request().resourceType();
+      if (type === 'script' || type === 'stylesheet') loaded.push(res.body().then((b) => ({ url: res.url(), gzipped: gzipSync(b, { level: 9 }).length })));
+    });
+    await fresh.page.goto(app());
+    await fresh.page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    await fresh.page.waitForLoadState('networkidle');
+    const files = await Promise.all(loaded);
+    await fresh.close();
+    expect(files.length).toBeGreaterThanOrEqual(2);
+    const total = files.reduce((s, f) => s + f.gzipped, 0);
+    console.log(`first page JS + CSS: ${(total / 1024).toFixed(1)} KB gzipped in ${files.length} files`);
+    expect(total).toBeLessThanOrEqual(150 * 1024);
+  });
+
+  it('says so when the api answers 503, and recovers on retry', async () => {
+    w.expectFailedLoads.add(503);
+    await page.route('**/v1/dashboard/batches?**', (route) =>
+      route.fulfill({ status: 503, contentType: 'application/json', headers: { 'Retry-After': '1' }, body: JSON.stringify({ error: { code: 'service_unavailable', message: 'PostgreSQL did not answer' } }) }),
+    );
+    await page.goto(app('batches'));
+    await page.getByRole('alert').getByText('Kiln is temporarily unavailable (503)').waitFor();
+    await screenshot(page, 'batches-503');
+    await page.unroute('**/v1/dashboard/batches?**');
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await page.getByText('Filler 21').waitFor();
+
+    // At start: the app cannot even tell who is signed in.
+    const unavailable = (route: import('playwright-core').Route) =>
+      route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'service_unavailable', message: 'Redis is not reachable' } }) });
+    await page.route('**/v1/dashboard/account', unavailable);
+    await page.reload();
+    await page.getByRole('alert').getByText('Kiln is temporarily unavailable (503)').waitFor();
+    await page.unroute('**/v1/dashboard/account', unavailable);
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await heading('Batches').waitFor();
+    w.expectFailedLoads.delete(503);
+    noConsoleErrors();
+  });
+
+  it('sends a signed-out session to the sign-in page with the reason', async () => {
+    w.expectFailedLoads.add(401);
+    await page.goto(app());
+    await heading('Overview').waitFor();
+    const cookie = (await w.context.cookies()).find((c) => c.name === 'kiln_session')!;
+    // The session ends elsewhere (another tab signs out): the next request learns it.
+    await kiln.api.http.post('/v1/dashboard/logout').set('Cookie', `kiln_session=${cookie.value}`).set('X-Kiln-Session', 'cookie').expect(204);
+    await page.getByRole('link', { name: 'Batches' }).click();
+    await page.getByText('You were signed out. Sign in again.').waitFor();
+    await signIn(page);
+    w.expectFailedLoads.delete(401);
+    noConsoleErrors();
+  });
+
+  describe.each([DESKTOP, PHONE])('every page at $width x $height: axe-core, fit, screenshots', (viewport: Viewport) => {
+    it('has no serious or critical accessibility violations and no sideways scrolling', async () => {
+      const v = await WatchedPage.open(browser, viewport);
+      try {
+        v.expectFailedLoads.add(401);
+        await v.page.goto(`${kiln.url}/app/signin`);
+        await v.page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+        const report: Record<string, unknown> = { signin: await seriousA11yViolations(v.page) };
+        await signIn(v.page);
+        v.expectFailedLoads.delete(401);
+        const pages: Array<[string, string, string]> = [
+          ['overview', '', 'Overview'],
+          ['batches', 'batches', 'Batches'],
+          ['batch', `batches/${firstBatchId}`, 'Foxes and lighthouses'],
+          ['new-batch', 'batches/new', 'New batch'],
+          ['keys', 'keys', 'API keys'],
+          ['webhooks', 'webhooks', 'Webhooks'],
+        ];
+        for (const [name, path, title] of pages) {
+          await v.page.goto(app(path));
+          await v.page.getByRole('heading', { level: 1, name: title }).waitFor();
+          if (name === 'overview') await v.page.locator('.chart-box canvas').waitFor();
+          if (name === 'batch') await v.page.getByText('4 of 4 images ready. Done.').waitFor();
+          report[name] = await seriousA11yViolations(v.page);
+          expect({ name, overflow: await horizontalOverflow(v.page) }).toEqual({ name, overflow: 0 });
+          await screenshot(v.page, `${name}-${viewport.name}`, { docs: viewport === DESKTOP ? name === 'overview' : name === 'batch' || name === 'overview' });
+        }
+        expect(Object.entries(report).filter(([, v]) => (v as unknown[]).length > 0)).toEqual([]);
+        expect(v.errors).toEqual([]);
+      } finally {
+        await v.close();
+      }
+    });
+  });
+});
