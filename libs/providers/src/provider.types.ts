@@ -93,31 +93,8 @@ export function isProviderError(err: unknown): err is ProviderError {
   return err instanceof ProviderError;
 }
 
-/**
- * How the catalog routes a model; stored as JSON on each model and snapshotted on each batch.
- */
 /** Most concurrent upstream calls a route may allow per model. */
 export const MAX_ROUTE_CONCURRENCY = 10_000;
 
-export type ProviderRoute =
-  | { type: 'builtin' }
-  | {
-      type: 'openai';
-      baseUrl: string;
-      model: string;
-      /** Name of the environment variable holding the upstream key (default OPENAI_API_KEY). */
-      apiKeyEnv?: string;
-      /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
-      sizeMap?: Record<string, string>;
-      timeoutMs?: number;
-      /** Concurrent upstream calls for this model, across all generators (default MODEL_CONCURRENCY_CAP). */
-      maxConcurrency?: number;
-    }
-  | {
-      type: 'simulated';
-      latencyMs?: number | { min: number; max: number };
-      failureRate?: number;
-      rateLimitRate?: number;
-      /** As the openai route's. */
-      maxConcurrency?: number;
-    };
+/** How the catalog routes a model: defined per type, each in its folder, listed in registry.ts. */
+export type { ProviderRoute } from './registry';
