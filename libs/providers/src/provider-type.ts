@@ -1,4 +1,5 @@
-import type { ImageProvider, ProviderError, RenderRequest, RenderResult } from './provider.types';
+import type { PixelSize } from './image-size';
+import type { ImageProvider, ProviderError, RenderRequest, RenderResolution, RenderResult } from './provider.types';
 
 /**
  * What one provider type is, whole: everything Kiln needs to validate, build, watch,
@@ -60,11 +61,13 @@ interface ProviderTypeBase<R extends RouteBase> {
   /** Known upstream models, as data with dates (they move fast). At least one per type. */
   readonly presets: readonly ProviderPreset[];
   /**
-   * Sizes the route's upstream makes for a Kiln pixel size (api.md "Pixel sizes"), for the
-   * honest-sizes rule: null when it makes exactly what is asked. Optional: a type without it
-   * is assumed to make every size.
+   * The size the route's upstream makes for Kiln's pixel size of a pair (api.md "Pixel
+   * sizes"), by the same rule the type's request mapping sends: the catalog offers only the
+   * pairs where it is honest (size-rules.ts isHonest). null: the upstream makes what is asked,
+   * or the route's sizeMap names something Kiln cannot measure ("auto"), the operator's call.
+   * Optional: a type without it makes every size.
    */
-  sizeFor?(route: R, asked: { width: number; height: number; aspectRatio: string; resolution: '1K' | '2K' | '4K' }): { width: number; height: number } | null;
+  sizeFor?(route: R, asked: SizeAsked): PixelSize | null;
   /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
   readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
 }
@@ -79,6 +82,12 @@ export interface SyncProviderType<R extends RouteBase> extends ProviderTypeBase<
 export interface QueueProviderType<R extends RouteBase> extends ProviderTypeBase<R> {
   readonly mode: 'queue';
   create(route: R, context: ProviderContext): QueueImageProvider;
+}
+
+/** One ratio x resolution pair of the catalog and Kiln's exact pixel size for it. */
+export interface SizeAsked extends PixelSize {
+  aspectRatio: string;
+  resolution: RenderResolution;
 }
 
 /**

@@ -75,7 +75,7 @@ export function requiredKey(route: ProviderRoute): string | null {
 /** Where a route sends its calls, for logs: never a key. */
 export function routeLabel(route: ProviderRoute): string {
   const def = providerType(route?.type);
-  return def ? def.describe(route) : String(route?.type);
+  return def ? def.describe(withDefaults(route)) : String(route?.type);
 }
 
 /** The `provider` label of a route's metrics. */
@@ -85,7 +85,7 @@ export function metricsLabel(route: ProviderRoute): string {
 
 /** The address an operator's route sends to, for the catalog's egress check; null for local types. */
 export function upstreamUrl(route: ProviderRoute): string | null {
-  return definitionOf(route).upstreamUrl(route);
+  return definitionOf(route).upstreamUrl(withDefaults(route));
 }
 
 /** Whether a route renders on the generator's own CPU (a render slot) rather than waiting on an upstream. */

@@ -8,7 +8,7 @@ export type TaskStatus = 'pending' | 'queued' | 'running' | 'succeeded' | 'faile
  * unavailable (429, 5xx, timeouts) until the attempts ran out, the route lacks its key or
  * settings, or Kiln itself could not complete it.
  */
-export type TaskErrorCode = 'upstream_rejected' | 'upstream_unavailable' | 'provider_not_configured' | 'internal';
+export type TaskErrorCode = 'upstream_rejected' | 'content_refused' | 'upstream_unavailable' | 'provider_not_configured' | 'internal';
 
 @Entity({ name: 'tasks' })
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })

@@ -29,8 +29,12 @@ export function classifyOpenAiError(answer: UpstreamAnswer, secrets: { apiKey: s
   if (status >= 500) {
     return new ProviderError('upstream_error', `Upstream error (${status})${detail}`, { retryable: true, status, upstreamCode: code });
   }
-  return new ProviderError('bad_request', `Upstream refused the request (${status})${detail}`, { status, upstreamCode: code });
+  const kind = code !== undefined && CONTENT_REFUSAL_CODES.includes(code) ? 'content_refused' : 'bad_request';
+  return new ProviderError(kind, `Upstream refused the request (${status})${detail}`, { status, upstreamCode: code });
 }
+
+/** OpenAI's content refusals: gpt-image's moderation, and the legacy DALL-E policy code. */
+const CONTENT_REFUSAL_CODES = ['moderation_blocked', 'content_policy_violation'];
 
 /** error.message from an OpenAI-style body, else the raw text; one line, short, key scrubbed. */
 function upstreamError(text: string, apiKey: string): { message: string; code?: string } {

@@ -14,6 +14,11 @@ export interface OpenAiProviderConfig {
   model: string;
   /** Kiln "WxH" -> upstream size string; sizes not listed are sent as "WxH". */
   sizeMap?: Record<string, string>;
+  /**
+   * The route's size rule (openai.sizes.ts), which the openai type passes: it picks what a
+   * known model takes and applies the sizeMap itself. Absent: sizeMap, else the exact size.
+   */
+  upstreamSize?: (asked: { width: number; height: number }) => string;
   /** Budget for the upstream call, and again for downloading a returned URL. */
   timeoutMs: number;
   /**
@@ -58,7 +63,9 @@ export class OpenAiProvider implements ImageProvider {
 
   async render(req: RenderRequest): Promise<RenderResult> {
     throwIfAborted(req.signal);
-    const size = this.config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`;
+    const size = this.config.upstreamSize
+      ? this.config.upstreamSize({ width: req.width, height: req.height })
+      : (this.config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`);
     // 'auto' is every upstream's default, and a '#RRGGBB' colour has no upstream equivalent.
     const quality = req.quality !== null && req.quality !== 'auto' ? req.quality : undefined;
     const background = req.background === 'transparent' ? 'transparent' : undefined;
