@@ -1,4 +1,5 @@
 import { builtinType } from './builtin/builtin.type';
+import { geminiType } from './gemini/gemini.type';
 import { openaiType } from './openai/openai.type';
 import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
 import { RouteSettingsError } from './provider-type';
@@ -10,7 +11,7 @@ import { simulatedType } from './simulated/simulated.type';
  * and a line here; the catalog, route health, telemetry, the factory and the admin API
  * read everything else from the type's definition (provider-type.ts).
  */
-export const PROVIDER_TYPES = [builtinType, openaiType, simulatedType] as const;
+export const PROVIDER_TYPES = [builtinType, openaiType, geminiType, simulatedType] as const;
 
 type RouteOf<D> = D extends { create(route: infer R, context: ProviderContext): unknown } ? R : never;
 
