@@ -217,6 +217,8 @@ export interface CapturedRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body: Buffer;
+  /** Date.now() when the request had fully arrived. */
+  receivedAt: number;
 }
 
 /** How a fake answers one request; `hang` never answers (for timeouts). */

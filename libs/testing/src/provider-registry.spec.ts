@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isUpstreamKeyName } from '@app/config';
-import { PROVIDER_TYPES, ProviderTypeDefinition, RouteBase } from '@app/providers';
+import { metricsLabel, PROVIDER_TYPES, ProviderRoute, ProviderTypeDefinition, routeLabel, RouteBase } from '@app/providers';
 
 const PROVIDERS_SRC = path.resolve(__dirname, '../../providers/src');
 
@@ -48,6 +48,14 @@ describe('provider registry', () => {
       .sort();
     expect(folders).toEqual(types.map((t) => t.type).sort());
     for (const t of types) expect(fs.existsSync(path.join(PROVIDERS_SRC, t.type, `${t.type}.type.ts`))).toBe(true);
+  });
+
+  it('each type labels its metrics and logs itself', () => {
+    const gemini = { type: 'gemini', model: 'gemini-3.1-flash-image' } as ProviderRoute;
+    expect(metricsLabel(gemini)).toBe('gemini');
+    expect(routeLabel(gemini)).toBe('gemini https://generativelanguage.googleapis.com/v1beta (gemini-3.1-flash-image)');
+    expect(metricsLabel({ type: 'builtin' })).toBe('builtin');
+    expect(metricsLabel({ type: 'carrier-pigeon' } as unknown as ProviderRoute)).toBe('unknown');
   });
 
   it('preset ids are unique across types', () => {
