@@ -14,7 +14,15 @@ export {
   rendersOnCpu,
   routeShapes,
   routeTypesInBrief,
+  presetById,
+  expandRoute,
+  pairsRouteCannotMake,
+  routeWarnings,
+  providerCatalog,
+  RETIREMENT_WARNING_DAYS,
 } from './registry';
+export type { RouteWarning } from './registry';
+export { isHonest, nearestSize } from './size-rules';
 export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
 export type { PixelSize } from './image-size';
