@@ -85,6 +85,8 @@ describe('admin: providers, presets, honest sizes and models of the operator', (
     expect(unknown.body.error.details).toEqual({ field: 'provider.preset', reason: 'unknown_preset' });
     const other = await api.admin('patch', '/v1/admin/models/delta').send({ provider: { preset: 'openai/gpt-image-1', type: 'gemini' } }).expect(400);
     expect(other.body.error.details).toEqual({ field: 'provider.type', reason: 'not_the_preset_type' });
+    const sizeMap = await api.admin('patch', '/v1/admin/models/delta').send({ provider: { type: 'openai', model: 'x', sizeMap: { '1024x1024': 5 } } }).expect(400);
+    expect(sizeMap.body.error.details).toEqual({ field: 'provider.sizeMap', reason: 'invalid' });
   });
 
   it('routeWarnings flags a preset whose upstream model retires within 30 days (or has)', async () => {

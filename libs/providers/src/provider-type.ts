@@ -68,6 +68,12 @@ interface ProviderTypeBase<R extends RouteBase> {
    * Optional: a type without it makes every size.
    */
   sizeFor?(route: R, asked: SizeAsked): PixelSize | null;
+  /**
+   * The type's error classification (UpstreamErrorClassifier): how its upstream's failure
+   * answers become ProviderErrors, content refusals (content_refused) included. The type's
+   * provider applies it; it is listed here so each type's refusals are found in one place.
+   */
+  readonly classifyError?: UpstreamErrorClassifier;
   /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
   readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
 }

@@ -1,5 +1,6 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { upstreamSettings } from '../route-settings';
+import { classifyGeminiError } from './gemini.errors';
 import { GeminiFakeUpstream } from './gemini.fake';
 import { GeminiProvider } from './gemini.provider';
 import { geminiMadeSize } from './gemini.sizes';
@@ -29,6 +30,7 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
   describe: (route) => `gemini ${route.baseUrl} (${route.model})`,
   upstreamUrl: (route) => route.baseUrl,
   sizeFor: (route, asked) => geminiMadeSize(route.model, asked, asked.resolution),
+  classifyError: classifyGeminiError,
   presets: [
     {
       id: 'gemini/gemini-3.1-flash-image',
