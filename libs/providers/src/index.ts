@@ -1,12 +1,44 @@
 export * from './provider.types';
+export * from './provider-type';
+export {
+  PROVIDER_TYPES,
+  PROVIDER_TYPE_NAMES,
+  providerType,
+  allPresets,
+  validateRoute,
+  withDefaults,
+  requiredKey,
+  routeLabel,
+  metricsLabel,
+  upstreamUrl,
+  rendersOnCpu,
+  routeShapes,
+  routeTypesInBrief,
+  presetById,
+  expandRoute,
+  pairsRouteCannotMake,
+  routeWarnings,
+  providerCatalog,
+  RETIREMENT_WARNING_DAYS,
+} from './registry';
+export type { RouteWarning } from './registry';
+export { isHonest, nearestSize } from './size-rules';
+export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
 export type { PixelSize } from './image-size';
-export { BuiltinProvider } from './builtin.provider';
-export { OpenAiProvider } from './openai.provider';
-export type { OpenAiProviderConfig } from './openai.provider';
-export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated.provider';
-export type { SimulatedProviderConfig } from './simulated.provider';
+export { BuiltinProvider } from './builtin/builtin.provider';
+export { OpenAiProvider } from './openai/openai.provider';
+export type { OpenAiProviderConfig } from './openai/openai.provider';
+export type { OpenAiRoute } from './openai/openai.type';
+export { GeminiProvider } from './gemini/gemini.provider';
+export type { GeminiProviderConfig } from './gemini/gemini.provider';
+export type { GeminiRoute } from './gemini/gemini.type';
+export { GeminiFakeUpstream } from './gemini/gemini.fake';
+export { OpenAiFakeUpstream } from './openai/openai.fake';
+export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated/simulated.provider';
+export type { SimulatedProviderConfig } from './simulated/simulated.provider';
 export { createProvider } from './provider.factory';
 export type { ProviderFactoryDeps } from './provider.factory';
 export { sniffImageType } from './provider.utils';
-export { builtinFontRenders, BUILTIN_FONT } from './builtin-fonts';
+export { builtinFontRenders, BUILTIN_FONT } from './builtin/builtin-fonts';
+export { FakeHttpUpstream, fakePng } from './fake-upstream';

@@ -11,7 +11,7 @@ export type TaskStatus = (typeof TASK_STATUSES)[number];
  * settings, or Kiln itself could not complete it.
  */
 /** Why a task failed, for clients to branch on (the API's enum of it). */
-export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
+export const TASK_ERROR_CODES = ['upstream_rejected', 'content_refused', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
 @Entity({ name: 'tasks' })

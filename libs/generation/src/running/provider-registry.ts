@@ -15,7 +15,7 @@ export class ProviderRegistry {
   forRoute(route: ProviderRoute): ImageProvider {
     try {
       return createProvider(route, {
-        openaiApiKey: (envName) => this.apiKey(envName),
+        apiKey: (envName) => this.apiKey(envName),
         timeoutMs: this.config.generator.providerTimeoutMs,
         upstream: this.config.upstream,
       });
@@ -24,8 +24,11 @@ export class ProviderRegistry {
     }
   }
 
-  /** OPENAI_API_KEY unless the route names another variable; null when it is not set. */
-  private apiKey(envName: string | undefined): string | null {
-    return !envName || envName === 'OPENAI_API_KEY' ? this.config.openaiApiKey : (this.config.providerApiKeys?.[envName] ?? null);
+  /**
+   * The value of an upstream key variable, null when unset. OPENAI_API_KEY keeps its own
+   * config field (config.openaiApiKey predates the generic map and tests set it alone).
+   */
+  private apiKey(envName: string): string | null {
+    return envName === 'OPENAI_API_KEY' ? this.config.openaiApiKey : (this.config.providerApiKeys?.[envName] ?? null);
   }
 }

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
+import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -293,7 +293,7 @@ export class TaskRunnerService {
       if (!(await this.store.send(fence))) throw new NotSent();
       return this.timed(claim, () => provider.render(request));
     };
-    if (batch.provider.type === 'builtin') {
+    if (rendersOnCpu(batch.provider)) {
       return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
     }
     const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
