@@ -35,7 +35,7 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     const a = await t.account();
     const res = await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, description: 'orders' }).expect(201);
     expect(res.body).toEqual({
-      endpoint: { id: expect.any(String), url: PUBLIC_URL, events: ['batch.completed'], description: 'orders', createdAt: expect.any(Number), disabledAt: null },
+      endpoint: { id: expect.any(String), url: PUBLIC_URL, events: ['batch.completed'], description: 'orders', createdAt: expect.any(Number), disabledAt: null, consecutiveFailures: 0, circuitOpenUntil: null },
       secret: expect.stringMatching(SECRET),
     });
     const { secret } = res.body;
@@ -161,7 +161,7 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     expect(page1.body.deliveries.map((d: { id: string }) => d.id)).toEqual([pings[2].id, pings[1].id]);
     expect(page1.body.nextCursor).toEqual(expect.any(String));
     const page2 = await as(a, 'get', `/webhooks/${id}/deliveries?limit=2&cursor=${page1.body.nextCursor}`).expect(200);
-    expect(page2.body).toEqual({ deliveries: [pings[0]], nextCursor: null });
+    expect(page2.body).toEqual({ endpoint: expect.objectContaining({ id, consecutiveFailures: 0, circuitOpenUntil: null }), deliveries: [pings[0]], nextCursor: null });
     const bad = await as(a, 'get', `/webhooks/${id}/deliveries?limit=0`).expect(400);
     expect(bad.body.error.code).toBe('invalid_request');
     const badCursor = await as(a, 'get', `/webhooks/${id}/deliveries?cursor=nope`).expect(400);

@@ -222,6 +222,22 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(10) @Max(60000)
   WEBHOOK_POLL_INTERVAL_MS?: number;
 
+  /** Attempts one generator keeps in flight at once, all endpoints together. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  WEBHOOK_MAX_IN_FLIGHT?: number;
+
+  /** Attempts one generator keeps in flight to any one endpoint, so a slow endpoint holds only these. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  WEBHOOK_ENDPOINT_CONCURRENCY?: number;
+
+  /** Failed attempts in a row after which an endpoint's circuit opens (senders leave it alone for a while). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
+  WEBHOOK_CIRCUIT_FAILURES?: number;
+
+  /** How long an open circuit first stays open; doubled after each failed probe, up to an hour. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3600000)
+  WEBHOOK_CIRCUIT_COOLDOWN_MS?: number;
+
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   LOG_LEVEL?: string;
 

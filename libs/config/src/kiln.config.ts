@@ -100,6 +100,12 @@ export interface KilnConfig {
     allowPrivate: boolean;
     timeoutMs: number;
     pollIntervalMs: number;
+    /** Attempts in flight per generator, and per endpoint per generator. */
+    maxInFlight: number;
+    endpointConcurrency: number;
+    /** Failures in a row that open an endpoint's circuit, and how long it first stays open. */
+    circuitFailures: number;
+    circuitCooldownMs: number;
   };
   openaiApiKey: string | null;
   /**
@@ -220,6 +226,10 @@ export function buildConfig(
       allowPrivate: env.WEBHOOK_ALLOW_PRIVATE ?? false,
       timeoutMs: env.WEBHOOK_TIMEOUT_MS ?? 10_000,
       pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
+      maxInFlight: env.WEBHOOK_MAX_IN_FLIGHT ?? 50,
+      endpointConcurrency: env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 8,
+      circuitFailures: env.WEBHOOK_CIRCUIT_FAILURES ?? 20,
+      circuitCooldownMs: env.WEBHOOK_CIRCUIT_COOLDOWN_MS ?? 60_000,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),
