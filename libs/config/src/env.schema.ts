@@ -110,6 +110,14 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(3650)
   RETENTION_DAYS?: number;
 
+  /** Batch archives one api process streams at once; past it GET .../archive answers 503 with Retry-After. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  ARCHIVE_MAX_CONCURRENT?: number;
+
+  /** Batch archives one account may stream at once from one api process; past it 429 with Retry-After. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  ARCHIVE_MAX_PER_ACCOUNT?: number;
+
   /** Result and preview objects no row references (left by a crash) are removed once this old. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(0)
   ORPHAN_GRACE_MS?: number;

@@ -37,6 +37,9 @@ export interface KilnConfig {
     /** Where multipart upload files wait while their request is handled. */
     uploadTmpDir: string;
     retentionDays: number;
+    /** Batch archives streamed at once by one api process, and by one account on it. */
+    archiveMaxConcurrent: number;
+    archiveMaxPerAccount: number;
     /** Objects no row references are removed once they are this old (OrphanSweepService). */
     orphanGraceMs: number;
     minio: {
@@ -172,6 +175,8 @@ export function buildConfig(
       dataDir,
       uploadTmpDir: path.resolve(env.UPLOAD_TMP_DIR ?? path.join(dataDir, 'incoming')),
       retentionDays: env.RETENTION_DAYS ?? 30,
+      archiveMaxConcurrent: env.ARCHIVE_MAX_CONCURRENT ?? 8,
+      archiveMaxPerAccount: env.ARCHIVE_MAX_PER_ACCOUNT ?? 2,
       // Far longer than any run takes between storing its image and recording it.
       orphanGraceMs: env.ORPHAN_GRACE_MS ?? 3_600_000,
       minio: {
