@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService } from '@app/billing';
@@ -6,6 +6,7 @@ import { BatchStatus, queryRows } from '@app/database';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
 import { BatchChangePublisher } from './batch-changes';
 import { tallyAssignments } from './batch-tally';
+import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
 
 /** What one cancelling transaction did. */
 export interface CancelledTasks {
@@ -35,6 +36,7 @@ export async function cancelUnsentTasks(
   billing: BillingService,
   batchId: string,
   only?: { taskId: string; attempt: number },
+  outcomes?: TaskOutcomeHook | null,
 ): Promise<CancelledTasks> {
   const taken = only
     ? await queryRows<{ id: string }>(
@@ -63,6 +65,10 @@ export async function cancelUnsentTasks(
       RETURNING status, finished_at`,
     [batchId, count, refunded],
   );
+  const finished = count > 0 && row.finished_at !== null;
+  // A cancel that leaves nothing running finishes the batch here: its batch.completed goes in
+  // the outbox with it, as when the last task settles (cancelled tasks have no event of their own).
+  if (finished && outcomes && (await outcomes.listening(m, [batchId]))) await outcomes.record(m, { ended: [], finishedBatchIds: [batchId] });
   return { count, refunded, status: row.status, finished: row.finished_at !== null };
 }
 
@@ -80,6 +86,7 @@ export class BatchCancellation {
     @InjectDataSource() private readonly db: DataSource,
     private readonly billing: BillingService,
     private readonly changes: BatchChangePublisher,
+    @Optional() @Inject(TASK_OUTCOME_HOOK) private readonly outcomes: TaskOutcomeHook | null = null,
   ) {}
 
   /**
@@ -100,7 +107,7 @@ export class BatchCancellation {
           batchId,
         });
       }
-      return cancelUnsentTasks(m, this.billing, batchId);
+      return cancelUnsentTasks(m, this.billing, batchId, undefined, this.outcomes);
     });
     if (result) this.changes.announce([batchId]);
     return result;

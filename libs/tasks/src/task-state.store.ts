@@ -422,7 +422,7 @@ export class TaskStateStore {
     const outcome = await this.db.transaction(async (m): Promise<RequeueOutcome> => {
       const [batch] = await m.query(`SELECT cancelled_at FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
       if (batch?.cancelled_at) {
-        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt });
+        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt }, this.outcomes);
         return cancelled.count > 0 ? 'cancelled' : null;
       }
       const rows = await queryRows(
