@@ -198,8 +198,8 @@ export class WebhookSender {
   private readonly inFlight = new Map<string, number>();
   private inFlightTotal = 0;
   private readonly attempts = new Set<Promise<void>>();
-  /** Wakes the loop early: a slot was freed, or stop() was called. */
-  private wake: (() => void) | null = null;
+  /** Wakes the loop early: a slot was freed (`now` false), or stop() was called. */
+  private wake: ((now?: boolean) => void) | null = null;
   /** Successes waiting for the statement in flight to end; written together next. */
   private successes: { c: Claimed; statusCode: number }[] = [];
   private writing: Promise<void> | null = null;
@@ -227,7 +227,7 @@ export class WebhookSender {
   /** Stops claiming and waits for the attempts in flight (bounded by the attempt timeout) and their writes. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.wake?.(true);
     await this.loop;
     await this.settle();
   }
@@ -283,19 +283,28 @@ export class WebhookSender {
     }
   }
 
-  /** Waits `ms`, or less if a slot is freed or the sender stops. */
+  /**
+   * Waits `ms`, or less once half the attempts in flight have ended (so that the next claim
+   * takes a group, not one delivery per statement) or the sender stops.
+   */
   private sleep(ms: number): Promise<void> {
+    const enough = Math.max(1, Math.ceil(this.inFlightTotal / 2));
+    let freed = 0;
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
+      const self = this;
       function done(): void {
         clearTimeout(timer);
+        if (self.wake === wake) self.wake = null;
         resolve();
       }
-      this.wake = () => {
+      const wake = (now = false): void => {
+        if (!now && ++freed < enough) return;
         this.wake = null;
         // Let the other attempts ending in the same tick free their slots too.
         setImmediate(done);
       };
+      this.wake = wake;
     });
   }
 
