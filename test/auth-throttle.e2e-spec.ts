@@ -2,14 +2,21 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
-import { DASHBOARD_AUTH_LIMITS, DashboardAuthLimits } from '../apps/api/src/dashboard/login-throttle.service';
+import { backstopDelayMs, DASHBOARD_AUTH_LIMITS, DashboardAuthLimits, DEFAULT_DASHBOARD_AUTH_LIMITS } from '../apps/api/src/dashboard/login-throttle.service';
 import { buildConfig, KILN_CONFIG } from '@app/config';
 import { ADMIN_TOKEN, bootTestApp, TestApp } from '@app/testing';
 
 const PASSWORD = 'correct horse battery';
 const FAILURES_PER_IP = 5;
 const SESSION_LIMIT = 10;
-const LIMITS: DashboardAuthLimits = { loginPerIp: 1000, loginFailuresPerEmailAndIp: 10, loginFailuresPerEmailPerHour: 15, signupPerIp: 1000 };
+const LIMITS: Required<DashboardAuthLimits> = {
+  loginPerIp: 1000,
+  loginFailuresPerEmailAndIp: 10,
+  loginFailuresPerEmailPerHour: 100,
+  signupPerIp: 1000,
+  backstopDelayMs: 300,
+  backstopMaxDelayMs: 1200,
+};
 
 /** A client address of its own per test (TRUST_PROXY=loopback believes X-Forwarded-For from the test). */
 let lastOctet = 10;
@@ -140,11 +147,36 @@ describe('throttling failed authentication and busy sessions', () => {
     await login(ip, holder.email, PASSWORD).expect(200);
   });
 
-  it('failures on one email from many addresses hit the slower per-email backstop', async () => {
+  it('a distributed guess (100 wrong passwords from 10 addresses) cannot lock the holder out: a fresh address signs in, slowed; the guessing addresses are refused', async () => {
     const victim = await signup();
+    const guessers = Array.from({ length: 10 }, () => newIp());
     for (let i = 0; i < LIMITS.loginFailuresPerEmailPerHour; i++) {
-      expect((await login(newIp(), victim.email, `guess ${i}`)).status).toBe(401);
+      expect((await login(guessers[i % 10], victim.email, `guess ${i}`)).status).toBe(401);
     }
-    expect429(await login(newIp(), victim.email, PASSWORD));
+    // Past the backstop: each guessing address is refused, even with the right password.
+    for (const ip of guessers.slice(0, 3)) expect429(await login(ip, victim.email, PASSWORD));
+
+    // The holder, from an address that has not failed: signed in, after the backstop's wait.
+    const started = Date.now();
+    const signedIn = await login(newIp(), victim.email, PASSWORD).expect(200);
+    expect(signedIn.body.token).toEqual(expect.any(String));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(LIMITS.backstopDelayMs - 20);
+
+    // A new address buys one slowed guess: once it failed, it is refused for the hour, right password or not.
+    const fresh = newIp();
+    expect((await login(fresh, victim.email, 'another guess')).status).toBe(401);
+    expect429(await login(fresh, victim.email, PASSWORD));
+    // Another fresh address still signs in: the email itself is never locked.
+    await login(newIp(), victim.email, PASSWORD).expect(200);
+  });
+
+  it('past the backstop the wait doubles every 10 further failures, up to its cap', () => {
+    const { loginFailuresPerEmailPerHour: limit } = DEFAULT_DASHBOARD_AUTH_LIMITS;
+    expect(backstopDelayMs(limit - 1, limit, 1000, 10_000)).toBe(0);
+    expect(backstopDelayMs(limit, limit, 1000, 10_000)).toBe(1000);
+    expect(backstopDelayMs(limit + 9, limit, 1000, 10_000)).toBe(1000);
+    expect(backstopDelayMs(limit + 10, limit, 1000, 10_000)).toBe(2000);
+    expect(backstopDelayMs(limit + 30, limit, 1000, 10_000)).toBe(8000);
+    expect(backstopDelayMs(limit + 1_000_000, limit, 1000, 10_000)).toBe(10_000);
   });
 });

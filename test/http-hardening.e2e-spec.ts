@@ -176,6 +176,24 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 4000);
   });
 
+  it('a client that keeps trickling its body (never idle) is cut at the request timeout with 408, not later: the sweep runs every second at most', async () => {
+    // Node checks the timeouts on a periodic sweep of open connections, 30 s apart unless set:
+    // a 30 s limit would then cut anywhere up to 60 s.
+    expect((t.app.getHttpServer() as { connectionsCheckingInterval: number }).connectionsCheckingInterval).toBeLessThanOrEqual(1000);
+    const socket = await openSocket(port);
+    const done = closed(socket);
+    socket.write('POST /v1/dashboard/login HTTP/1.1\r\nHost: kiln.test\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{');
+    const trickle = setInterval(() => socket.writable && socket.write(' '), 200);
+    try {
+      const { data, ms } = await done;
+      expect(data).toMatch(/^HTTP\/1\.1 408/);
+      expect(ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS - 50);
+      expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 4000);
+    } finally {
+      clearInterval(trickle);
+    }
+  });
+
   it('one address may hold only MAX_CONNECTIONS_PER_IP connections; the next is closed, and a freed slot is usable again', async () => {
     const held = await Promise.all(Array.from({ length: MAX_CONNECTIONS_PER_IP }, () => openSocket(port)));
     try {

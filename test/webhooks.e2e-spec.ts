@@ -2,7 +2,7 @@ import { DataSource } from 'typeorm';
 import { KilnConfig } from '@app/config';
 import { ALL_MIGRATIONS } from '@app/database';
 import { SecretBox, sweepWebhookDeliveries } from '@app/webhooks';
-import { bearer, FileEnvironment, fileEnvironment, TestAccount, TestApp } from '@app/testing';
+import { bearer, createBatch, FileEnvironment, fileEnvironment, TestAccount, TestApp } from '@app/testing';
 import { bootApi } from './helpers/apps';
 
 jest.setTimeout(60_000);
@@ -31,11 +31,23 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
   const endpointCount = async (accountId: string) =>
     (await t.db.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1`, [accountId]))[0].n as number;
 
+  it('a cancel that finishes the batch (nothing was running) writes its batch.completed event with the cancel, like a last task settling', async () => {
+    const a = await t.account();
+    await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, events: ['batch.completed'] }).expect(201);
+    // No generator here: every task is still pending when the cancel takes them all.
+    const batchId = await createBatch(t, a, { model: 'eta-image', prompts: ['a', 'b'] });
+    const cancelled = await as(a, 'post', `/batches/${batchId}/cancel`).expect(200);
+    expect(cancelled.body).toMatchObject({ status: 'cancelled', done: true });
+    const rows = await t.db.query(`SELECT type, body FROM webhook_deliveries WHERE account_id = $1`, [a.id]);
+    expect(rows.map((r: { type: string }) => r.type)).toEqual(['batch.completed']);
+    expect(JSON.parse(rows[0].body).data).toMatchObject({ id: batchId, status: 'cancelled', done: true });
+  });
+
   it('create -> 201 with the endpoint and a whsec_ secret shown once; the secret is stored encrypted; list shows no secret', async () => {
     const a = await t.account();
     const res = await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, description: 'orders' }).expect(201);
     expect(res.body).toEqual({
-      endpoint: { id: expect.any(String), url: PUBLIC_URL, events: ['batch.completed'], description: 'orders', createdAt: expect.any(Number), disabledAt: null },
+      endpoint: { id: expect.any(String), url: PUBLIC_URL, events: ['batch.completed'], description: 'orders', createdAt: expect.any(Number), disabledAt: null, consecutiveFailures: 0, circuitOpenUntil: null },
       secret: expect.stringMatching(SECRET),
     });
     const { secret } = res.body;
@@ -161,7 +173,7 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     expect(page1.body.deliveries.map((d: { id: string }) => d.id)).toEqual([pings[2].id, pings[1].id]);
     expect(page1.body.nextCursor).toEqual(expect.any(String));
     const page2 = await as(a, 'get', `/webhooks/${id}/deliveries?limit=2&cursor=${page1.body.nextCursor}`).expect(200);
-    expect(page2.body).toEqual({ deliveries: [pings[0]], nextCursor: null });
+    expect(page2.body).toEqual({ endpoint: expect.objectContaining({ id, consecutiveFailures: 0, circuitOpenUntil: null }), deliveries: [pings[0]], nextCursor: null });
     const bad = await as(a, 'get', `/webhooks/${id}/deliveries?limit=0`).expect(400);
     expect(bad.body.error.code).toBe('invalid_request');
     const badCursor = await as(a, 'get', `/webhooks/${id}/deliveries?cursor=nope`).expect(400);

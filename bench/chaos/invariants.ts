@@ -24,6 +24,8 @@ export interface InvariantContext {
   acknowledged: string[];
   /** Kiln's DATA_DIR (local storage): result objects live under files/. */
   dataDir: string;
+  /** The batch ids each Idempotency-Key was answered with (201, first or replayed). */
+  idempotency: Map<string, Set<string>>;
 }
 
 /**
@@ -68,24 +70,32 @@ const SQL_INVARIANTS: SqlInvariant[] = [
   },
   {
     name: 'charge without batch',
-    rule: 'every batch_charge and task_refund row belongs to an existing batch (and task)',
+    rule: 'every batch_charge, task_refund and cancel_refund row belongs to an existing batch (a task_refund to its task)',
     sql: `SELECT l.id, l.kind, l.batch_id, l.task_id FROM ledger_entries l
-           WHERE l.kind IN ('batch_charge', 'task_refund')
+           WHERE l.kind IN ('batch_charge', 'task_refund', 'cancel_refund')
              AND (NOT EXISTS (SELECT 1 FROM batches b WHERE b.id = l.batch_id)
                   OR (l.kind = 'task_refund' AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = l.task_id AND t.batch_id = l.batch_id)))`,
   },
   {
-    name: 'refunds = failures',
-    rule: 'per batch: refund rows = failed tasks = failed_count, refunds sum = credits_refunded = failed x unit_cost',
-    sql: `SELECT b.id, b.failed_count, f.failed, r.refunds, r.refunded, b.credits_refunded, b.unit_cost
+    name: 'refunds = failures + cancels',
+    rule:
+      'per batch: task_refund rows = failed tasks = failed_count; cancel_refund sum = cancelled tasks x unit_cost = cancelled_count x unit_cost; ' +
+      'credits_refunded = both sums = (failed + cancelled) x unit_cost',
+    sql: `SELECT b.id, b.failed_count, b.cancelled_count, f.failed, f.cancelled, r.refunds, r.refunded, c.cancel_refunded, b.credits_refunded, b.unit_cost
             FROM batches b
-            LEFT JOIN (SELECT batch_id, count(*) AS failed FROM tasks WHERE status = 'failed' GROUP BY batch_id) f ON f.batch_id = b.id
+            LEFT JOIN (SELECT batch_id, count(*) FILTER (WHERE status = 'failed') AS failed,
+                              count(*) FILTER (WHERE status = 'cancelled') AS cancelled
+                         FROM tasks GROUP BY batch_id) f ON f.batch_id = b.id
             LEFT JOIN (SELECT batch_id, count(*) AS refunds, SUM(amount) AS refunded FROM ledger_entries
                         WHERE kind = 'task_refund' GROUP BY batch_id) r ON r.batch_id = b.id
+            LEFT JOIN (SELECT batch_id, SUM(amount) AS cancel_refunded FROM ledger_entries
+                        WHERE kind = 'cancel_refund' GROUP BY batch_id) c ON c.batch_id = b.id
            WHERE COALESCE(r.refunds, 0) <> COALESCE(f.failed, 0)
               OR b.failed_count <> COALESCE(f.failed, 0)
-              OR COALESCE(r.refunded, 0) <> b.credits_refunded
-              OR b.credits_refunded <> COALESCE(f.failed, 0) * b.unit_cost`,
+              OR b.cancelled_count <> COALESCE(f.cancelled, 0)
+              OR COALESCE(c.cancel_refunded, 0) <> COALESCE(f.cancelled, 0) * b.unit_cost
+              OR COALESCE(r.refunded, 0) + COALESCE(c.cancel_refunded, 0) <> b.credits_refunded
+              OR b.credits_refunded <> (COALESCE(f.failed, 0) + COALESCE(f.cancelled, 0)) * b.unit_cost`,
   },
   {
     name: 'refund once',
@@ -108,19 +118,23 @@ const SQL_INVARIANTS: SqlInvariant[] = [
   },
   {
     name: 'batches settled',
-    rule: 'every batch finished: finished_at set, a terminal status, tasks = total, counts = its tasks',
-    sql: `SELECT b.id, b.status, b.finished_at, b.total, b.succeeded_count, b.failed_count, t.n, t.succeeded, t.failed
+    rule: 'every batch finished: finished_at set, a terminal status (cancelled exactly when a cancel took a task), tasks = total, counts = its tasks',
+    sql: `SELECT b.id, b.status, b.finished_at, b.total, b.succeeded_count, b.failed_count, b.cancelled_count, t.n, t.succeeded, t.failed, t.cancelled
             FROM batches b
             LEFT JOIN (SELECT batch_id, count(*) AS n,
                               count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-                              count(*) FILTER (WHERE status = 'failed') AS failed
+                              count(*) FILTER (WHERE status = 'failed') AS failed,
+                              count(*) FILTER (WHERE status = 'cancelled') AS cancelled
                          FROM tasks GROUP BY batch_id) t ON t.batch_id = b.id
            WHERE b.finished_at IS NULL
               OR b.status NOT IN ('succeeded', 'partial', 'failed', 'cancelled')
               OR COALESCE(t.n, 0) <> b.total
-              OR b.succeeded_count + b.failed_count <> b.total
+              OR b.succeeded_count + b.failed_count + b.cancelled_count <> b.total
               OR b.succeeded_count <> COALESCE(t.succeeded, 0)
               OR b.failed_count <> COALESCE(t.failed, 0)
+              OR b.cancelled_count <> COALESCE(t.cancelled, 0)
+              OR (b.status = 'cancelled') <> (b.cancelled_count > 0)
+              OR (b.cancelled_count > 0 AND b.cancelled_at IS NULL)
               OR (b.status = 'succeeded' AND b.failed_count > 0)
               OR (b.status = 'failed' AND b.succeeded_count > 0)`,
   },
@@ -146,6 +160,13 @@ export async function checkInvariants(db: Pool, ctx: InvariantContext): Promise<
     results.push({ name: inv.name, rule: inv.rule, violations: rows.length, examples: rows.slice(0, EXAMPLES) });
   }
   results.push(await resultObjectsStored(db, ctx.dataDir));
+  const split = [...ctx.idempotency].filter(([, ids]) => ids.size !== 1).map(([key, ids]) => ({ key, ids: [...ids] }));
+  results.push({
+    name: 'one batch per key',
+    rule: 'every Idempotency-Key, however often retried across the faults, was answered with one batch id',
+    violations: split.length,
+    examples: split.slice(0, EXAMPLES),
+  });
   return results;
 }
 

@@ -1,15 +1,20 @@
 /**
  * `npm run chaos [-- --quick] [--tasks=N] [--keep] [--log-level=L]`: a scripted fault run.
  *
- * Starts a PostgreSQL and a Redis of its own (free ports, a temporary directory), one api
- * and two generators from dist, and clients that create batches through the public API on
- * a model routed to the simulated provider (with failures and 429s, so refunds and retries
- * happen) and poll them. Meanwhile it kills generators (SIGKILL, SIGTERM), kills Redis
- * (-9, restarted empty) and freezes it (SIGSTOP, then SIGCONT), crashes PostgreSQL
- * (immediate shutdown, SIGKILL of the postmaster) and starts it again, and freezes every
- * PostgreSQL process for 15 s. When every batch has
- * settled it checks the money and consistency invariants in SQL and prints a table of the
- * faults, the recovery times it measured, and the violations. Exit code 1 on any violation.
+ * Starts a PostgreSQL and a Redis of its own (free ports, a temporary directory), two apis
+ * and two generators from dist, and clients that create batches through both apis on a
+ * model routed to the simulated provider (with failures and 429s, so refunds and retries
+ * happen): up to 20 creates in flight, each sent again with its Idempotency-Key until it is
+ * answered; a quarter of the batches cancelled 0-4 s after creation, racing the generators;
+ * polls, long polls (Prefer: wait) and archive downloads throughout; webhook endpoints on a
+ * receiver of its own that is killed for 20 s and restarted. Meanwhile it kills generators
+ * (SIGKILL, SIGTERM), kills Redis (-9, restarted empty) and freezes it (SIGSTOP, then
+ * SIGCONT), crashes PostgreSQL (immediate shutdown, SIGKILL of the postmaster) and starts it
+ * again, and freezes every PostgreSQL process for 15 s. When every batch and delivery has
+ * settled it checks the money and consistency invariants in SQL (cancel_refund included),
+ * one batch per Idempotency-Key, no webhook event lost or changed, no long poll hung, no
+ * archive cut short that looks whole, and prints a table of the faults, the recovery times
+ * it measured, and the violations. Exit code 1 on any violation.
  *
  *   --quick       a smoke run: 600 tasks and shorter windows (CHAOS_QUICK=1 too)
  *   --tasks=N     tasks to create (CHAOS_TASKS too; default 3000, quick 600)
@@ -26,6 +31,7 @@ import { BenchAccount, freePort, KilnStack } from '../lib/kiln';
 import { errorMessage, log, round, sleep } from '../lib/util';
 import { checkInvariants, InvariantResult, unreferencedResultObjects } from './invariants';
 import { ApiEvent, LoadClient } from './load';
+import { ChaosReceiver, pendingDeliveries, registerEndpoints, webhookInvariants } from './webhooks';
 import { PrivatePostgres, PrivateRedis } from './services';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -97,6 +103,13 @@ const STRANDED_AFTER_MS = LATENCY.max + 3000;
 const REQUEST_TIMEOUT_MS = 15_000;
 const MONITOR_INTERVAL_MS = 500;
 const GENERATOR_RESTART_DELAY_MS = 2000;
+/** Webhook retries 1 s to 30 s apart: about 2 minutes in all, within the settle wait. */
+const CHAOS_WEBHOOK_RETRIES = '1000,2000,4000,8000,15000,30000,30000,30000';
+/** The receiver is killed this long after the warm-up, and stays down this long. */
+const RECEIVER_KILL_AFTER_MS = 30_000;
+const RECEIVER_DOWN_MS = 20_000;
+/** After the batches settled, the longest wait for the last webhook deliveries. */
+const DELIVERIES_SETTLE_MS = 180_000;
 const RICH_ACCOUNTS = 5;
 /** One account gets half its share of the credits: its creates answer 402 once it runs out, and refunds trickle back. */
 const tightAccountCredits = (tasks: number) => Math.max(20, Math.round(tasks / (RICH_ACCOUNTS + 1) / 2));
@@ -148,6 +161,8 @@ function parseArgs(argv: string[]): { profile: Profile; quick: boolean; keep: bo
 class Processes {
   readonly generators: (NodeChild | null)[] = [null, null];
   readonly crashes: Crash[] = [];
+  /** The second api process (the stack's own is the first), on a port of its own. */
+  secondApi: NodeChild | null = null;
   private readonly deliberate = new Set<NodeChild>();
   private runs = 0;
   private stopping = false;
@@ -159,7 +174,9 @@ class Processes {
     const child = NodeChild.start({
       name: `generator-${i}`,
       script: this.stack.distPath('apps/generator/src/main.js'),
-      env: this.stack.env({ MALLOC_ARENA_MAX: '2' }),
+      // Retries within the run (the default schedule waits minutes), and a short circuit cooldown
+      // so a receiver down for a while has its circuit open and closed within the run too.
+      env: this.stack.env({ MALLOC_ARENA_MAX: '2', WEBHOOK_RETRY_DELAYS_MS: CHAOS_WEBHOOK_RETRIES, WEBHOOK_CIRCUIT_COOLDOWN_MS: '5000' }),
       logFile: path.join(this.stack.logDir, `generator-${i}.log`),
     });
     this.generators[i] = child;
@@ -208,10 +225,33 @@ class Processes {
     });
   }
 
+  /** A second api on `port`, restarted like the first if it dies on its own. */
+  async startSecondApi(port: number): Promise<void> {
+    const child = NodeChild.start({
+      name: 'api-2',
+      script: this.stack.distPath('apps/api/src/main.js'),
+      env: this.stack.env({ PORT: String(port) }),
+      logFile: path.join(this.stack.logDir, 'api-2.log'),
+    });
+    this.secondApi = child;
+    void child.exited.then((code) => {
+      if (this.stopping) return;
+      this.crashes.push({ at: Date.now(), name: 'api-2', code });
+      log(`api-2 exited on its own (${code}); restarting it`);
+      setTimeout(() => void (!this.stopping && this.startSecondApi(port)), 1000);
+    });
+    for (let i = 0; i < 300; i++) {
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null);
+      if (res?.ok) return;
+      await sleep(200);
+    }
+    throw new Error(`api-2 did not answer /readyz; see ${child.logFile}`);
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
     await Promise.all(this.generators.map((g) => g?.stop(40_000)));
-    await this.stack.api?.stop();
+    await Promise.all([this.stack.api?.stop(), this.secondApi?.stop()]);
   }
 }
 
@@ -319,7 +359,12 @@ async function main(): Promise<void> {
     processes.startGenerator(0);
     processes.startGenerator(1);
 
-    client = new LoadClient({ baseUrl: stack.baseUrl, accounts, model: FAST_MODEL, requestTimeoutMs: REQUEST_TIMEOUT_MS });
+    const receiver = new ChaosReceiver(await freePort());
+    await receiver.start();
+    await registerEndpoints(stack.baseUrl, accounts.slice(0, RICH_ACCOUNTS), receiver);
+    const secondApiPort = await freePort();
+    await processes.startSecondApi(secondApiPort);
+    client = new LoadClient({ baseUrls: [stack.baseUrl, `http://127.0.0.1:${secondApiPort}`], accounts, model: FAST_MODEL, requestTimeoutMs: REQUEST_TIMEOUT_MS });
     const windows: Window[] = [];
     let current: Window | null = null;
     const db = monitorDb;
@@ -340,6 +385,10 @@ async function main(): Promise<void> {
     client.start();
     log(`warm-up: ${round(profile.warmupMs / 1000, 0)} s of load`);
     await sleep(profile.warmupMs);
+    const receiverKill = sleep(RECEIVER_KILL_AFTER_MS).then(() => {
+      log(`webhook receiver killed for ${RECEIVER_DOWN_MS / 1000} s`);
+      return receiver.killFor(RECEIVER_DOWN_MS).then(() => log('webhook receiver back'));
+    });
 
     for (const [i, spec] of profile.faults.entries()) {
       paceFor(i + 1);
@@ -369,8 +418,35 @@ async function main(): Promise<void> {
     if (settledAt === null) log('some batches did not settle in time: the invariants will say which');
     await client.stop();
     monitor.stop();
+    await receiverKill;
+    const deliveriesStart = Date.now();
+    while (Date.now() - deliveriesStart < DELIVERIES_SETTLE_MS && (await pendingDeliveries(db).catch(() => 1)) > 0) await sleep(1000);
+    log(`webhook deliveries settled ${round((Date.now() - deliveriesStart) / 1000, 0)} s after the batches`);
+    await receiver.stop();
 
-    const invariants = await checkInvariants(db, { acknowledged: [...client.acknowledged.keys()], dataDir: stack.dataDir });
+    const invariants = [
+      ...(await checkInvariants(db, { acknowledged: [...client.acknowledged.keys()], dataDir: stack.dataDir, idempotency: client.idempotency })),
+      ...(await webhookInvariants(db, receiver, accounts.slice(0, RICH_ACCOUNTS))),
+      {
+        name: 'long polls answered',
+        rule: 'every long poll (Prefer: wait=10) answered within its wait plus 15 s, through Redis and PostgreSQL outages',
+        violations: client.longPollsHung.length,
+        examples: client.longPollsHung.slice(0, 5).map((at) => new Date(at).toISOString()),
+      },
+      {
+        name: 'archives whole or broken',
+        rule: 'an archive answered 200 and read to its end is a whole zip (a failure midway breaks the transfer, never ends it cleanly)',
+        violations: client.archivesTruncated,
+        examples: [],
+      },
+    ];
+    const events = receiver.received.size;
+    const webhookLine =
+      `Webhooks: ${receiver.requests} deliveries received for ${events} events (${receiver.requests - events} received again, under the same webhook-id), ` +
+      `the receiver killed for ${RECEIVER_DOWN_MS / 1000} s ${round(RECEIVER_KILL_AFTER_MS / 1000, 0)} s after the warm-up. ` +
+      `Long polls: ${client.events.filter((e) => e.kind === 'longpoll').length} (${client.longPollsHung.length} hung). ` +
+      `Archives: ${client.events.filter((e) => e.kind === 'archive').length} requested, ${client.archivesWhole} whole zips, ` +
+      `${client.events.filter((e) => e.kind === 'archive' && e.outcome !== 'ok').length} refused, failed or broken.`;
     const totals = await taskTotals(db);
     const unreferenced = await unreferencedResultObjects(db, stack.dataDir);
     const report = renderReport({
@@ -383,6 +459,9 @@ async function main(): Promise<void> {
       totals,
       unreferenced,
       acknowledged: client.acknowledged.size,
+      retriedCreates: client.retriedCreates,
+      cancels: client.cancelled,
+      extra: webhookLine,
       settleSec: settledAt === null ? null : (settledAt - settleStart) / 1000,
       durationSec: (Date.now() - started) / 1000,
     });
@@ -560,9 +639,11 @@ interface Totals {
   tasks: number;
   succeeded: number;
   failed: number;
+  cancelled: number;
   retried: number;
   maxAttempts: number;
   refunds: number;
+  cancelRefunds: number;
 }
 
 async function taskTotals(db: Pool): Promise<Totals> {
@@ -571,9 +652,11 @@ async function taskTotals(db: Pool): Promise<Totals> {
             count(*)::int AS tasks,
             count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
             count(*) FILTER (WHERE status = 'failed')::int AS failed,
+            count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,
             count(*) FILTER (WHERE attempts > 1)::int AS retried,
             COALESCE(max(attempts), 0)::int AS "maxAttempts",
-            (SELECT count(*) FROM ledger_entries WHERE kind = 'task_refund')::int AS refunds
+            (SELECT count(*) FROM ledger_entries WHERE kind = 'task_refund')::int AS refunds,
+            (SELECT count(*) FROM ledger_entries WHERE kind = 'cancel_refund')::int AS "cancelRefunds"
        FROM tasks`,
   );
   return rows[0];
@@ -589,6 +672,9 @@ interface ReportInput {
   totals: Totals;
   unreferenced: number;
   acknowledged: number;
+  retriedCreates: number;
+  cancels: number;
+  extra: string;
   settleSec: number | null;
   durationSec: number;
 }
@@ -600,6 +686,7 @@ function renderReport(r: ReportInput): string {
   lines.push('', `## Chaos run (${r.quick ? 'quick' : 'full'}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`, '');
   lines.push(
     `${r.totals.tasks} tasks in ${r.totals.batches} batches (${r.totals.succeeded} succeeded, ${r.totals.failed} failed and refunded, ` +
+      `${r.totals.cancelled} cancelled and refunded in ${r.totals.cancelRefunds} cancel_refund rows, ` +
       `${r.totals.retried} ran more than once, at most ${r.totals.maxAttempts} attempts); ${r.windows.length} faults; ` +
       `run took ${round(r.durationSec / 60, 1)} min, the last batches settled ${r.settleSec === null ? 'NOT within the wait' : `${round(r.settleSec, 0)} s`} after the last fault.`,
     '',
@@ -636,10 +723,14 @@ function renderReport(r: ReportInput): string {
   lines.push(
     '',
     `Clients: ${count((e) => e.kind === 'create')} creates (${r.acknowledged} answered 201, ${count((e) => e.kind === 'create' && e.status === 402)} 402 ` +
-      `from the account short of credits), ${count((e) => e.kind === 'poll')} polls; ` +
+      `from the account short of credits; ${r.retriedCreates} sent again with their Idempotency-Key after no answer), ` +
+      `${count((e) => e.kind === 'cancel')} cancels (${r.cancels} answered 200) racing the generators, ${count((e) => e.kind === 'poll')} polls, ` +
+      `through 2 api processes and 2 generators with up to 20 creates in flight; ` +
       `${count((e) => e.outcome === 'server_error')} answers 5xx, ${count((e) => e.outcome === 'timeout')} timeouts (${REQUEST_TIMEOUT_MS / 1000} s), ` +
       `${count((e) => e.outcome === 'network')} connection errors in all. ` +
       `Kiln processes that exited on their own: ${r.crashes.length}. Result objects no task references: ${r.unreferenced}.`,
+    '',
+    r.extra,
     '',
   );
   lines.push('| invariant | rule | violations |', '|---|---|---|');

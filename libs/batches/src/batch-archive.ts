@@ -1,12 +1,23 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import archiver, { Archiver } from 'archiver';
 import type { Readable, Writable } from 'node:stream';
 import { DataSource } from 'typeorm';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { ErrorCode, KilnError } from '@app/errors';
 import { StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { selectResultKeys } from '@app/tasks';
 import { BatchesService, BatchTask } from './batches.service';
 import { BatchView } from './batch-view';
+
+/**
+ * The zip's stream buffers at most this much ahead of a slow client (archiver's default is
+ * 1 MiB per stream, several streams deep): with 20 archives at once that buffering was most
+ * of the api's growth (bench/: archives).
+ */
+const ARCHIVE_HIGH_WATER_MARK = 64 * 1024;
+/** Retry-After when the archive caps are reached: an archive of a large batch takes seconds. */
+export const ARCHIVE_RETRY_AFTER_S = 10;
 
 /** Longest prompt slug in an image's name inside an archive. */
 const MAX_SLUG_LENGTH = 40;
@@ -37,6 +48,8 @@ export interface BatchArchive {
   tasks: BatchTask[];
   /** Each task's stored result object, or null (none yet, or removed by retention). */
   resultKeys: Map<string, string | null>;
+  /** Frees the archive's slot (write() does, once the zip ended or the client left). */
+  release: () => void;
 }
 
 /** How the caller shows a batch and a task (the wire shapes live with the HTTP layer). */
@@ -55,17 +68,63 @@ export interface ArchiveJson {
 @Injectable()
 export class BatchArchiveService {
   private readonly logger = new Logger(BatchArchiveService.name);
+  /** Archives being streamed by this process, in all and per account. */
+  private streaming = 0;
+  private readonly streamingFor = new Map<string, number>();
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly batches: BatchesService,
     private readonly storage: StorageDriver,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
-  /** Refuses (not_found) before a byte is written. A batch still running gives what has succeeded so far. */
+  /**
+   * Refuses before a byte is written: not_found, or when this process already streams
+   * ARCHIVE_MAX_CONCURRENT archives (service_unavailable) or the account ARCHIVE_MAX_PER_ACCOUNT
+   * (rate_limited), both with retryAfter. A batch still running gives what has succeeded so far.
+   */
   async open(accountId: string, batchId: string): Promise<BatchArchive> {
     const { batch, tasks } = await this.batches.detail(accountId, batchId);
-    return { batch, tasks, resultKeys: await selectResultKeys(this.db, batch.id) };
+    const release = this.takeSlot(accountId);
+    try {
+      return { batch, tasks, resultKeys: await selectResultKeys(this.db, batch.id), release };
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  /** Archives being streamed by this process now (tests, metrics). */
+  get inProgress(): number {
+    return this.streaming;
+  }
+
+  private takeSlot(accountId: string): () => void {
+    const { archiveMaxConcurrent, archiveMaxPerAccount } = this.config.storage;
+    const mine = this.streamingFor.get(accountId) ?? 0;
+    if (mine >= archiveMaxPerAccount) {
+      throw new KilnError(ErrorCode.RateLimited, `At most ${archiveMaxPerAccount} archives at once per account; retry after the Retry-After delay`, {
+        retryAfter: ARCHIVE_RETRY_AFTER_S,
+        limit: archiveMaxPerAccount,
+      });
+    }
+    if (this.streaming >= archiveMaxConcurrent) {
+      throw new KilnError(ErrorCode.ServiceUnavailable, 'The server is streaming as many archives as it can; retry after the Retry-After delay', {
+        retryAfter: ARCHIVE_RETRY_AFTER_S,
+      });
+    }
+    this.streaming++;
+    this.streamingFor.set(accountId, mine + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.streaming--;
+      const left = (this.streamingFor.get(accountId) ?? 1) - 1;
+      if (left <= 0) this.streamingFor.delete(accountId);
+      else this.streamingFor.set(accountId, left);
+    };
   }
 
   /**
@@ -74,7 +133,15 @@ export class BatchArchiveService {
    * the error is then rethrown for the log.
    */
   async write(archive: BatchArchive, out: Writable, json: ArchiveJson): Promise<void> {
-    const zip = archiver('zip', { store: true });
+    try {
+      await this.stream(archive, out, json);
+    } finally {
+      archive.release();
+    }
+  }
+
+  private async stream(archive: BatchArchive, out: Writable, json: ArchiveJson): Promise<void> {
+    const zip = archiver('zip', { store: true, highWaterMark: ARCHIVE_HIGH_WATER_MARK });
     const gone = new Promise<never>((_, reject) => out.once('close', () => reject(new ClientGone())));
     gone.catch(() => undefined);
     zip.pipe(out);

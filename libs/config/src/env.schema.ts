@@ -114,6 +114,14 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(3650)
   RETENTION_DAYS?: number;
 
+  /** Batch archives one api process streams at once; past it GET .../archive answers 503 with Retry-After. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  ARCHIVE_MAX_CONCURRENT?: number;
+
+  /** Batch archives one account may stream at once from one api process; past it 429 with Retry-After. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  ARCHIVE_MAX_PER_ACCOUNT?: number;
+
   /** Result and preview objects no row references (left by a crash) are removed once this old. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(0)
   ORPHAN_GRACE_MS?: number;
@@ -225,6 +233,22 @@ export class EnvSchema {
   /** How often each generator looks for due webhook deliveries when it found none. */
   @Transform(toInt) @IsOptional() @IsInt() @Min(10) @Max(60000)
   WEBHOOK_POLL_INTERVAL_MS?: number;
+
+  /** Attempts one generator keeps in flight at once, all endpoints together. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  WEBHOOK_MAX_IN_FLIGHT?: number;
+
+  /** Attempts one generator keeps in flight to any one endpoint, so a slow endpoint holds only these. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1000)
+  WEBHOOK_ENDPOINT_CONCURRENCY?: number;
+
+  /** Failed attempts in a row after which an endpoint's circuit opens (senders leave it alone for a while). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(100000)
+  WEBHOOK_CIRCUIT_FAILURES?: number;
+
+  /** How long an open circuit first stays open; doubled after each failed probe, up to an hour. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3600000)
+  WEBHOOK_CIRCUIT_COOLDOWN_MS?: number;
 
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
   LOG_LEVEL?: string;

@@ -39,6 +39,9 @@ export interface KilnConfig {
     /** Where multipart upload files wait while their request is handled. */
     uploadTmpDir: string;
     retentionDays: number;
+    /** Batch archives streamed at once by one api process, and by one account on it. */
+    archiveMaxConcurrent: number;
+    archiveMaxPerAccount: number;
     /** Objects no row references are removed once they are this old (OrphanSweepService). */
     orphanGraceMs: number;
     minio: {
@@ -102,6 +105,12 @@ export interface KilnConfig {
     allowPrivate: boolean;
     timeoutMs: number;
     pollIntervalMs: number;
+    /** Attempts in flight per generator, and per endpoint per generator. */
+    maxInFlight: number;
+    endpointConcurrency: number;
+    /** Failures in a row that open an endpoint's circuit, and how long it first stays open. */
+    circuitFailures: number;
+    circuitCooldownMs: number;
   };
   openaiApiKey: string | null;
   /**
@@ -170,6 +179,8 @@ export function buildConfig(
       dataDir,
       uploadTmpDir: path.resolve(env.UPLOAD_TMP_DIR ?? path.join(dataDir, 'incoming')),
       retentionDays: env.RETENTION_DAYS ?? 30,
+      archiveMaxConcurrent: env.ARCHIVE_MAX_CONCURRENT ?? 8,
+      archiveMaxPerAccount: env.ARCHIVE_MAX_PER_ACCOUNT ?? 2,
       // Far longer than any run takes between storing its image and recording it.
       orphanGraceMs: env.ORPHAN_GRACE_MS ?? 3_600_000,
       minio: {
@@ -224,6 +235,10 @@ export function buildConfig(
       allowPrivate: env.WEBHOOK_ALLOW_PRIVATE ?? false,
       timeoutMs: env.WEBHOOK_TIMEOUT_MS ?? 10_000,
       pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
+      maxInFlight: env.WEBHOOK_MAX_IN_FLIGHT ?? 50,
+      endpointConcurrency: env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 8,
+      circuitFailures: env.WEBHOOK_CIRCUIT_FAILURES ?? 20,
+      circuitCooldownMs: env.WEBHOOK_CIRCUIT_COOLDOWN_MS ?? 60_000,
     },
     openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),

@@ -135,7 +135,18 @@ export class KilnMetrics implements OnModuleDestroy {
     registers: [this.registry],
   });
 
+  readonly webhookCircuitsOpen = new Gauge({
+    name: 'kiln_webhook_circuits_open',
+    help: 'Webhook endpoints whose circuit is open (they failed every attempt lately and are left alone for a while)',
+    registers: [this.registry],
+  });
+
   // --- generator: webhooks ----------------------------------------------------------------
+  readonly webhookCircuitsOpened = new Counter({
+    name: 'kiln_webhook_circuit_opened_total',
+    help: 'Times this generator opened (or, after a failed probe, reopened) an endpoint\'s circuit',
+    registers: [this.registry],
+  });
   readonly webhookAttempts = new Counter({
     name: 'kiln_webhook_delivery_attempts_total',
     help: 'Webhook delivery attempts by result (delivered, http_error, network_error)',

@@ -1213,6 +1213,10 @@ export interface components {
             createdAt: number;
             /** @description Unix milliseconds; set when a delivery was answered 410 Gone */
             disabledAt: number | null;
+            /** @description Delivery attempts in a row that failed; 0 after any success */
+            consecutiveFailures: number;
+            /** @description Unix milliseconds; set while the circuit is open (the endpoint failed every attempt lately): deliveries wait, then one probe attempt */
+            circuitOpenUntil: number | null;
         };
         CreatedWebhookResponseDto: {
             endpoint: components["schemas"]["WebhookEndpointDto"];
@@ -1254,6 +1258,8 @@ export interface components {
             delivery: components["schemas"]["WebhookDeliveryDto"];
         };
         WebhookDeliveryListResponseDto: {
+            /** @description The endpoint, with its circuit */
+            endpoint: components["schemas"]["WebhookEndpointDto"];
             /** @description Newest first */
             deliveries: components["schemas"]["WebhookDeliveryDto"][];
             /** @description Pass as `cursor` for the next page; null on the last page */
@@ -3702,7 +3708,9 @@ export interface operations {
                      *           ],
                      *           "description": null,
                      *           "createdAt": 1,
-                     *           "disabledAt": null
+                     *           "disabledAt": null,
+                     *           "consecutiveFailures": 1,
+                     *           "circuitOpenUntil": null
                      *         }
                      *       ]
                      *     }
@@ -3881,7 +3889,9 @@ export interface operations {
                      *         ],
                      *         "description": null,
                      *         "createdAt": 1,
-                     *         "disabledAt": null
+                     *         "disabledAt": null,
+                     *         "consecutiveFailures": 1,
+                     *         "circuitOpenUntil": null
                      *       },
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
                      *     }
@@ -4584,6 +4594,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "endpoint": {
+                     *         "id": "string",
+                     *         "url": "https://example.com/kiln-webhooks",
+                     *         "events": [
+                     *           "batch.completed"
+                     *         ],
+                     *         "description": null,
+                     *         "createdAt": 1,
+                     *         "disabledAt": null,
+                     *         "consecutiveFailures": 1,
+                     *         "circuitOpenUntil": null
+                     *       },
                      *       "deliveries": [
                      *         {
                      *           "id": "evt_6c1f0d0e8a3b4f0c9d1e2f3a4b5c6d7e",
@@ -10526,7 +10548,9 @@ export interface operations {
                      *           ],
                      *           "description": null,
                      *           "createdAt": 1,
-                     *           "disabledAt": null
+                     *           "disabledAt": null,
+                     *           "consecutiveFailures": 1,
+                     *           "circuitOpenUntil": null
                      *         }
                      *       ]
                      *     }
@@ -10684,7 +10708,9 @@ export interface operations {
                      *         ],
                      *         "description": null,
                      *         "createdAt": 1,
-                     *         "disabledAt": null
+                     *         "disabledAt": null,
+                     *         "consecutiveFailures": 1,
+                     *         "circuitOpenUntil": null
                      *       },
                      *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
                      *     }
@@ -11324,6 +11350,18 @@ export interface operations {
                 content: {
                     /**
                      * @example {
+                     *       "endpoint": {
+                     *         "id": "string",
+                     *         "url": "https://example.com/kiln-webhooks",
+                     *         "events": [
+                     *           "batch.completed"
+                     *         ],
+                     *         "description": null,
+                     *         "createdAt": 1,
+                     *         "disabledAt": null,
+                     *         "consecutiveFailures": 1,
+                     *         "circuitOpenUntil": null
+                     *       },
                      *       "deliveries": [
                      *         {
                      *           "id": "evt_6c1f0d0e8a3b4f0c9d1e2f3a4b5c6d7e",

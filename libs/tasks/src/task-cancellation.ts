@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingService } from '@app/billing';
@@ -7,6 +7,7 @@ import { ErrorCode, KilnError, notFound } from '@app/errors';
 import { BatchChangePublisher } from './batch-changes';
 import { tallyAssignments } from './batch-tally';
 import { FencedWrites } from './fenced-write';
+import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
 
 /** What one cancelling transaction did. */
 export interface CancelledTasks {
@@ -36,6 +37,7 @@ export async function cancelUnsentTasks(
   billing: BillingService,
   batchId: string,
   only?: { taskId: string; attempt: number },
+  writes?: FencedWrites,
 ): Promise<CancelledTasks> {
   const taken = only
     ? await queryRows<{ id: string }>(
@@ -64,6 +66,11 @@ export async function cancelUnsentTasks(
       RETURNING status, finished_at`,
     [batchId, count, refunded],
   );
+  // A cancel that leaves nothing running finishes the batch here: its batch.completed goes in
+  // the outbox with it, as when the last task settles (cancelled tasks have no event of their own).
+  if (count > 0 && row.finished_at !== null && writes) {
+    await writes.recordOutcomes(m, [batchId], { ended: [], finishedBatchIds: [batchId] });
+  }
   return { count, refunded, status: row.status, finished: row.finished_at !== null };
 }
 
@@ -83,8 +90,9 @@ export class BatchCancellation {
     @InjectDataSource() db: DataSource,
     private readonly billing: BillingService,
     changes: BatchChangePublisher,
+    @Optional() @Inject(TASK_OUTCOME_HOOK) outcomes: TaskOutcomeHook | null = null,
   ) {
-    this.writes = new FencedWrites(db, changes, null);
+    this.writes = new FencedWrites(db, changes, outcomes);
   }
 
   /**
@@ -105,7 +113,7 @@ export class BatchCancellation {
           batchId,
         });
       }
-      return cancelUnsentTasks(m, this.billing, batchId);
+      return cancelUnsentTasks(m, this.billing, batchId, undefined, this.writes);
     });
   }
 }

@@ -30,7 +30,7 @@ export class TaskRequeues {
     return this.writes.inTransaction(fence.batchId, async (m): Promise<RequeueOutcome> => {
       const [batch] = await m.query(`SELECT cancelled_at FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
       if (batch?.cancelled_at) {
-        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt });
+        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt }, this.writes);
         return cancelled.count > 0 ? 'cancelled' : null;
       }
       const rows = await queryRows(

@@ -17,7 +17,10 @@ export const PREVIOUS_SECRET_MS = 24 * 60 * 60 * 1000;
 /** The name lookup of a URL being registered. */
 const URL_CHECK_TIMEOUT_MS = 5000;
 
-export type WebhookEndpoint = Pick<WebhookEndpointEntity, 'id' | 'url' | 'events' | 'description' | 'createdAt' | 'disabledAt'>;
+export type WebhookEndpoint = Pick<
+  WebhookEndpointEntity,
+  'id' | 'url' | 'events' | 'description' | 'createdAt' | 'disabledAt' | 'consecutiveFailures' | 'circuitOpenUntil'
+>;
 
 export interface NewEndpoint {
   url: string;
@@ -30,7 +33,8 @@ export type WebhookDelivery = Pick<
   'eventId' | 'type' | 'attempts' | 'status' | 'lastStatusCode' | 'lastError' | 'nextAttemptAt' | 'deliveredAt'
 >;
 
-const ENDPOINT_COLUMNS = `id, url, events, description, created_at AS "createdAt", disabled_at AS "disabledAt"`;
+const ENDPOINT_COLUMNS = `id, url, events, description, created_at AS "createdAt", disabled_at AS "disabledAt",
+  consecutive_failures AS "consecutiveFailures", circuit_open_until AS "circuitOpenUntil"`;
 
 /** An account's webhook endpoints: registration, rotation, test pings and the delivery log. */
 @Injectable()
@@ -113,8 +117,8 @@ export class WebhookEndpointsService {
     return row;
   }
 
-  /** The endpoint's deliveries, newest first, keyset-paged. */
-  async deliveries(accountId: string, id: string, limit: number, cursor: Cursor | null): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
+  /** The endpoint (its circuit tells why deliveries may wait) and its deliveries, newest first, keyset-paged. */
+  async deliveries(accountId: string, id: string, limit: number, cursor: Cursor | null): Promise<{ endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; nextCursor: string | null }> {
     const endpoint = await this.find(accountId, id);
     const rows: (WebhookDelivery & { id: string; createdAt: Date })[] = await this.db.query(
       `SELECT id, created_at AS "createdAt", ${DELIVERY_COLUMNS} FROM webhook_deliveries
@@ -125,6 +129,7 @@ export class WebhookEndpointsService {
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
+      endpoint,
       deliveries: page.map(({ id: _id, createdAt: _at, ...d }) => d),
       nextCursor: rows.length > limit && last ? encodeCursor({ createdAt: last.createdAt, id: last.id }) : null,
     };
@@ -133,16 +138,19 @@ export class WebhookEndpointsService {
   /**
    * Deliveries due and not yet taken by a sender, and how long the oldest has waited (0 when
    * none): the operator's view of delivery lag, which grows while renders saturate the
-   * generators (deliveries yield to them) or while no generator sends. One read of the
-   * partial index of pending deliveries.
+   * generators (deliveries yield to them) or while no generator sends. Deliveries held by an
+   * open circuit are not counted there (their endpoint is down, not Kiln behind), but the
+   * open circuits are. One read of the partial index of pending deliveries.
    */
-  async backlog(): Promise<{ due: number; lagSeconds: number }> {
-    const [row] = await queryRows<{ due: number; lag: number }>(
+  async backlog(): Promise<{ due: number; lagSeconds: number; circuitsOpen: number }> {
+    const [row] = await queryRows<{ due: number; lag: number; open: number }>(
       this.db,
-      `SELECT count(*)::int AS due, COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at)), 0)::float8 AS lag
-         FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= now()`,
+      `WITH shut AS (SELECT COALESCE(array_agg(id), '{}') AS ids FROM webhook_endpoints WHERE circuit_open_until > now())
+       SELECT count(*)::int AS due, COALESCE(EXTRACT(EPOCH FROM now() - min(next_attempt_at)), 0)::float8 AS lag,
+              (SELECT cardinality(ids) FROM shut)::int AS open
+         FROM webhook_deliveries, shut WHERE status = 'pending' AND next_attempt_at <= now() AND endpoint_id <> ALL(shut.ids)`,
     );
-    return { due: row.due, lagSeconds: row.lag };
+    return { due: row.due, lagSeconds: row.lag, circuitsOpen: row.open };
   }
 
   private async find(accountId: string, id: string): Promise<WebhookEndpoint> {

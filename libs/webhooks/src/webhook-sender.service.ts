@@ -8,17 +8,19 @@ import { egressRequest, isEgressError } from '@app/egress';
 import { KilnMetrics } from '@app/metrics';
 import { SecretBox, signatureHeader } from './webhook-secret';
 
-/** Deliveries one generator takes per round (and sends at once). */
-const ROUND_SIZE = 50;
 /** The answer's body is not used; a longer one is cut off (and the attempt fails). */
 const MAX_ANSWER_BYTES = 1024 * 1024;
 /** At most one warning per this long while PostgreSQL keeps failing. */
 const WARN_EVERY_MS = 30_000;
+/** An open circuit's cooldown doubles after each failed probe, up to this. */
+const MAX_CIRCUIT_COOLDOWN_MS = 60 * 60 * 1000;
+/** How far down the due deliveries one claim looks for endpoints with room (see CLAIM). */
+const CLAIM_WINDOW = 1000;
 /**
- * Deliveries yield to the work the process exists for. After a full round (more are due), the
+ * Deliveries yield to the work the process exists for. After a full claim (more are due), the
  * next one waits when that work is in flight and the event loop was at least BUSY_LOOP busy
- * during the round: YIELD_FACTOR times the round's own duration (8: deliveries keep about a
- * ninth of a saturated loop), within YIELD_MIN_MS..YIELD_MAX_MS so that they never stop.
+ * since the previous claim: YIELD_FACTOR times that cycle's duration (8: deliveries keep about
+ * a ninth of a saturated loop), within YIELD_MIN_MS..YIELD_MAX_MS so that they never stop.
  * Measured in bench/ (webhooks): a 1,000-image pipeline with one delivery per image went from
  * 0.72-0.88 of the pipeline without endpoints to 0.88-1.04 with this and the one-statement
  * outbox (0.72-0.79 with the outbox alone); the deliveries then end 0.3-0.8 s after the last
@@ -29,16 +31,22 @@ const YIELD_FACTOR = 8;
 const YIELD_MIN_MS = 10;
 const YIELD_MAX_MS = 250;
 
-/** The pause before the next full round (see BUSY_LOOP): 0 unless renders compete for the loop. */
+/** The pause before the next full claim (see BUSY_LOOP): 0 unless renders compete for the loop. */
 export function deliveryPauseMs(round: { ms: number; loopUtilization: number; busy: boolean }): number {
   if (!round.busy || round.loopUtilization < BUSY_LOOP) return 0;
   return Math.min(YIELD_MAX_MS, Math.max(YIELD_MIN_MS, Math.round(round.ms * YIELD_FACTOR)));
 }
 
+/** How long a circuit stays open after `failures` attempts in a row failed (`threshold` opened it). */
+export function circuitCooldownMs(failures: number, threshold: number, baseMs: number): number {
+  const doublings = Math.min(30, Math.max(0, failures - threshold));
+  return Math.min(MAX_CIRCUIT_COOLDOWN_MS, baseMs * 2 ** doublings);
+}
+
 export interface WebhookSenderOptions {
   /**
    * True while the process has work that comes before deliveries (the generator: renders in
-   * flight). Without it, full rounds follow each other at once.
+   * flight). Without it, full claims follow each other at once.
    */
   busy?: () => boolean;
 }
@@ -47,24 +55,48 @@ export interface WebhookSenderOptions {
  * Takes due deliveries for one attempt each: locked with SKIP LOCKED so generators never take
  * the same row, and leased by moving next_attempt_at past the attempt's end. A generator that
  * dies mid-attempt leaves the row due again once the lease ends, with the same event id:
- * at least once, delayed by the lease and never lost. $1 how many, $2 the lease in ms.
+ * at least once, delayed by the lease and never lost.
+ *
+ * Isolation between endpoints: the claim skips endpoints this sender already has at their cap
+ * ($3) and endpoints whose circuit is open, then takes at most cap - in flight ($4, $5) of each
+ * other endpoint's oldest due deliveries ($8 per endpoint; 1, the probe, when the endpoint has
+ * failed $7 times in a row). A probe holds the circuit for its lease, so generators never probe
+ * the same endpoint at once. $1 how many, $2 the lease in ms, $6 how far down the due index to
+ * look.
  */
 const CLAIM: PreparedStatement = {
-  name: 'kiln_webhook_claim',
+  name: 'kiln_webhook_claim_v2',
   text: `
-WITH due AS (
-  SELECT id FROM webhook_deliveries
-   WHERE status = 'pending' AND next_attempt_at <= now()
-   ORDER BY next_attempt_at
+WITH shut AS (
+  SELECT COALESCE(array_agg(id), '{}') AS ids FROM webhook_endpoints WHERE circuit_open_until > now()
+), candidates AS (
+  SELECT d.id, d.endpoint_id, d.next_attempt_at, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS n
+    FROM (SELECT w.id, w.endpoint_id, w.next_attempt_at FROM webhook_deliveries w, shut
+           WHERE w.status = 'pending' AND w.next_attempt_at <= now()
+             AND w.endpoint_id <> ALL($3::uuid[]) AND w.endpoint_id <> ALL(shut.ids)
+           ORDER BY w.next_attempt_at LIMIT $6) d
+), due AS (
+  SELECT w.id FROM webhook_deliveries w
+    JOIN candidates c ON c.id = w.id
+    LEFT JOIN unnest($4::uuid[], $5::int[]) AS busy(endpoint_id, n) ON busy.endpoint_id = c.endpoint_id
+    LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id
+   WHERE c.n + COALESCE(busy.n, 0) <= CASE WHEN e.consecutive_failures >= $7 THEN 1 ELSE $8 END
+     AND w.status = 'pending' AND w.next_attempt_at <= now()
+   ORDER BY c.next_attempt_at
    LIMIT $1
-   FOR UPDATE SKIP LOCKED
+   FOR UPDATE OF w SKIP LOCKED
 ), claimed AS (
   UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
     FROM due WHERE d.id = due.id
   RETURNING d.id, d.event_id, d.endpoint_id, d.body, d.attempts
+), probing AS (
+  UPDATE webhook_endpoints e SET circuit_open_until = now() + $2 * interval '1 millisecond'
+    FROM claimed c WHERE e.id = c.endpoint_id AND e.consecutive_failures >= $7
+  RETURNING e.id
 )
 SELECT c.*, e.id AS found, e.url, e.secret_enc, e.previous_secret_enc,
-       (e.previous_secret_expires_at > now()) AS previous_signs, e.disabled_at
+       (e.previous_secret_expires_at > now()) AS previous_signs, e.disabled_at,
+       (e.consecutive_failures >= $7) AS probe, e.consecutive_failures AS failures
   FROM claimed c LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id`,
 };
 
@@ -80,18 +112,61 @@ interface Claimed {
   previous_secret_enc: string | null;
   previous_signs: boolean | null;
   disabled_at: Date | null;
+  /** The endpoint's circuit was open: this attempt decides whether it closes. */
+  probe: boolean | null;
+  /** The endpoint's failed attempts in a row when this one was claimed. */
+  failures: number | null;
 }
 
 type Outcome = { delivered: true; statusCode: number } | { delivered: false; statusCode: number | null; error: string };
 
-/** A round's successes, fenced each on its attempt. $1 ids, $2 attempts, $3 status codes. */
+/**
+ * Successes, fenced each on its attempt; their endpoints' circuits close. $1 ids, $2 attempts,
+ * $3 status codes. Those that finished while the previous group was being written go together.
+ */
 const DELIVERED_GROUP: PreparedStatement = {
-  name: 'kiln_webhook_delivered_group',
+  name: 'kiln_webhook_delivered_group_v2',
   text: `
-UPDATE webhook_deliveries d SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
-       last_status_code = i.code, last_error = NULL
-  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempts, code)
- WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'`,
+WITH done AS (
+  UPDATE webhook_deliveries d SET status = 'delivered', delivered_at = now(), next_attempt_at = NULL,
+         last_status_code = i.code, last_error = NULL
+    FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempts, code)
+   WHERE d.id = i.id AND d.attempts = i.attempts AND d.status = 'pending'
+  RETURNING d.endpoint_id
+)
+UPDATE webhook_endpoints e SET consecutive_failures = 0, circuit_open_until = NULL
+ WHERE e.id IN (SELECT endpoint_id FROM done) AND (e.consecutive_failures > 0 OR e.circuit_open_until IS NOT NULL)`,
+};
+
+/**
+ * A failed attempt: retried after its delay ($5, null: failed for good), and counted against
+ * its endpoint. Failures that end while the circuit is open (attempts that were in flight when
+ * it opened) are not counted again; a probe's failure reopens it for $8 ms; the failure that
+ * reaches $6 in a row opens it for $7 ms.
+ */
+const FAILED: PreparedStatement = {
+  name: 'kiln_webhook_failed',
+  text: `
+WITH d AS (
+  UPDATE webhook_deliveries
+     SET status = CASE WHEN $5::int IS NULL THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = CASE WHEN $5::int IS NULL THEN NULL ELSE now() + $5::int * interval '1 millisecond' END,
+         last_status_code = $3, last_error = $4
+   WHERE id = $1 AND attempts = $2 AND status = 'pending'
+  RETURNING endpoint_id
+)
+UPDATE webhook_endpoints e
+   SET consecutive_failures = CASE WHEN $9::boolean OR e.circuit_open_until IS NULL OR e.circuit_open_until <= now()
+                                   THEN e.consecutive_failures + 1 ELSE e.consecutive_failures END,
+       circuit_open_until = CASE
+         WHEN $9::boolean THEN now() + $8::int * interval '1 millisecond'
+         WHEN e.consecutive_failures + 1 >= $6 AND (e.circuit_open_until IS NULL OR e.circuit_open_until <= now())
+           THEN now() + $7::int * interval '1 millisecond'
+         ELSE e.circuit_open_until END
+  FROM d WHERE e.id = d.endpoint_id
+RETURNING e.consecutive_failures AS failures, e.circuit_open_until AS "openUntil",
+          -- now() is this transaction's: an open time set by another attempt's statement differs.
+          (e.circuit_open_until = now() + (CASE WHEN $9::boolean THEN $8::int ELSE $7::int END) * interval '1 millisecond') AS opened`,
 };
 
 /** Every write after the claim is fenced on the attempt, so a late answer of a lost lease changes nothing. */
@@ -102,15 +177,32 @@ const FENCE = `id = $1 AND attempts = $2 AND status = 'pending'`;
  * Webhooks, POSTed through the egress module (the address checked again at every attempt and
  * connected to as checked, no redirects, WEBHOOK_TIMEOUT_MS), then delivered, retried after
  * WEBHOOK_RETRY_DELAYS_MS or failed; a 410 disables the endpoint.
+ *
+ * A continuous pipeline, not rounds: up to WEBHOOK_MAX_IN_FLIGHT attempts at once, at most
+ * WEBHOOK_ENDPOINT_CONCURRENCY of them to one endpoint, and a freed slot is claimed again
+ * without waiting for the slowest attempt. An endpoint that never answers holds only its own
+ * slots, so other accounts' deliveries and every retry keep their schedule. Each success is
+ * written as soon as it is known (those ending meanwhile go together), so a crash re-sends
+ * only the attempts that were in flight. An endpoint that fails WEBHOOK_CIRCUIT_FAILURES
+ * attempts in a row is left alone for WEBHOOK_CIRCUIT_COOLDOWN_MS (doubling after each failed
+ * probe, up to an hour); then one attempt probes it, and a success reopens it to all.
  */
 @Injectable()
 export class WebhookSender {
   private readonly logger = new Logger(WebhookSender.name);
   private stopped = true;
-  private timer: NodeJS.Timeout | undefined;
-  private current: Promise<number> | null = null;
+  private loop: Promise<void> | null = null;
   private lastWarning = 0;
   private busy: () => boolean = () => false;
+  /** Attempts in flight in this process, by endpoint. */
+  private readonly inFlight = new Map<string, number>();
+  private inFlightTotal = 0;
+  private readonly attempts = new Set<Promise<void>>();
+  /** Wakes the loop early: a slot was freed (`now` false), or stop() was called. */
+  private wake: ((now?: boolean) => void) | null = null;
+  /** Successes waiting for the statement in flight to end; written together next. */
+  private successes: { c: Claimed; statusCode: number }[] = [];
+  private writing: Promise<void> | null = null;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -129,72 +221,141 @@ export class WebhookSender {
     if (this.config.webhooks.allowPrivate) this.logger.warn('WEBHOOK_ALLOW_PRIVATE is on: webhooks may reach http and private addresses');
     this.stopped = false;
     await this.resealSecrets().catch((err) => this.logger.warn(`Could not re-encrypt webhook secrets: ${(err as Error).message}`));
-    this.tick();
+    this.loop = this.run();
   }
 
-  /** Stops taking deliveries and waits for the round in flight (bounded by the attempt timeout). */
+  /** Stops claiming and waits for the attempts in flight (bounded by the attempt timeout) and their writes. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    await this.current;
+    this.wake?.(true);
+    await this.loop;
+    await this.settle();
   }
 
-  /** One round: takes up to ROUND_SIZE due deliveries and makes one attempt at each. Resolves with how many. */
-  deliverDue(): Promise<number> {
-    this.current ??= this.round().finally(() => {
-      this.current = null;
-    });
-    return this.current;
+  /**
+   * One claim, for a sender that is not started (tests): as many due deliveries as the caps
+   * allow, one attempt at each, resolved once all are settled and written. Resolves with how many.
+   */
+  async deliverDue(): Promise<number> {
+    const { taken } = await this.claimAndStart(this.config.webhooks.maxInFlight - this.inFlightTotal);
+    await this.settle();
+    return taken;
   }
 
-  private tick(): void {
-    if (this.stopped) return;
-    const startedAt = performance.now();
-    const loopAtStart = performance.eventLoopUtilization();
-    void this.deliverDue()
-      .catch((err) => {
+  private async settle(): Promise<void> {
+    while (this.attempts.size > 0) await Promise.all([...this.attempts]);
+    await this.flushSuccesses();
+  }
+
+  private async run(): Promise<void> {
+    const { maxInFlight, pollIntervalMs } = this.config.webhooks;
+    let cycleStart = performance.now();
+    let loopAtStart = performance.eventLoopUtilization();
+    while (!this.stopped) {
+      const free = maxInFlight - this.inFlightTotal;
+      if (free <= 0) {
+        await this.sleep(pollIntervalMs);
+        continue;
+      }
+      let more = false;
+      try {
+        more = (await this.claimAndStart(free)).more;
+      } catch (err) {
         if (Date.now() - this.lastWarning >= WARN_EVERY_MS) {
           this.lastWarning = Date.now();
           this.logger.warn(`Could not take webhook deliveries: ${(err as Error).message}`);
         }
-        return 0;
-      })
-      .then((taken) => {
-        // A full round means more are probably due: go again at once, or after a pause that
-        // leaves the loop to the renders.
-        const round = { ms: performance.now() - startedAt, loopUtilization: performance.eventLoopUtilization(loopAtStart).utilization, busy: this.busy() };
-        const next = taken >= ROUND_SIZE ? deliveryPauseMs(round) : this.config.webhooks.pollIntervalMs;
-        if (!this.stopped) this.timer = setTimeout(() => this.tick(), next);
-      });
+      }
+      if (this.stopped) break;
+      if (!more) {
+        await this.sleep(pollIntervalMs);
+      } else {
+        // More are probably due: claim again once a slot frees up, after a pause that leaves
+        // the loop to the renders when they saturate it.
+        const cycle = { ms: performance.now() - cycleStart, loopUtilization: performance.eventLoopUtilization(loopAtStart).utilization, busy: this.busy() };
+        const pause = deliveryPauseMs(cycle);
+        // Not cut short by freed slots: the pause is what leaves the loop to the renders.
+        if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+        if (this.inFlightTotal >= maxInFlight || this.saturated().length > 0) await this.sleep(pollIntervalMs);
+      }
+      cycleStart = performance.now();
+      loopAtStart = performance.eventLoopUtilization();
+    }
   }
 
-  private async round(): Promise<number> {
-    const lease = 2 * this.config.webhooks.timeoutMs + 5000;
-    const claimed = await queryPrepared<Claimed>(this.db, CLAIM, [ROUND_SIZE, lease]);
-    const delivered: { c: Claimed; statusCode: number }[] = [];
+  /**
+   * Waits `ms`, or less once half the attempts in flight have ended (so that the next claim
+   * takes a group, not one delivery per statement) or the sender stops.
+   */
+  private sleep(ms: number): Promise<void> {
+    const enough = Math.max(1, Math.ceil(this.inFlightTotal / 2));
+    let freed = 0;
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done(): void {
+        clearTimeout(timer);
+        if (self.wake === wake) self.wake = null;
+        resolve();
+      }
+      const wake = (now = false): void => {
+        if (!now && ++freed < enough) return;
+        this.wake = null;
+        // Let the other attempts ending in the same tick free their slots too.
+        setImmediate(done);
+      };
+      this.wake = wake;
+    });
+  }
+
+  private saturated(): string[] {
+    const cap = this.config.webhooks.endpointConcurrency;
+    return [...this.inFlight].filter(([, n]) => n >= cap).map(([id]) => id);
+  }
+
+  /**
+   * Claims up to `free` due deliveries within the caps and starts an attempt at each.
+   * `more`: some are probably still due (the claim was full, or an endpoint is at its cap).
+   */
+  private async claimAndStart(free: number): Promise<{ taken: number; more: boolean }> {
+    const w = this.config.webhooks;
+    const lease = 2 * w.timeoutMs + 5000;
+    const busy = [...this.inFlight];
+    const claimed = await queryPrepared<Claimed>(this.db, CLAIM, [
+      free,
+      lease,
+      this.saturated(),
+      busy.map(([id]) => id),
+      busy.map(([, n]) => n),
+      CLAIM_WINDOW,
+      w.circuitFailures,
+      w.endpointConcurrency,
+    ]);
     // The endpoint was deleted (its row alone goes; its deliveries are swept later): nobody to
     // send these to, and after a delete there may be thousands, so they go in one statement.
     const orphaned = claimed.filter((c) => !c.found).map((c) => c.id);
     if (orphaned.length > 0) await this.db.query(`DELETE FROM webhook_deliveries WHERE id = ANY($1::uuid[])`, [orphaned]);
-    // A round's deliveries mostly go to a few endpoints: each endpoint's secrets are decrypted once.
+    // A claim's deliveries mostly go to a few endpoints: each endpoint's secrets are decrypted once.
     const secrets = new Map<string, string[]>();
-    await Promise.all(
-      claimed
-        .filter((c) => c.found)
-        .map(async (c) => {
-          const outcome = await this.attempt(c, secrets);
-          if (outcome?.delivered) delivered.push({ c, statusCode: outcome.statusCode });
-        }),
-    );
-    // Successes, the common case, are recorded together: one statement per round, not per delivery.
-    if (delivered.length > 0) {
-      await queryPrepared(this.db, DELIVERED_GROUP, [delivered.map((d) => d.c.id), delivered.map((d) => d.c.attempts), delivered.map((d) => d.statusCode)]);
+    for (const c of claimed) {
+      if (!c.found) continue;
+      this.inFlight.set(c.endpoint_id, (this.inFlight.get(c.endpoint_id) ?? 0) + 1);
+      this.inFlightTotal++;
+      const attempt = this.attempt(c, secrets).finally(() => {
+        const left = (this.inFlight.get(c.endpoint_id) ?? 1) - 1;
+        if (left <= 0) this.inFlight.delete(c.endpoint_id);
+        else this.inFlight.set(c.endpoint_id, left);
+        this.inFlightTotal--;
+        this.attempts.delete(attempt);
+        this.wake?.();
+      });
+      this.attempts.add(attempt);
     }
-    return claimed.length;
+    return { taken: claimed.length, more: claimed.length >= free || this.saturated().length > 0 };
   }
 
-  /** One attempt (its endpoint exists); returns a success for the round to record, having recorded anything else itself. */
-  private async attempt(c: Claimed, secrets: Map<string, string[]>): Promise<Outcome | null> {
+  /** One attempt (its endpoint exists), recorded when it ends: a success with the others ending meanwhile. */
+  private async attempt(c: Claimed, secrets: Map<string, string[]>): Promise<void> {
     try {
       if (c.disabled_at) {
         await this.db.query(`UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, last_error = $3 WHERE ${FENCE}`, [
@@ -202,7 +363,7 @@ export class WebhookSender {
           c.attempts,
           'The endpoint is disabled',
         ]);
-        return null;
+        return;
       }
       let signing = secrets.get(c.endpoint_id);
       if (!signing) {
@@ -212,14 +373,38 @@ export class WebhookSender {
       }
       const outcome = await this.send(c, signing);
       this.metrics?.webhookAttempts.inc({ result: outcome.delivered ? 'delivered' : outcome.statusCode === null ? 'network_error' : 'http_error' });
-      if (outcome.delivered) return outcome;
-      await this.recordFailure(c, outcome);
-      return null;
+      if (outcome.delivered) await this.recordSuccess(c, outcome.statusCode);
+      else await this.recordFailure(c, outcome);
     } catch (err) {
-      // The lease runs out and another round retries it.
+      // The lease runs out and a later claim retries it.
       this.logger.warn(`Webhook delivery ${c.id} attempt ${c.attempts}: ${(err as Error).message}`);
-      return null;
     }
+  }
+
+  /**
+   * Successes, the common case, are written at once when no write of them is in flight, else
+   * together with the others that ended meanwhile: one statement per group, never per round.
+   */
+  private recordSuccess(c: Claimed, statusCode: number): Promise<void> {
+    this.successes.push({ c, statusCode });
+    return this.flushSuccesses();
+  }
+
+  private flushSuccesses(): Promise<void> {
+    this.writing ??= (async () => {
+      try {
+        while (this.successes.length > 0) {
+          const group = this.successes;
+          this.successes = [];
+          await queryPrepared(this.db, DELIVERED_GROUP, [group.map((d) => d.c.id), group.map((d) => d.c.attempts), group.map((d) => d.statusCode)]).catch(
+            (err) => this.logger.warn(`Could not record ${group.length} webhook deliveries (they are sent again once leased out): ${(err as Error).message}`),
+          );
+        }
+      } finally {
+        this.writing = null;
+      }
+    })();
+    return this.writing;
   }
 
   private async send(c: Claimed, secrets: string[]): Promise<Outcome> {
@@ -254,15 +439,42 @@ export class WebhookSender {
       await this.disable(c);
       return;
     }
-    const delays = this.config.webhooks.retryDelaysMs;
-    const delay = c.attempts <= delays.length ? delays[c.attempts - 1] : null;
+    const w = this.config.webhooks;
+    const delay = c.attempts <= w.retryDelaysMs.length ? w.retryDelaysMs[c.attempts - 1] : null;
+    const probe = c.probe === true;
+    const [endpoint] = await queryPrepared<{ failures: number; openUntil: Date | null; opened: boolean }>(this.db, FAILED, [
+      c.id,
+      c.attempts,
+      outcome.statusCode,
+      outcome.error.slice(0, 500),
+      delay,
+      w.circuitFailures,
+      w.circuitCooldownMs,
+      circuitCooldownMs((c.failures ?? 0) + 1, w.circuitFailures, w.circuitCooldownMs),
+      probe,
+    ]);
+    if (!endpoint) return;
+    if (endpoint.opened) {
+      this.metrics?.webhookCircuitsOpened.inc();
+      this.logger.warn(
+        `Webhook endpoint ${c.endpoint_id}: ${endpoint.failures} failed attempts in a row (last: ${outcome.error}); circuit open until ${endpoint.openUntil?.toISOString()}`,
+      );
+    }
+    if (probe) await this.expireHeld(c.endpoint_id);
+  }
+
+  /**
+   * While its circuit is open an endpoint's deliveries are held, not attempted. Those held
+   * longer than the whole retry schedule fail as they would have by then (each probe that
+   * fails checks), so a dead endpoint's log ends like it would without the circuit.
+   */
+  private async expireHeld(endpointId: string): Promise<void> {
+    const scheduleMs = this.config.webhooks.retryDelaysMs.reduce((sum, ms) => sum + ms, 0);
     await this.db.query(
-      `UPDATE webhook_deliveries
-          SET status = CASE WHEN $5::int IS NULL THEN 'failed' ELSE 'pending' END,
-              next_attempt_at = CASE WHEN $5::int IS NULL THEN NULL ELSE now() + $5::int * interval '1 millisecond' END,
-              last_status_code = $3, last_error = $4
-        WHERE ${FENCE}`,
-      [c.id, c.attempts, outcome.statusCode, outcome.error.slice(0, 500), delay],
+      `UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL,
+              last_error = COALESCE(last_error || '; ', '') || 'not attempted within the retry schedule: the endpoint kept failing (circuit open)'
+        WHERE endpoint_id = $1 AND status = 'pending' AND next_attempt_at <= now() AND created_at < now() - $2 * interval '1 millisecond'`,
+      [endpointId, scheduleMs],
     );
   }
 

@@ -10,6 +10,8 @@ export interface RateDecision {
   remaining: number;
   /** Whole seconds until the window resets (at least 1). */
   resetSeconds: number;
+  /** Points counted in the window, which may pass the limit (penalties are counted regardless). */
+  used?: number;
 }
 
 /** What a metrics endpoint reads about the in-process fallback. */
@@ -93,7 +95,7 @@ export class RateLimitService {
   /** Whether `subject` still has budget, without spending any (a failure counter checked up front). */
   async peek(subject: string, limit: number, windowSeconds = 60): Promise<RateDecision> {
     const res = await this.call(limit, windowSeconds, (limiter, options) => limiter.get(subject, options));
-    if (!res) return { allowed: true, limit, remaining: limit, resetSeconds: windowSeconds };
+    if (!res) return { allowed: true, limit, remaining: limit, resetSeconds: windowSeconds, used: 0 };
     return this.decision(res.consumedPoints < limit, limit, res);
   }
 
@@ -167,6 +169,7 @@ export class RateLimitService {
       limit,
       remaining: Math.max(0, limit - res.consumedPoints),
       resetSeconds: Math.max(1, Math.ceil(res.msBeforeNext / 1000)),
+      used: res.consumedPoints,
     };
   }
 

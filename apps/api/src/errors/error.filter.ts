@@ -106,6 +106,9 @@ export class ErrorFilter implements ExceptionFilter {
       this.logger.warn({ err: exception, requestId }, `Service unavailable on ${req?.method} ${req?.url}`);
     }
     if (res.headersSent) return;
+    // A refusal that knows when to come back says so (the archive caps); others get the defaults.
+    const retryAfter = exception instanceof KilnError ? exception.details?.retryAfter : undefined;
+    if (typeof retryAfter === 'number' && !res.getHeader('Retry-After')) res.setHeader('Retry-After', String(retryAfter));
     if (status === HttpStatus.SERVICE_UNAVAILABLE && !res.getHeader('Retry-After')) {
       res.setHeader('Retry-After', String(SERVICE_UNAVAILABLE_RETRY_AFTER_S));
     }

@@ -35,6 +35,7 @@ export class ApiMetricsCollector implements OnModuleInit {
       const backlog = await this.webhooks.backlog();
       this.metrics.webhookDeliveriesDue.set(backlog.due);
       this.metrics.webhookDeliveryLag.set(backlog.lagSeconds);
+      this.metrics.webhookCircuitsOpen.set(backlog.circuitsOpen);
     });
     this.metrics.onCollect(() => {
       const fallback = this.rateLimits.fallbackStats();

@@ -95,6 +95,6 @@ export class WebhookAnswers {
 
   async deliveries(accountId: string, id: string, q: WebhookDeliveriesQueryDto): Promise<WebhookDeliveryListResponseDto> {
     const page = await this.webhooks.deliveries(accountId, id, parseLimit(q.limit), decodeCursor(q.cursor));
-    return { deliveries: page.deliveries.map(WebhookDeliveryDto.from), nextCursor: page.nextCursor };
+    return { endpoint: WebhookEndpointDto.from(page.endpoint), deliveries: page.deliveries.map(WebhookDeliveryDto.from), nextCursor: page.nextCursor };
   }
 }

@@ -4,6 +4,7 @@ import { AccountEntity } from './account.entity';
 /** Where an account wants its events sent (libs/webhooks). */
 @Entity({ name: 'webhook_endpoints' })
 @Index('webhook_endpoints_account_idx', ['accountId'])
+@Index('webhook_endpoints_circuit_idx', ['circuitOpenUntil'], { where: 'circuit_open_until IS NOT NULL' })
 export class WebhookEndpointEntity {
   /** Drawn by the writer: it is the associated data of the secret's encryption. */
   @PrimaryColumn('uuid')
@@ -42,4 +43,12 @@ export class WebhookEndpointEntity {
   /** Set when a delivery was answered 410 Gone; a disabled endpoint gets nothing more. */
   @Column({ name: 'disabled_at', type: 'timestamptz', nullable: true })
   disabledAt: Date | null;
+
+  /** Attempts in a row that failed (0 after any success): the circuit opens at WEBHOOK_CIRCUIT_FAILURES. */
+  @Column({ name: 'consecutive_failures', type: 'integer', default: 0 })
+  consecutiveFailures: number;
+
+  /** While in the future, senders leave the endpoint alone; once past, one probe attempt at a time. */
+  @Column({ name: 'circuit_open_until', type: 'timestamptz', nullable: true })
+  circuitOpenUntil: Date | null;
 }

@@ -10,6 +10,14 @@ export class WebhookEndpointDto {
   @ApiProperty({ type: 'integer', description: 'Unix milliseconds' }) createdAt: number;
   @ApiProperty({ type: 'integer', nullable: true, description: 'Unix milliseconds; set when a delivery was answered 410 Gone' })
   disabledAt: number | null;
+  @ApiProperty({ type: 'integer', description: 'Delivery attempts in a row that failed; 0 after any success' })
+  consecutiveFailures: number;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: 'Unix milliseconds; set while the circuit is open (the endpoint failed every attempt lately): deliveries wait, then one probe attempt',
+  })
+  circuitOpenUntil: number | null;
 
   static from(e: WebhookEndpoint): WebhookEndpointDto {
     return {
@@ -19,6 +27,8 @@ export class WebhookEndpointDto {
       description: e.description,
       createdAt: e.createdAt.getTime(),
       disabledAt: e.disabledAt ? e.disabledAt.getTime() : null,
+      consecutiveFailures: e.consecutiveFailures,
+      circuitOpenUntil: e.circuitOpenUntil && e.circuitOpenUntil.getTime() > Date.now() ? e.circuitOpenUntil.getTime() : null,
     };
   }
 }
@@ -67,6 +77,7 @@ export class WebhookDeliveryResponseDto {
 }
 
 export class WebhookDeliveryListResponseDto {
+  @ApiProperty({ type: WebhookEndpointDto, description: 'The endpoint, with its circuit' }) endpoint: WebhookEndpointDto;
   @ApiProperty({ type: [WebhookDeliveryDto], description: 'Newest first' }) deliveries: WebhookDeliveryDto[];
   @ApiProperty({ type: 'string', nullable: true, description: 'Pass as `cursor` for the next page; null on the last page' })
   nextCursor: string | null;
