@@ -45,8 +45,11 @@ export interface ImageProvider {
   render(req: RenderRequest): Promise<RenderResult>;
 }
 
-/** not_configured: the route lacks its key or usable settings (an operator must fix it; the request is not at fault). */
-export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'invalid_response' | 'not_configured';
+/**
+ * not_configured: the route lacks its key or usable settings (an operator must fix it; the request is not at fault).
+ * content_refused: the upstream's content policy refused the prompt or its image (retrying does not help).
+ */
+export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'content_refused' | 'invalid_response' | 'not_configured';
 
 /** Whether a kind is worth retrying when the thrower does not say otherwise. */
 const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
@@ -54,6 +57,7 @@ const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
   upstream_error: true,
   timeout: true,
   bad_request: false,
+  content_refused: false,
   invalid_response: false,
   not_configured: false,
 };

@@ -8,6 +8,7 @@ export * from './task-object';
 export * from './task-outcome.hook';
 export * from './task-dispatch.service';
 export * from './task-state.store';
+export * from './upstream-wait.store';
 export * from './tasks.module';
 export * from './batch-changes';
 export * from './batch-tally';

@@ -5,7 +5,7 @@ import { ErrorObjectDto } from '../../common/error.response.dto';
 
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
-export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'];
+export const TASK_ERROR_CODES = ['upstream_rejected', 'content_refused', 'upstream_unavailable', 'provider_not_configured', 'internal'];
 
 /** docs/api.md#counts-object: `pending` includes queued tasks. */
 export class CountsDto {
