@@ -167,6 +167,14 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   TASK_LEASE_MS?: number;
 
+  /** Most tasks waiting on queue upstreams (fal, Replicate, BFL) one generator's poller holds in memory; the rest wait in PostgreSQL. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1_000_000)
+  UPSTREAM_POLLER_CAPACITY?: number;
+
+  /** A poller's hold on its waiting tasks, renewed while it lives; past it, another generator's poller takes them over. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(500)
+  UPSTREAM_LEASE_MS?: number;
+
   /** Longest a client may take to send a whole request, headers and body (Node's default is 300 s). */
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_REQUEST_TIMEOUT_MS?: number;
@@ -238,7 +246,7 @@ export class EnvSchema {
 
 /**
  * Variables that may instead be read from a file named by `<NAME>_FILE` (Docker and Compose
- * secrets), besides every provider key (`*_API_KEY`).
+ * secrets), besides every provider key (`*_API_KEY`, `*_API_TOKEN`, `FAL_KEY`).
  */
 export const SECRET_VARIABLES = [
   'ADMIN_TOKEN',
@@ -287,7 +295,7 @@ export function resolveSecretFiles(
   for (const [fileVar, file] of Object.entries(raw)) {
     if (!fileVar.endsWith('_FILE') || typeof file !== 'string' || file === '') continue;
     const name = fileVar.slice(0, -'_FILE'.length);
-    if (!SECRET_VARIABLES.includes(name) && !/^[A-Z][A-Z0-9_]*_API_KEY$/.test(name)) continue;
+    if (!SECRET_VARIABLES.includes(name) && !/^(?:[A-Z][A-Z0-9_]*_API_(?:KEY|TOKEN)|FAL_KEY)$/.test(name)) continue;
     if (raw[name] !== undefined && raw[name] !== '') {
       problems.push({ variable: fileVar, rule: `${name} is set too; set only one of them` });
       continue;

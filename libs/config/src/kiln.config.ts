@@ -70,6 +70,10 @@ export interface KilnConfig {
     stalledIntervalMs: number;
     /** A running task untouched this long whose job is not live (or dead) is re-enqueued by the reconciler. */
     taskLeaseMs: number;
+    /** Tasks waiting on queue upstreams one poller holds in memory (UpstreamPoller). */
+    upstreamPollerCapacity: number;
+    /** A poller's lease on its waiting tasks; a dead generator's are taken over once it passes. */
+    upstreamLeaseMs: number;
   };
   /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
   queue: {
@@ -198,6 +202,8 @@ export function buildConfig(
       lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 20000,
       stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
       taskLeaseMs: env.TASK_LEASE_MS ?? 15000,
+      upstreamPollerCapacity: env.UPSTREAM_POLLER_CAPACITY ?? 10_000,
+      upstreamLeaseMs: env.UPSTREAM_LEASE_MS ?? 30_000,
     },
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,
@@ -254,7 +260,8 @@ function publicUrlWarnings(env: EnvSchema, driver: 'local' | 'minio'): string[] 
   return warnings;
 }
 
-const PROVIDER_KEY_NAME = /^[A-Z][A-Z0-9_]*_API_KEY$/;
+/** Upstream keys a route may name: `*_API_KEY`, `*_API_TOKEN` (Replicate's REPLICATE_API_TOKEN) and fal's FAL_KEY. */
+export const PROVIDER_KEY_NAME = /^(?:[A-Z][A-Z0-9_]*_API_(?:KEY|TOKEN)|FAL_KEY)$/;
 
 /** TRUST_PROXY as Express's `trust proxy` setting takes it (validated by the schema). */
 function trustProxyOf(value: string | undefined): boolean | number | string {

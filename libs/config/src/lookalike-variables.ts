@@ -22,7 +22,7 @@ export function lookalikeWarnings(raw: Record<string, unknown>, known: readonly 
   const secretFiles = new Set(SECRET_VARIABLES.map((name) => `${name}_FILE`));
   const warnings: string[] = [];
   for (const name of Object.keys(raw).sort()) {
-    if (exact.has(name) || secretFiles.has(name) || /_API_KEY(_FILE)?$/.test(name)) continue;
+    if (exact.has(name) || secretFiles.has(name) || /(_API_KEY|_API_TOKEN|^FAL_KEY)(_FILE)?$/.test(name)) continue;
     const nearest = nearestName(name, known);
     if (nearest) {
       warnings.push(`${name} is not a Kiln variable and is ignored; did you mean ${nearest}?`);

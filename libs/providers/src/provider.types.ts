@@ -1,3 +1,7 @@
+import type { BflRoute } from './bfl/bfl.provider';
+import type { FalRoute } from './fal/fal.provider';
+import type { ReplicateRoute } from './replicate/replicate.provider';
+
 /**
  * The contract between the generator and whatever renders an image. Providers are pure:
  * no database, no queue, no configuration reads; everything they need arrives here.
@@ -124,4 +128,8 @@ export type ProviderRoute =
       rateLimitRate?: number;
       /** As the openai route's. */
       maxConcurrency?: number;
-    };
+    }
+  /** Queue upstreams: submit, record the request, poll, fetch (queue/queue-provider.ts). */
+  | FalRoute
+  | ReplicateRoute
+  | BflRoute;
