@@ -160,37 +160,38 @@ export class UpstreamWaitStore {
   }
 
   /**
-   * Extends the poller's leases; answers the tasks (and attempts) it still holds, so the
-   * poller drops the ones a claim took back meanwhile.
+   * Extends the poller's leases on the tasks it holds in memory (`taskIds`: one it dropped
+   * is left to expire, for another poller to take); answers those it still holds, with their
+   * attempts, so the poller drops the ones a claim took back meanwhile.
    */
-  async renew(poller: string, leaseMs: number): Promise<Map<string, number>> {
+  async renew(poller: string, leaseMs: number, taskIds: readonly string[]): Promise<Map<string, number>> {
+    if (taskIds.length === 0) return new Map();
     const rows = await queryRows<{ id: string; attempts: number }>(
       this.db,
       `WITH mine AS (
          SELECT id FROM tasks
-          WHERE upstream_poller = $1 AND status = 'running' AND upstream_poll_at IS NOT NULL
+          WHERE id = ANY($3::uuid[]) AND upstream_poller = $1 AND status = 'running' AND upstream_poll_at IS NOT NULL
           ORDER BY id FOR UPDATE SKIP LOCKED
        )
        UPDATE tasks t SET upstream_lease_until = now() + $2::int * interval '1 millisecond'
         WHERE t.id IN (SELECT id FROM mine)
         RETURNING t.id, t.attempts`,
-      [poller, leaseMs],
+      [poller, leaseMs, taskIds],
     );
     return new Map(rows.map((r) => [r.id, r.attempts]));
   }
 
   /**
-   * Gives the poller's waiting tasks back (at a shutdown), to be polled from `pollAt` by
-   * whichever poller takes them first. Only those given: `taskIds`.
+   * Gives every waiting task the poller holds back (at a shutdown), to be polled from
+   * `pollAt` by whichever poller takes it first. Answers how many.
    */
-  async release(poller: string, taskIds: readonly string[], pollAt: Date): Promise<number> {
-    if (taskIds.length === 0) return 0;
+  async release(poller: string, pollAt: Date): Promise<number> {
     const rows = await queryRows<{ id: string }>(
       this.db,
-      `UPDATE tasks SET upstream_poller = NULL, upstream_lease_until = NULL, upstream_poll_at = GREATEST(upstream_poll_at, $3)
-        WHERE id = ANY($2::uuid[]) AND upstream_poller = $1 AND status = 'running' AND upstream_poll_at IS NOT NULL
+      `UPDATE tasks SET upstream_poller = NULL, upstream_lease_until = NULL, upstream_poll_at = GREATEST(upstream_poll_at, $2)
+        WHERE upstream_poller = $1 AND status = 'running' AND upstream_poll_at IS NOT NULL
         RETURNING id`,
-      [poller, taskIds, pollAt],
+      [poller, pollAt],
     );
     return rows.length;
   }

@@ -16,6 +16,7 @@ export class ProviderRegistry {
     try {
       return createProvider(route, {
         openaiApiKey: (envName) => this.apiKey(envName),
+        apiKey: (envName) => this.apiKey(envName),
         timeoutMs: this.config.generator.providerTimeoutMs,
         upstream: this.config.upstream,
       });
@@ -24,7 +25,7 @@ export class ProviderRegistry {
     }
   }
 
-  /** OPENAI_API_KEY unless the route names another variable; null when it is not set. */
+  /** OPENAI_API_KEY unless the route names another variable (FAL_KEY and the like); null when it is not set. */
   private apiKey(envName: string | undefined): string | null {
     return !envName || envName === 'OPENAI_API_KEY' ? this.config.openaiApiKey : (this.config.providerApiKeys?.[envName] ?? null);
   }
