@@ -5,7 +5,7 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
-import { MAX_ROUTE_CONCURRENCY } from '@app/providers';
+import { bflRouteProblem, falRouteProblem, MAX_ROUTE_CONCURRENCY, replicateRouteProblem } from '@app/providers';
 
 export const RESOLUTIONS: Resolution[] = ['1K', '2K', '4K'];
 export const CATALOG_DEFAULTS = {
@@ -102,6 +102,7 @@ export class CatalogService {
     const next: ModelEntity = { ...model, ...stripUndefined(patch) } as ModelEntity;
     validateModel(next);
     if (patch.provider?.type === 'openai') await this.checkUpstreamAddress(patch.provider.baseUrl);
+    if (patch.provider && isQueueRoute(patch.provider) && patch.provider.baseUrl) await this.checkUpstreamAddress(patch.provider.baseUrl);
     await this.models.save(next);
     return this.get(key);
   }
@@ -194,7 +195,22 @@ function validateProvider(p: ProviderRoute): void {
       concurrency(p.maxConcurrency);
       return;
     }
+    case 'fal':
+    case 'replicate':
+    case 'bfl': {
+      const problem = QUEUE_ROUTE_PROBLEM[p.type](p as unknown as Record<string, unknown>);
+      if (problem) throw invalidRequest(`provider.${problem[0]}`, problem[1]);
+      concurrency(p.maxConcurrency);
+      return;
+    }
     default:
       throw invalidRequest('provider.type', 'unknown_provider');
   }
+}
+
+/** Each queue type's settings check (in its folder in libs/providers). */
+const QUEUE_ROUTE_PROBLEM = { fal: falRouteProblem, replicate: replicateRouteProblem, bfl: bflRouteProblem };
+
+function isQueueRoute(p: ProviderRoute): p is Extract<ProviderRoute, { type: 'fal' | 'replicate' | 'bfl' }> {
+  return p.type === 'fal' || p.type === 'replicate' || p.type === 'bfl';
 }

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ErrorCode, KilnError } from '@app/errors';
+import { QUEUE_KEY_VARIABLE } from '@app/providers';
 import type { ProviderRoute } from '@app/providers';
 import { RedisService } from '@app/redis';
 
@@ -119,7 +120,16 @@ export class RouteHealthStore {
 
 /** The environment variable a route's upstream key comes from, or null when it needs none. */
 export function requiredKey(route: ProviderRoute): string | null {
-  return route.type === 'openai' ? (route.apiKeyEnv ?? 'OPENAI_API_KEY') : null;
+  switch (route.type) {
+    case 'openai':
+      return route.apiKeyEnv ?? 'OPENAI_API_KEY';
+    case 'fal':
+    case 'replicate':
+    case 'bfl':
+      return route.apiKeyEnv ?? QUEUE_KEY_VARIABLE[route.type];
+    default:
+      return null;
+  }
 }
 
 /** Not configured beats failing: a missing key explains the failures. */

@@ -83,7 +83,7 @@ export class UpdateModelRequestDto {
   @ApiPropertyOptional({
     type: 'object',
     additionalProperties: true,
-    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
+    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal" | "replicate" | "bfl", model, baseUrl?, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } (queue upstreams: docs/providers.md); maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
   })
   @IsOptional() @IsObject()
   provider?: ProviderRoute;

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { ENV_REPORT_INTERVAL_MS, RouteHealthStore, RouteOutcome } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { isProviderError, ProviderRoute } from '@app/providers';
+import { bflLabel, falLabel, isProviderError, ProviderRoute, replicateLabel } from '@app/providers';
 import { ClaimedTask } from '@app/tasks';
 import { classifyFailure, describeError } from './task-failure';
 
@@ -27,7 +27,18 @@ export function upstreamKind(err: unknown): string | null {
 
 /** Where a route sends its calls, for logs: never a key. */
 export function routeLabel(route: ProviderRoute): string {
-  return route.type === 'openai' ? `openai ${route.baseUrl} (${route.model})` : route.type;
+  switch (route.type) {
+    case 'openai':
+      return `openai ${route.baseUrl} (${route.model})`;
+    case 'fal':
+      return falLabel(route);
+    case 'replicate':
+      return replicateLabel(route);
+    case 'bfl':
+      return bflLabel(route);
+    default:
+      return route.type;
+  }
 }
 
 type Finished = 'succeeded' | 'failed';

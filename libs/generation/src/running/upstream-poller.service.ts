@@ -102,18 +102,23 @@ export class UpstreamPoller {
     void this.fetch();
   }
 
-  /**
-   * Stops polling (polls in flight are aborted) and gives every held task back, to be taken
-   * by the next poller at once. Images already being collected are the runner's to drain.
-   */
-  async stop(): Promise<number> {
-    if (this.stopped) return 0;
+  /** Stops polling (polls in flight are aborted): nothing more is handed back. */
+  async pause(): Promise<void> {
+    if (this.stopped) return;
     this.stopped = true;
     for (const timer of this.timers) clearInterval(timer);
     this.timers = [];
     this.pollsAbort.abort(new Error('The poller is stopping'));
     const waitedUntil = Date.now() + 5000;
-    while ((this.polling > 0 || this.fetching) && Date.now() < waitedUntil) await new Promise((r) => setTimeout(r, 20));
+    while ((this.polling > 0 || this.fetching || this.renewing) && Date.now() < waitedUntil) await new Promise((r) => setTimeout(r, 20));
+  }
+
+  /**
+   * Gives every held task back, to be taken by the next poller at once (after pause, and
+   * after the runner's drain: images being collected are the runner's).
+   */
+  async releaseAll(): Promise<number> {
+    await this.pause();
     this.waiting.clear();
     this.schedule.clear();
     try {

@@ -19,6 +19,7 @@ export interface FakeSeen {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: Record<string, unknown> | null;
+  at: number;
 }
 
 interface FakeRequest {
@@ -100,7 +101,7 @@ export class FakeQueueUpstream {
       body = null;
     }
     const url = new URL(req.url ?? '/', this.root);
-    if (this.recordBodies) this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body });
+    if (this.recordBodies) this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body, at: Date.now() });
 
     if (req.method === 'GET' && url.pathname.startsWith('/files/')) return this.serveImage(url.pathname, res);
     if (req.method === 'POST' && this.isSubmit(url.pathname)) return this.submit(body, res);
