@@ -67,7 +67,8 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   beforeAll(async () => {
     await internal.start();
     for (const dialect of ['fal', 'replicate', 'bfl'] as const) {
-      fakes[dialect] = await new FakeQueueUpstream(dialect, { queueMs: 300, privateImageBase: internal.base }).start();
+      fakes[dialect] = new FakeQueueUpstream(dialect, { queueMs: 300, privateImageBase: internal.base });
+      await fakes[dialect].start();
     }
     const base = buildConfig(process.env);
     env = await fileEnvironment('gen_queue', {
@@ -183,7 +184,8 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   });
 
   it('waiting holds no worker: 12 tasks on 4 workers are all submitted while the first still waits upstream', async () => {
-    const slow = await new FakeQueueUpstream('fal', { queueMs: 4000 }).start();
+    const slow = new FakeQueueUpstream('fal', { queueMs: 4000 });
+    await slow.start();
     try {
       const prompts = Array.from({ length: 12 }, (_, i) => `patient ${i}`);
       const id = await batchVia('eta-image', { ...route('fal'), baseUrl: slow.baseUrl } as ProviderRoute, { prompts });
@@ -208,7 +210,8 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   });
 
   it('cancel leaves submitted tasks running: they finish and are not refunded', async () => {
-    const slow = await new FakeQueueUpstream('replicate', { queueMs: 2000 }).start();
+    const slow = new FakeQueueUpstream('replicate', { queueMs: 2000 });
+    await slow.start();
     try {
       const prompts = ['kept 1', 'kept 2', 'kept 3'];
       const id = await batchVia('eta-image', { ...route('replicate'), baseUrl: slow.baseUrl } as ProviderRoute, { prompts });

@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ErrorCode, KilnError } from '@app/errors';
-import { QUEUE_KEY_VARIABLE } from '@app/providers';
-import type { ProviderRoute } from '@app/providers';
+import { requiredKey, type ProviderRoute } from '@app/providers';
 import { RedisService } from '@app/redis';
 
 /** A generator that has not reported for this long is gone (it reports every ENV_REPORT_INTERVAL_MS). */
@@ -115,20 +114,6 @@ export class RouteHealthStore {
     } finally {
       clearTimeout(timer);
     }
-  }
-}
-
-/** The environment variable a route's upstream key comes from, or null when it needs none. */
-export function requiredKey(route: ProviderRoute): string | null {
-  switch (route.type) {
-    case 'openai':
-      return route.apiKeyEnv ?? 'OPENAI_API_KEY';
-    case 'fal':
-    case 'replicate':
-    case 'bfl':
-      return route.apiKeyEnv ?? QUEUE_KEY_VARIABLE[route.type];
-    default:
-      return null;
   }
 }
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { availableCpus } from './cpus';
-import { ConfigProblem, ConfigurationError, EnvSchema, resolveSecretFiles, validateEnv } from './env.schema';
+import { ConfigProblem, ConfigurationError, EnvSchema, isUpstreamKeyName, resolveSecretFiles, validateEnv } from './env.schema';
 import { lookalikeWarnings } from './lookalike-variables';
 
 export interface KilnConfig {
@@ -108,7 +108,8 @@ export interface KilnConfig {
   openaiApiKey: string | null;
   /**
    * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
-   * name ends in `_API_KEY` (OPENAI_API_KEY included), so routes never read the environment.
+   * name is an upstream key's (isUpstreamKeyName: `*_API_KEY`, `*_API_TOKEN`, FAL_KEY), so
+   * routes never read the environment.
    */
   providerApiKeys: Record<string, string>;
   logLevel: string;
@@ -260,9 +261,6 @@ function publicUrlWarnings(env: EnvSchema, driver: 'local' | 'minio'): string[] 
   return warnings;
 }
 
-/** Upstream keys a route may name: `*_API_KEY`, `*_API_TOKEN` (Replicate's REPLICATE_API_TOKEN) and fal's FAL_KEY. */
-export const PROVIDER_KEY_NAME = /^(?:[A-Z][A-Z0-9_]*_API_(?:KEY|TOKEN)|FAL_KEY)$/;
-
 /** TRUST_PROXY as Express's `trust proxy` setting takes it (validated by the schema). */
 function trustProxyOf(value: string | undefined): boolean | number | string {
   if (value === undefined || value === 'false') return false;
@@ -273,7 +271,7 @@ function trustProxyOf(value: string | undefined): boolean | number | string {
 function providerApiKeys(raw: Record<string, unknown>): Record<string, string> {
   const keys: Record<string, string> = {};
   for (const [name, value] of Object.entries(raw)) {
-    if (PROVIDER_KEY_NAME.test(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
+    if (isUpstreamKeyName(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
   }
   return keys;
 }

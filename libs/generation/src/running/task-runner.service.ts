@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, isQueueProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, UpstreamSubmission } from '@app/providers';
+import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -95,7 +95,7 @@ export class TaskRunnerService {
   /** Starts the poller of tasks waiting on queue upstreams; what it hands back runs here. */
   startPolling(): void {
     this.poller.start({
-      done: (task, imageUrl) => void this.track(this.collect(task, imageUrl)),
+      done: (task, done) => void this.track(this.collect(task, done)),
       failed: (task, err) => void this.track(this.upstreamFailed(task, err)),
     });
   }
@@ -176,12 +176,12 @@ export class TaskRunnerService {
     try {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
-      const provider = this.providers.forRoute(batch.provider);
-      if (isQueueProvider(provider)) {
+      const queued = this.providers.forQueueRoute(batch.provider);
+      if (queued) {
         progress.stop();
-        return await this.handToUpstream(claim, fence, batch, provider);
+        return await this.handToUpstream(claim, fence, batch, queued);
       }
-      const result = await this.render(claim, fence, batch, provider, progress);
+      const result = await this.render(claim, fence, batch, this.providers.forRoute(batch.provider), progress);
       resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
       preview = stored.preview;
@@ -234,7 +234,7 @@ export class TaskRunnerService {
       const pollAt = new Date();
       const hold = this.poller.hold(pollAt);
       if (!(await this.waits.resume(fence, hold))) return 'superseded';
-      const submission = { requestId: claim.upstream.requestId, handle: claim.upstream.handle };
+      const submission = { requestId: claim.upstream.requestId, state: claim.upstream.handle };
       if (hold.poller) this.poller.adopt(this.waitingTask(claim, fence, submission, provider, claim.upstream.submittedAt.getTime()), pollAt.getTime());
       return 'waiting';
     }
@@ -263,7 +263,7 @@ export class TaskRunnerService {
   private async recordSubmission(fence: Fence, submission: UpstreamSubmission, hold: ReturnType<UpstreamPoller['hold']>): Promise<boolean> {
     for (let tries = 1; ; tries++) {
       try {
-        return await this.waits.recordSubmission({ fence, requestId: submission.requestId, handle: submission.handle, hold });
+        return await this.waits.recordSubmission({ fence, requestId: submission.requestId, handle: submission.state, hold });
       } catch (err) {
         if (tries >= RECORD_TRIES) throw err;
         this.logger.warn(`Recording upstream request ${submission.requestId} of task ${fence.taskId} failed (${describeError(err)}); trying again`);
@@ -281,7 +281,7 @@ export class TaskRunnerService {
    * the success. A failure of Kiln's own (storage, database) or a passing one of the download
    * gives the task back to the queue with its request kept, so the next attempt resumes it.
    */
-  private async collect(task: WaitingTask, imageUrl: string): Promise<RunOutcome> {
+  private async collect(task: WaitingTask, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RunOutcome> {
     const { claim, fence } = task;
     const startedAt = Date.now();
     let resultKey: string | null = null;
@@ -292,7 +292,7 @@ export class TaskRunnerService {
       const lease = await this.limiter.acquire(batch.model, { priority: priorityOf(claim), signal: this.interrupting.signal, cap });
       let result: RenderResult;
       try {
-        result = await this.timed(claim, () => task.provider.fetchImage(imageUrl, this.interrupting.signal));
+        result = await this.timed(claim, () => task.provider.fetchResult(task.submission, { signal: this.interrupting.signal }, done));
       } finally {
         lease.release();
       }
@@ -443,7 +443,7 @@ export class TaskRunnerService {
       if (!(await this.store.send(fence))) throw new NotSent();
       return this.timed(claim, () => provider.render(request));
     };
-    if (batch.provider.type === 'builtin') {
+    if (rendersOnCpu(batch.provider)) {
       return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
     }
     const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;

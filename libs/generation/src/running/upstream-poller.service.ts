@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { isQueueProvider, ProviderError, QueueImageProvider, UpstreamSubmission } from '@app/providers';
+import { DEFAULT_MAX_WAIT_MS, ProviderError, QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { ClaimedTask, Fence, UpstreamWaitStore, WaitHold } from '@app/tasks';
 import { DueSchedule } from './due-schedule';
 import { ProviderRegistry } from './provider-registry';
@@ -21,7 +21,7 @@ export interface WaitingTask {
 
 /** What the poller hands back: a made image to collect, or the request's failure (or one of Kiln's). */
 export interface WaitingTaskHandlers {
-  done(task: WaitingTask, imageUrl: string): void;
+  done(task: WaitingTask, done: Extract<UpstreamPoll, { state: 'done' }>): void;
   failed(task: WaitingTask | { claim: ClaimedTask; fence: Fence }, err: unknown): void;
 }
 
@@ -149,13 +149,13 @@ export class UpstreamPoller {
       if (this.stopped || this.waiting.get(task.claim.id) !== task) return;
       if (polled.state === 'done') {
         task.collecting = true;
-        this.handlers?.done(task, polled.imageUrl);
+        this.handlers?.done(task, polled);
       } else if (polled.state === 'failed') {
         this.leave(task);
         this.handlers?.failed(task, polled.error);
-      } else if (Date.now() - task.submittedAt > task.provider.maxWaitMs) {
+      } else if (Date.now() - task.submittedAt > (task.provider.maxWaitMs ?? DEFAULT_MAX_WAIT_MS)) {
         this.leave(task);
-        const minutes = Math.round(task.provider.maxWaitMs / 60_000);
+        const minutes = Math.round((task.provider.maxWaitMs ?? DEFAULT_MAX_WAIT_MS) / 60_000);
         this.handlers?.failed(task, new ProviderError('timeout', `The upstream did not make the image within ${minutes} min`, { retryable: false }));
       } else {
         this.schedule.push(startedAt + Math.max(task.provider.pollIntervalMs, polled.retryAfterMs ?? 0), task);
@@ -201,15 +201,12 @@ export class UpstreamPoller {
     const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
     try {
       if (!claim.batch || !claim.upstream) throw new TaskFailure('The task waiting upstream has lost its batch', 'internal');
-      const provider = this.providers.forRoute(claim.batch.provider);
-      if (!isQueueProvider(provider)) {
-        // The key went missing since the submit: the route's own render says why.
-        throw new ProviderError('not_configured', "The waiting task's route cannot be polled: its key is not set");
-      }
+      const provider = this.providers.forQueueRoute(claim.batch.provider);
+      if (!provider) throw new TaskFailure("The waiting task's route is no longer a queue route", 'internal');
       const task: WaitingTask = {
         claim,
         fence,
-        submission: { requestId: claim.upstream.requestId, handle: claim.upstream.handle },
+        submission: { requestId: claim.upstream.requestId, state: claim.upstream.handle },
         provider,
         submittedAt: claim.upstream.submittedAt.getTime(),
       };

@@ -1,4 +1,4 @@
-import { FakeQueueOptions, FakeQueueUpstream } from '../queue/fake-queue-upstream';
+import { FakeQueueOptions, FakeQueueUpstream } from '../fake-queue-upstream';
 
 /** A local Bfl stand-in on 127.0.0.1 for tests and the bench (behaviours: see FakeQueueUpstream). */
 export function fakeBfl(options: FakeQueueOptions = {}): FakeQueueUpstream {

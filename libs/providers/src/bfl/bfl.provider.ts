@@ -1,8 +1,8 @@
 import { ProviderError, RenderRequest } from '../provider.types';
-import { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../queue/queue-provider';
-import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings, queueRouteProblem } from '../queue/queue-route';
-import { fitPixels, nearestRatio, PixelRange } from '../queue/queue-sizes';
-import { objectOf } from '../queue/upstream-http';
+import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
+import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
+import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
+import { objectOf } from '../queue-http';
 
 /** A route to Black Forest Labs' API. */
 export interface BflRoute extends QueueRouteSettings {
@@ -68,12 +68,12 @@ export class BflProvider extends QueueProviderBase implements QueueImageProvider
     const body = objectOf(answer, 'BFL');
     if (typeof body.id !== 'string' || !body.id) throw new ProviderError('invalid_response', 'BFL answered without a request id');
     const fallback = `${this.http.baseUrl}/get_result?id=${encodeURIComponent(body.id)}`;
-    return { requestId: body.id, handle: { pollingUrl: this.http.sameOriginOr(body.polling_url, fallback, (url) => this.onOwnDomain(url)) } };
+    return { requestId: body.id, state: { pollingUrl: this.http.sameOriginOr(body.polling_url, fallback, (url) => this.onOwnDomain(url)) } };
   }
 
   async poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll> {
     try {
-      const answer = await this.http.call('GET', submission.handle.pollingUrl, this.auth, undefined, { signal, poll: true });
+      const answer = await this.http.call('GET', submission.state.pollingUrl, this.auth, undefined, { signal, poll: true });
       if (answer.status === 404) {
         return { state: 'failed', error: new ProviderError('upstream_error', 'BFL no longer knows the request (404)', { status: 404 }) };
       }
@@ -83,7 +83,7 @@ export class BflProvider extends QueueProviderBase implements QueueImageProvider
       if (status === 'Ready') {
         const sample = (body.result as { sample?: unknown } | undefined)?.sample;
         if (typeof sample !== 'string' || !sample) return { state: 'failed', error: new ProviderError('invalid_response', 'BFL was Ready without result.sample') };
-        return { state: 'done', imageUrl: sample };
+        return { state: 'done', resultUrl: sample };
       }
       if (MODERATED.has(status)) return { state: 'failed', error: new ProviderError('content_refused', `BFL refused the content (${status})`) };
       if (status === 'Error' || status === 'Failed' || status === 'Task not found') {
@@ -103,28 +103,3 @@ export class BflProvider extends QueueProviderBase implements QueueImageProvider
     return url.protocol === 'https:' && parent.includes('.') && url.hostname.endsWith(`.${parent}`);
   }
 }
-
-export function bflRouteProblem(route: Record<string, unknown>): [string, string] | null {
-  const common = queueRouteProblem(route);
-  if (common) return common;
-  if (route.sizeInput !== undefined && route.sizeInput !== 'width_height' && route.sizeInput !== 'aspect_ratio') return ['sizeInput', 'invalid'];
-  if (route.referenceInput !== undefined && (typeof route.referenceInput !== 'string' || !/^[a-z_]+$/.test(route.referenceInput))) {
-    return ['referenceInput', 'invalid'];
-  }
-  return null;
-}
-
-export const BFL_PRESETS = [
-  {
-    id: 'bfl/flux-pro-1.1',
-    settings: { type: 'bfl', model: 'flux-pro-1.1', sizeInput: 'width_height' },
-    notes: 'FLUX1.1 [pro]; width and height 256-1440, multiples of 32 (read 2026-11)',
-    cost: { '1K': 0.04 },
-  },
-  {
-    id: 'bfl/flux-kontext-pro',
-    settings: { type: 'bfl', model: 'flux-kontext-pro', sizeInput: 'aspect_ratio', referenceInput: 'input_image' },
-    notes: 'FLUX.1 Kontext [pro]: edits one input_image; aspect_ratio (read 2026-11)',
-    cost: { '1K': 0.04 },
-  },
-] as const;

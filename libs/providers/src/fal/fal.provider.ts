@@ -1,8 +1,8 @@
 import { ProviderError, RenderRequest } from '../provider.types';
-import { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../queue/queue-provider';
-import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings, queueRouteProblem } from '../queue/queue-route';
-import { fitPixels, nearestRatio, PixelRange } from '../queue/queue-sizes';
-import { dataUri, objectOf, UpstreamAnswer } from '../queue/upstream-http';
+import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
+import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
+import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
+import { dataUri, objectOf, UpstreamAnswer } from '../queue-http';
 
 /** A route to fal's queue (docs.fal.ai, model endpoints / queue). */
 export interface FalRoute extends QueueRouteSettings {
@@ -88,7 +88,7 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
     const base = `${this.http.baseUrl}/${appIdOf(this.route.model)}/requests/${encodeURIComponent(requestId)}`;
     return {
       requestId,
-      handle: {
+      state: {
         statusUrl: this.http.sameOriginOr(body.status_url, `${base}/status`),
         responseUrl: this.http.sameOriginOr(body.response_url, base),
       },
@@ -97,7 +97,7 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
 
   async poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll> {
     try {
-      const status = await this.http.call('GET', submission.handle.statusUrl, this.auth, undefined, { signal, poll: true });
+      const status = await this.http.call('GET', submission.state.statusUrl, this.auth, undefined, { signal, poll: true });
       if (status.status === 404) {
         return { state: 'failed', error: new ProviderError('upstream_error', 'fal no longer knows the request (404)', { status: 404 }) };
       }
@@ -105,7 +105,7 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
       const state = objectOf(status, 'fal').status;
       if (state !== 'COMPLETED') return { state: 'waiting' };
 
-      const result = await this.http.call('GET', submission.handle.responseUrl, this.auth, undefined, { signal, poll: true });
+      const result = await this.http.call('GET', submission.state.responseUrl, this.auth, undefined, { signal, poll: true });
       if (result.status === 429 || result.status === 408) return this.pollTrouble(this.http.errorFor(result));
       // The request's own outcome: 422 (fal's validation or content policy) or a failed run
       // (5xx, which fal does not bill): a new attempt, unless the content was refused.
@@ -120,43 +120,10 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
       if (!first || typeof first.url !== 'string' || !first.url) {
         return { state: 'failed', error: new ProviderError('invalid_response', 'fal answered without an image (no images[0].url)') };
       }
-      return { state: 'done', imageUrl: first.url };
+      return { state: 'done', resultUrl: first.url };
     } catch (err) {
       if (signal?.aborted) throw err;
       return this.pollTrouble(err);
     }
   }
 }
-
-/** The route's settings problem, if any, as [field, reason]. */
-export function falRouteProblem(route: Record<string, unknown>): [string, string] | null {
-  const common = queueRouteProblem(route);
-  if (common) return common;
-  if (route.sizeInput !== undefined && route.sizeInput !== 'image_size' && route.sizeInput !== 'aspect_ratio') return ['sizeInput', 'invalid'];
-  if (route.referenceInput !== undefined && (typeof route.referenceInput !== 'string' || !/^[a-z_]+$/.test(route.referenceInput))) {
-    return ['referenceInput', 'invalid'];
-  }
-  return null;
-}
-
-/** Known fal models, as data with the date their facts were read. */
-export const FAL_PRESETS = [
-  {
-    id: 'fal/fal-ai/flux/schnell',
-    settings: { type: 'fal', model: 'fal-ai/flux/schnell', sizeInput: 'image_size' },
-    notes: 'FLUX.1 [schnell], 1-4 steps; image_size {width, height}; list price per megapixel (read 2026-11)',
-    cost: { '1K': 0.003 },
-  },
-  {
-    id: 'fal/fal-ai/flux/dev',
-    settings: { type: 'fal', model: 'fal-ai/flux/dev', sizeInput: 'image_size' },
-    notes: 'FLUX.1 [dev]; image_size {width, height} (read 2026-11)',
-    cost: { '1K': 0.025 },
-  },
-  {
-    id: 'fal/fal-ai/flux-pro/v1.1-ultra',
-    settings: { type: 'fal', model: 'fal-ai/flux-pro/v1.1-ultra', sizeInput: 'aspect_ratio' },
-    notes: 'FLUX1.1 [pro] ultra, up to 4 MP; aspect_ratio (read 2026-11)',
-    cost: { '1K': 0.06, '2K': 0.06, '4K': 0.06 },
-  },
-] as const;

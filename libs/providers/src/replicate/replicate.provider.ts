@@ -1,8 +1,8 @@
 import { ProviderError, RenderRequest } from '../provider.types';
-import { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../queue/queue-provider';
-import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings, queueRouteProblem } from '../queue/queue-route';
-import { fitPixels, nearestRatio, PixelRange } from '../queue/queue-sizes';
-import { dataUri, objectOf } from '../queue/upstream-http';
+import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
+import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
+import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
+import { dataUri, objectOf } from '../queue-http';
 
 /** A route to Replicate's predictions API (an official model, `owner/name`). */
 export interface ReplicateRoute extends QueueRouteSettings {
@@ -67,12 +67,12 @@ export class ReplicateProvider extends QueueProviderBase implements QueueImagePr
     const body = objectOf(answer, 'Replicate');
     if (typeof body.id !== 'string' || !body.id) throw new ProviderError('invalid_response', 'Replicate answered without a prediction id');
     const urls = (body.urls ?? {}) as { get?: unknown };
-    return { requestId: body.id, handle: { getUrl: this.http.sameOriginOr(urls.get, `${this.http.baseUrl}/predictions/${encodeURIComponent(body.id)}`) } };
+    return { requestId: body.id, state: { getUrl: this.http.sameOriginOr(urls.get, `${this.http.baseUrl}/predictions/${encodeURIComponent(body.id)}`) } };
   }
 
   async poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll> {
     try {
-      const answer = await this.http.call('GET', submission.handle.getUrl, this.auth, undefined, { signal, poll: true });
+      const answer = await this.http.call('GET', submission.state.getUrl, this.auth, undefined, { signal, poll: true });
       if (answer.status === 404) {
         return { state: 'failed', error: new ProviderError('upstream_error', 'Replicate no longer knows the prediction (404)', { status: 404 }) };
       }
@@ -84,7 +84,7 @@ export class ReplicateProvider extends QueueProviderBase implements QueueImagePr
           if (typeof output !== 'string' || !output) {
             return { state: 'failed', error: new ProviderError('invalid_response', 'Replicate succeeded without an output URL') };
           }
-          return { state: 'done', imageUrl: output };
+          return { state: 'done', resultUrl: output };
         }
         case 'failed':
         case 'canceled':
@@ -102,29 +102,3 @@ export class ReplicateProvider extends QueueProviderBase implements QueueImagePr
     }
   }
 }
-
-export function replicateRouteProblem(route: Record<string, unknown>): [string, string] | null {
-  const common = queueRouteProblem(route);
-  if (common) return common;
-  if (!/^[a-z0-9][\w.-]*\/[\w.-]+(:[0-9a-f]+)?$/i.test(route.model as string)) return ['model', 'not_owner_slash_name'];
-  if (route.sizeInput !== undefined && route.sizeInput !== 'aspect_ratio' && route.sizeInput !== 'width_height') return ['sizeInput', 'invalid'];
-  if (route.referenceInput !== undefined && (typeof route.referenceInput !== 'string' || !/^[a-z_]+$/.test(route.referenceInput))) {
-    return ['referenceInput', 'invalid'];
-  }
-  return null;
-}
-
-export const REPLICATE_PRESETS = [
-  {
-    id: 'replicate/black-forest-labs/flux-schnell',
-    settings: { type: 'replicate', model: 'black-forest-labs/flux-schnell', sizeInput: 'aspect_ratio' },
-    notes: 'FLUX.1 [schnell] on Replicate; aspect_ratio, about 1 MP (read 2026-11)',
-    cost: { '1K': 0.003 },
-  },
-  {
-    id: 'replicate/black-forest-labs/flux-1.1-pro',
-    settings: { type: 'replicate', model: 'black-forest-labs/flux-1.1-pro', sizeInput: 'aspect_ratio', referenceInput: 'image_prompt' },
-    notes: 'FLUX1.1 [pro] on Replicate; aspect_ratio; image_prompt as reference (read 2026-11)',
-    cost: { '1K': 0.04 },
-  },
-] as const;

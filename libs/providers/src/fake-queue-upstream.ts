@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
+import type { CapturedRequest, FakeAnswer, FakeUpstream } from './provider-type';
 
 export type QueueDialect = 'fal' | 'replicate' | 'bfl';
 
@@ -42,14 +43,17 @@ interface FakeRequest {
  * [private-url] the image URL points at `privateImageBase`, [no-image] made without an image.
  * It counts submits per prompt and every poll, and keeps what it was sent.
  */
-export class FakeQueueUpstream {
+export class FakeQueueUpstream implements FakeUpstream {
   readonly seen: FakeSeen[] = [];
+  /** What it was sent, as every type's fake records it (FakeUpstream). */
+  readonly requests: CapturedRequest[] = [];
+  private readonly scripted: (FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>))[] = [];
   readonly submitsByPrompt = new Map<string, number>();
   polls = 0;
   submits = 0;
   root = '';
   private readonly server: http.Server;
-  private readonly requests = new Map<string, FakeRequest>();
+  private readonly made = new Map<string, FakeRequest>();
   private readonly firstSeen = new Set<string>();
   private readonly pngs = new Map<string, Promise<Buffer>>();
   private next = 0;
@@ -70,10 +74,15 @@ export class FakeQueueUpstream {
   /** Keeps only counts, not bodies (the bench sends thousands). */
   recordBodies = true;
 
-  async start(): Promise<this> {
+  async start(): Promise<string> {
     await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.root = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this;
+    return this.baseUrl;
+  }
+
+  /** The next requests get these answers, in order, before the dialect's own (FakeUpstream). */
+  answerNext(...answers: (FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>))[]): void {
+    this.scripted.push(...answers);
   }
 
   async stop(): Promise<void> {
@@ -101,7 +110,17 @@ export class FakeQueueUpstream {
       body = null;
     }
     const url = new URL(req.url ?? '/', this.root);
-    if (this.recordBodies) this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body, at: Date.now() });
+    if (this.recordBodies) {
+      this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body, at: Date.now() });
+      this.requests.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body: Buffer.concat(chunks) });
+    }
+    const scripted = this.scripted.shift();
+    if (scripted) {
+      const answer = typeof scripted === 'function' ? await scripted(this.requests[this.requests.length - 1]) : scripted;
+      if (answer === 'hang') return;
+      res.writeHead(answer.status, answer.headers ?? {}).end(answer.body);
+      return;
+    }
 
     if (req.method === 'GET' && url.pathname.startsWith('/files/')) return this.serveImage(url.pathname, res);
     if (req.method === 'POST' && this.isSubmit(url.pathname)) return this.submit(body, res);
@@ -151,7 +170,7 @@ export class FakeQueueUpstream {
               : prompt.includes('[no-image]')
                 ? 'no-image'
                 : 'ok';
-    this.requests.set(id, { id, prompt, input, readyAt: Date.now() + (this.options.queueMs ?? 300), polls: 0, outcome });
+    this.made.set(id, { id, prompt, input, readyAt: Date.now() + (this.options.queueMs ?? 300), polls: 0, outcome });
 
     if (this.dialect === 'fal') {
       const app = `${this.root}/${this.appOf(res.req.url ?? '')}/requests/${id}`;
@@ -177,7 +196,7 @@ export class FakeQueueUpstream {
 
   private async poll(id: string, url: URL, res: http.ServerResponse): Promise<void> {
     this.polls++;
-    const request = this.requests.get(id);
+    const request = this.made.get(id);
     if (!request) return json(res, 404, { detail: 'Request not found' });
     request.polls++;
     if (request.prompt.includes('[poll-500]') && request.polls <= 2) return json(res, 500, { detail: 'Poll failed' });
@@ -232,7 +251,7 @@ export class FakeQueueUpstream {
 
   private async serveImage(path: string, res: http.ServerResponse): Promise<void> {
     const id = /^\/files\/([^/]+)\.png$/.exec(path)?.[1];
-    const request = id ? this.requests.get(id) : undefined;
+    const request = id ? this.made.get(id) : undefined;
     if (!request) return json(res, 404, { detail: 'No such file' });
     if (request.outcome === 'not-image') {
       res.writeHead(200, { 'content-type': 'image/png' }).end('<html>not an image</html>');

@@ -1,8 +1,6 @@
-import sharp from 'sharp';
-import { EgressError, EgressPolicy, egressRequest, formatBytes, isEgressError } from '@app/egress';
-import { parseRetryAfter } from '../openai.provider';
-import { ProviderError, ReferenceImage, RenderResult } from '../provider.types';
-import { sniffImageType } from '../provider.utils';
+import { EgressPolicy, egressRequest } from '@app/egress';
+import { ProviderError, ReferenceImage, RenderResult } from './provider.types';
+import { checkedImage, downloadImage, exchange, headersOf, originOf, parseRetryAfter, safeUpstreamMessage, upstreamPolicies } from './upstream-http';
 
 /** What every queue type's HTTP needs from its route and the configuration. */
 export interface UpstreamHttpConfig {
@@ -26,14 +24,8 @@ export interface UpstreamAnswer {
 
 /** A JSON answer about a request is small; a larger one is not what was asked for. */
 const MAX_ANSWER_BYTES = 1024 * 1024;
-const UPSTREAM_MESSAGE_MAX = 200;
 /** A poll is a small GET: it gets less time than a submit may. */
 const MAX_POLL_TIMEOUT_MS = 30_000;
-
-/** What an image URL may serve: an image type, or the generic binary types object stores use. */
-function servesImage(contentType: string | undefined): boolean {
-  return !contentType || /^image\//i.test(contentType) || /^(application|binary)\/octet-stream\b/i.test(contentType);
-}
 
 /**
  * The HTTP every queue type shares, all through libs/egress: JSON calls to the route's API
@@ -49,8 +41,9 @@ export class UpstreamHttp {
 
   constructor(private readonly config: UpstreamHttpConfig) {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
-    this.apiPolicy = { allowPrivate: config.allowPrivate };
-    this.downloadPolicy = { allowPrivate: false, trustedOrigins: config.allowPrivate ? [originOf(this.baseUrl)] : [] };
+    const policies = upstreamPolicies(this.baseUrl, config.allowPrivate);
+    this.apiPolicy = policies.api;
+    this.downloadPolicy = policies.download;
   }
 
   get label(): string {
@@ -66,9 +59,8 @@ export class UpstreamHttp {
     options: { signal?: AbortSignal; poll?: boolean } = {},
   ): Promise<UpstreamAnswer> {
     const timeoutMs = options.poll ? Math.min(this.config.timeoutMs, MAX_POLL_TIMEOUT_MS) : this.config.timeoutMs;
-    let res;
-    try {
-      res = await egressRequest(url, {
+    const res = await exchange('api', { timeoutMs, maxImageBytes: this.config.maxImageBytes }, options.signal, () =>
+      egressRequest(url, {
         policy: this.apiPolicy,
         method,
         headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
@@ -76,12 +68,8 @@ export class UpstreamHttp {
         maxBytes: MAX_ANSWER_BYTES,
         timeoutMs,
         signal: options.signal,
-      });
-    } catch (err) {
-      if (options.signal?.aborted) throw options.signal.reason;
-      if (!isEgressError(err)) throw err;
-      throw this.apiFailure(err, timeoutMs);
-    }
+      }),
+    );
     const text = res.body.toString('utf8');
     let json: unknown;
     try {
@@ -89,7 +77,7 @@ export class UpstreamHttp {
     } catch {
       json = undefined;
     }
-    return { status: res.status, headers: headersOf(res.headers), text, json };
+    return { status: res.status, headers: headersOf(res), text, json };
   }
 
   /**
@@ -114,43 +102,8 @@ export class UpstreamHttp {
 
   /** The made image: no key sent, public addresses only (or the base URL's own origin when allowed), checked to be an image. */
   async image(url: string, signal?: AbortSignal): Promise<RenderResult> {
-    let data: Buffer;
-    if (url.startsWith('data:')) {
-      data = await decodeDataUrl(url, this.label);
-    } else {
-      let res;
-      try {
-        res = await egressRequest(url, {
-          policy: this.downloadPolicy,
-          maxBytes: this.config.maxImageBytes,
-          timeoutMs: this.config.timeoutMs,
-          signal,
-          acceptContentType: servesImage,
-        });
-      } catch (err) {
-        if (signal?.aborted) throw signal.reason;
-        if (!isEgressError(err)) throw err;
-        throw this.imageUrlFailure(err);
-      }
-      if (res.status < 200 || res.status >= 300) {
-        const retryable = res.status === 429 || res.status >= 500;
-        throw new ProviderError(retryable ? 'upstream_error' : 'invalid_response', `Downloading the image ${this.label} made failed (${res.status})`, {
-          retryable,
-          status: res.status,
-        });
-      }
-      data = res.body;
-    }
-    if (data.length > this.config.maxImageBytes) {
-      throw new ProviderError('invalid_response', `The image ${this.label} made is larger than ${formatBytes(this.config.maxImageBytes)}`);
-    }
-    const contentType = sniffImageType(data);
-    if (!contentType) throw new ProviderError('invalid_response', `${this.label} returned data that is not a PNG, JPEG or WebP image`);
-    const { width, height } = await sharp(data)
-      .metadata()
-      .catch(() => ({ width: undefined, height: undefined }));
-    if (!width || !height) throw new ProviderError('invalid_response', `${this.label} returned an unreadable image`);
-    return { data, contentType, width, height };
+    const data = await downloadImage(url, { policy: this.downloadPolicy, timeoutMs: this.config.timeoutMs, maxImageBytes: this.config.maxImageBytes, signal });
+    return checkedImage(data, this.config.maxImageBytes);
   }
 
   /** A URL the upstream named for polling, kept only on the base URL's origin or a host the caller trusts; else the fallback. */
@@ -194,42 +147,7 @@ export class UpstreamHttp {
   }
 
   scrub(message: string): string {
-    let m = this.config.apiKey ? message.split(this.config.apiKey).join('[redacted]') : message;
-    m = m.replace(/\s+/g, ' ').trim();
-    return m.length > UPSTREAM_MESSAGE_MAX ? `${m.slice(0, UPSTREAM_MESSAGE_MAX - 1)}…` : m;
-  }
-
-  private apiFailure(err: EgressError, timeoutMs: number): ProviderError {
-    switch (err.reason) {
-      case 'timeout':
-        return new ProviderError('timeout', `${this.label} did not answer within ${Math.round(timeoutMs / 100) / 10} s`);
-      case 'network':
-      case 'unresolvable':
-        return new ProviderError('upstream_error', `Could not reach ${this.label}${err.detail.code ? ` (${err.detail.code})` : ''}`, { retryable: true });
-      case 'redirect':
-        return new ProviderError('invalid_response', `${this.label} answered with a redirect, which is not followed`);
-      case 'too_large':
-        return new ProviderError('invalid_response', `${this.label}'s answer is too large (${err.message})`);
-      default:
-        return new ProviderError('not_configured', `${this.label}'s address is refused: ${err.message}`);
-    }
-  }
-
-  private imageUrlFailure(err: EgressError): ProviderError {
-    switch (err.reason) {
-      case 'timeout':
-        return new ProviderError('timeout', `Downloading the image ${this.label} made timed out`);
-      case 'network':
-        return new ProviderError('upstream_error', `Could not download the image ${this.label} made${err.detail.code ? ` (${err.detail.code})` : ''}`, {
-          retryable: true,
-        });
-      case 'too_large':
-        return new ProviderError('invalid_response', `The image ${this.label} made is larger than ${formatBytes(this.config.maxImageBytes)}`);
-      case 'unexpected_content_type':
-        return new ProviderError('invalid_response', `The image URL ${this.label} returned does not serve an image (${err.message})`);
-      default:
-        return new ProviderError('invalid_response', `${this.label} returned an image URL that is refused: ${err.message}`, { retryable: false });
-    }
+    return safeUpstreamMessage(message, this.config.apiKey);
   }
 }
 
@@ -246,27 +164,3 @@ export function objectOf(answer: UpstreamAnswer, label: string): Record<string, 
   return answer.json as Record<string, unknown>;
 }
 
-function originOf(baseUrl: string): string {
-  try {
-    return new URL(baseUrl).origin;
-  } catch {
-    return 'null';
-  }
-}
-
-function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(raw)) {
-    if (typeof value === 'string') headers.set(name, value);
-    else if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-  }
-  return headers;
-}
-
-async function decodeDataUrl(url: string, label: string): Promise<Buffer> {
-  try {
-    return Buffer.from(await (await fetch(url)).arrayBuffer());
-  } catch {
-    throw new ProviderError('invalid_response', `${label} returned an unreadable data: URL`);
-  }
-}
