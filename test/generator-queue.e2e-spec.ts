@@ -127,6 +127,9 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
       const [row] = await taskRows(api, id);
       expect(row.upstream_request_id).toMatch(/^req-/);
       expect(row.attempts).toBe(1);
+      // Operators see the upstream's request id; the owner (above) never does.
+      const admin = await api.admin('get', `/v1/admin/batches/${id}`).expect(200);
+      expect(admin.body.tasks[0]).toMatchObject({ id: tasks[0].id, upstreamRequestId: row.upstream_request_id });
     });
 
     it.each(dialect === 'fal' ? ['[refuse]', '[refuse-submit]', '[nsfw]'] : ['[refuse]', '[refuse-submit]'])(
