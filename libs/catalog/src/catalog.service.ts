@@ -168,7 +168,8 @@ export class CatalogService {
     validateModel(model);
     checkHonestSizes(model);
     await this.checkRouteAddress(provider);
-    await this.models.insert(model);
+    // TypeORM's deep-partial type does not follow the route union past a few types; the row is whole.
+    await this.models.insert(model as Parameters<Repository<ModelEntity>['insert']>[0]);
     return this.get(input.key);
   }
 

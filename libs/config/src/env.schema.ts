@@ -179,6 +179,14 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   TASK_LEASE_MS?: number;
 
+  /** Most tasks waiting on queue upstreams (fal, Replicate, BFL) one generator's poller holds in memory; the rest wait in PostgreSQL. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1_000_000)
+  UPSTREAM_POLLER_CAPACITY?: number;
+
+  /** A poller's hold on its waiting tasks, renewed while it lives; past it, another generator's poller takes them over. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(500)
+  UPSTREAM_LEASE_MS?: number;
+
   /** Longest a client may take to send a whole request, headers and body (Node's default is 300 s). */
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_REQUEST_TIMEOUT_MS?: number;

@@ -75,6 +75,10 @@ export interface KilnConfig {
     stalledIntervalMs: number;
     /** A running task untouched this long whose job is not live (or dead) is re-enqueued by the reconciler. */
     taskLeaseMs: number;
+    /** Tasks waiting on queue upstreams one poller holds in memory (UpstreamPoller). */
+    upstreamPollerCapacity: number;
+    /** A poller's lease on its waiting tasks; a dead generator's are taken over once it passes. */
+    upstreamLeaseMs: number;
   };
   /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
   queue: {
@@ -213,6 +217,8 @@ export function buildConfig(
       lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 20000,
       stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
       taskLeaseMs: env.TASK_LEASE_MS ?? 15000,
+      upstreamPollerCapacity: env.UPSTREAM_POLLER_CAPACITY ?? 10_000,
+      upstreamLeaseMs: env.UPSTREAM_LEASE_MS ?? 30_000,
     },
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,

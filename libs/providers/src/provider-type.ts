@@ -180,12 +180,21 @@ export class RouteSettingsError extends Error {
 export interface QueueImageProvider {
   /** How long to wait between two polls of one request (the route's setting, or the type's default). */
   readonly pollIntervalMs: number;
+  /**
+   * The longest a request may wait upstream; past it the task fails (never resubmitted: the
+   * upstream may still bill it). Added by the queue types (fal, replicate, bfl).
+   */
+  readonly maxWaitMs: number;
   /** Sends the request once. Everything needed to resume it later is in the answer. */
   submit(req: RenderRequest): Promise<UpstreamSubmission>;
   /** One status check, answered at once. */
   poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll>;
-  /** The finished image; call only after `poll` answered `done`. */
-  fetchResult(submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal' | 'onProgress'>): Promise<RenderResult>;
+  /**
+   * The finished image; call only after `poll` answered `done`, with what it answered (the
+   * queue types read the result's image URL while polling, where the request's own failure
+   * answer is told apart from passing trouble).
+   */
+  fetchResult(submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal' | 'onProgress'>, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RenderResult>;
 }
 
 /** What is persisted for a submitted request: plain JSON, so it survives in a jsonb column. */
@@ -196,9 +205,31 @@ export interface UpstreamSubmission {
   state: Record<string, string>;
 }
 
+/**
+ * One poll's answer. The queue types answer passing trouble of the poll itself (429, 5xx, a
+ * timeout) as `waiting` (with the upstream's Retry-After), and the request's own failure
+ * answer as `failed`, so the poller never mistakes one for the other: a retryable `failed`
+ * starts a new submit (a new attempt), a non-retryable one (a content refusal) fails the task.
+ */
 export type UpstreamPoll =
-  | { state: 'waiting'; /** Coarse progress 0-100 when the upstream says. */ progressPct?: number; /** The upstream's own status word. */ upstreamStatus?: string }
-  | { state: 'done' };
+  | {
+      state: 'waiting';
+      /** Coarse progress 0-100 when the upstream says. */ progressPct?: number;
+      /** The upstream's own status word. */ upstreamStatus?: string;
+      /** Poll no sooner than this (the upstream's Retry-After on a 429). */ retryAfterMs?: number;
+    }
+  | { state: 'done'; /** Where the made image is, when the poll already read it. */ resultUrl?: string }
+  | { state: 'failed'; error: ProviderError };
+
+/** Whether a provider built for a route runs through submit/poll/fetch. */
+export function isQueueProvider(provider: unknown): provider is QueueImageProvider {
+  return (
+    typeof provider === 'object' &&
+    provider !== null &&
+    typeof (provider as QueueImageProvider).submit === 'function' &&
+    typeof (provider as QueueImageProvider).poll === 'function'
+  );
+}
 
 /** An upstream answer, as a type's error classification sees it. */
 export interface UpstreamAnswer {

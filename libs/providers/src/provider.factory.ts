@@ -1,4 +1,4 @@
-import type { ProviderContext } from './provider-type';
+import type { ProviderContext, QueueImageProvider } from './provider-type';
 import { ImageProvider, ProviderError } from './provider.types';
 import { ProviderRoute, providerType, requiredKey, withDefaults } from './registry';
 
@@ -22,6 +22,20 @@ export function createProvider(route: ProviderRoute, deps: ProviderFactoryDeps):
   const envName = requiredKey(route);
   const apiKey = envName ? deps.apiKey(envName) : '';
   if (apiKey === null || (envName && !apiKey)) return new UnconfiguredProvider(envName!);
+  const { apiKey: _lookup, ...rest } = deps;
+  return def.create(withDefaults(route), { ...rest, apiKey });
+}
+
+/**
+ * The provider for a queue route (fal, replicate, bfl): submit, poll, fetch. A missing key
+ * throws not_configured (the task fails, refunded: an operator must set it).
+ */
+export function createQueueProvider(route: ProviderRoute, deps: ProviderFactoryDeps): QueueImageProvider {
+  const def = providerType((route as { type?: unknown })?.type);
+  if (!def || def.mode !== 'queue') throw new Error(`Provider route type ${JSON.stringify((route as { type?: unknown })?.type)} is not a queue type`);
+  const envName = requiredKey(route);
+  const apiKey = envName ? deps.apiKey(envName) : null;
+  if (!apiKey) throw new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
   const { apiKey: _lookup, ...rest } = deps;
   return def.create(withDefaults(route), { ...rest, apiKey });
 }

@@ -1,9 +1,12 @@
+import { bflType } from './bfl/bfl.type';
 import { builtinType } from './builtin/builtin.type';
+import { falType } from './fal/fal.type';
 import { geminiType } from './gemini/gemini.type';
 import { openaiType } from './openai/openai.type';
 import { pixelSize } from './image-size';
 import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
 import { RouteSettingsError } from './provider-type';
+import { replicateType } from './replicate/replicate.type';
 import type { RenderResolution } from './provider.types';
 import { isHonest } from './size-rules';
 import { simulatedType } from './simulated/simulated.type';
@@ -14,7 +17,7 @@ import { simulatedType } from './simulated/simulated.type';
  * and a line here; the catalog, route health, telemetry, the factory and the admin API
  * read everything else from the type's definition (provider-type.ts).
  */
-export const PROVIDER_TYPES = [builtinType, openaiType, geminiType, simulatedType] as const;
+export const PROVIDER_TYPES = [builtinType, openaiType, geminiType, simulatedType, falType, replicateType, bflType] as const;
 
 type RouteOf<D> = D extends { create(route: infer R, context: ProviderContext): unknown } ? R : never;
 

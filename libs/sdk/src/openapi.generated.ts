@@ -1368,14 +1368,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "gemini" | "simulated";
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1453,7 +1453,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1502,14 +1502,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "gemini" | "simulated";
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1536,7 +1536,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1554,7 +1554,7 @@ export interface components {
         };
         ProviderTypeDto: {
             /** @enum {string} */
-            type: "builtin" | "openai" | "gemini" | "simulated";
+            type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             /**
              * @description sync: one exchange answers the image; queue: submitted, then polled
              * @enum {string}
@@ -1572,7 +1572,7 @@ export interface components {
              */
             id: string;
             /** @enum {string} */
-            type: "builtin" | "openai" | "gemini" | "simulated";
+            type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             /**
              * @description The route settings the preset expands to
              * @example {
@@ -1650,10 +1650,51 @@ export interface components {
         QueuesResponseDto: {
             queues: components["schemas"]["QueueStatsDto"][];
         };
+        AdminTaskDto: {
+            id: string;
+            batchId: string;
+            prompt: string;
+            /** @enum {string} */
+            status: "pending" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description 0 while pending/queued, 1..99 while running, 100 when succeeded */
+            progress: number;
+            /** @description One public URL once succeeded, else empty */
+            resultUrls: string[];
+            /** @description Short reason when failed */
+            error: string | null;
+            /**
+             * @description 1-based position in the batch: prompt order, then reference image, then copy
+             * @example 1
+             */
+            index: number;
+            /**
+             * @description 0-based index into the batch's prompts
+             * @example 0
+             */
+            promptIndex: number;
+            /** @description The reference URL this task pairs with under refMode "each", else null */
+            refImage: string | null;
+            /**
+             * @description 1-based copy number within its prompt (and reference) combination
+             * @example 1
+             */
+            copy: number;
+            /** @description Pixel width of the stored image as it really is; null until succeeded */
+            width: number | null;
+            /** @description Pixel height of the stored image; null until succeeded */
+            height: number | null;
+            /**
+             * @description Why it failed, to branch on; null unless failed
+             * @enum {string|null}
+             */
+            errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            /** @description The queue upstream's request id (fal, Replicate, BFL) for the task's current attempt, to look it up upstream; null for other routes */
+            upstreamRequestId: string | null;
+        };
         AdminBatchResponseDto: {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
-            tasks: components["schemas"]["TaskDto"][];
+            tasks: components["schemas"]["AdminTaskDto"][];
             /** Format: uuid */
             accountId: string;
         };
@@ -6719,7 +6760,8 @@ export interface operations {
                      *           "copy": 1,
                      *           "width": null,
                      *           "height": null,
-                     *           "errorCode": "upstream_rejected"
+                     *           "errorCode": "upstream_rejected",
+                     *           "upstreamRequestId": null
                      *         }
                      *       ],
                      *       "accountId": "string"
