@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createDataSource, PreparedStatement, queryPrepared, runStatementsUnnamed } from '@app/database';
 
 /**
@@ -6,10 +7,10 @@ import { createDataSource, PreparedStatement, queryPrepared, runStatementsUnname
  * nothing is left prepared on the server connection for another pooled client to collide with.
  */
 describe('queryPrepared, named and unnamed', () => {
-  const STATEMENT: PreparedStatement = { name: 'kiln_test_prepared_probe', text: 'SELECT $1::int + 1 AS n' };
-  const preparedOnConnection = `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = '${STATEMENT.name}'`;
-
   async function run(unnamed: boolean): Promise<{ answer: number; prepared: number }> {
+    // A name of its own: behind a pooler, a server connection keeps what an earlier client prepared on it.
+    const STATEMENT: PreparedStatement = { name: `kiln_test_probe_${randomBytes(4).toString('hex')}`, text: 'SELECT $1::int + 1 AS n' };
+    const preparedOnConnection = `SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = '${STATEMENT.name}'`;
     const ds = createDataSource(process.env.DATABASE_URL as string, { extra: { max: 1 } });
     await ds.initialize();
     try {
