@@ -20,11 +20,7 @@ export TEST_DATABASE_ADMIN_URL
 
 PGBOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 if [ ! -x "$PGBOUNCER" ]; then
-  [ "$(id -u)" = 0 ] || kiln_die "pgbouncer is not installed (Debian/Ubuntu: apt-get install pgbouncer)"
-  kiln_log "installing pgbouncer (apt-get install pgbouncer)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer >/dev/null 2>&1 ||
-    { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y pgbouncer >/dev/null; } ||
-    kiln_die "apt-get install pgbouncer failed"
+  kiln_apt_install pgbouncer || kiln_die "pgbouncer is not installed and could not be (Debian/Ubuntu: apt-get install pgbouncer)"
   PGBOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 fi
 

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-services.sh
 kiln_ensure_services
+kiln_ensure_kubectl
 TEST_DATABASE_ADMIN_URL=$(kiln_db_url "$DATABASE_URL" postgres)
 export TEST_DATABASE_ADMIN_URL
 
