@@ -12,6 +12,10 @@
 # command (e.g. a wrapper around Compose v1). Host tools: curl, node (no node_modules needed:
 # the images install their own).
 set -euo pipefail
+# Under pipefail a pipe fails when its reader exits before its writer is done (the writer dies
+# of SIGPIPE, exit 141): `compose ps -q generator | head -1` did, with two generators. So every
+# reader here reads its whole input (sed -n 1p, not head -1), and a check that stops at its
+# first match (grep -q) reads a captured string, not a pipe.
 cd "$(dirname "$0")/.."
 
 say() { printf '[test-containers] %s\n' "$*" >&2; }
@@ -84,7 +88,8 @@ t1=$SECONDS
 compose up -d minio-setup >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "minio-setup did not start"; }
 setup_id=$(compose ps -q minio-setup)
 [ "$(docker wait "$setup_id")" = 0 ] || die "minio-setup failed: $(docker logs "$setup_id" 2>&1 | tail -5)"
-if docker logs "$setup_id" 2>&1 | grep -q 'no MinIO admin API'; then
+setup_log=$(docker logs "$setup_id" 2>&1)
+if grep -q 'no MinIO admin API' <<<"$setup_log"; then
   say "the object store has no MinIO admin API: Kiln uses its root credentials in this run"
   root_user=$(sed -n 's/^MINIO_ROOT_USER=//p' "$ENV_FILE")
   root_password=$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$ENV_FILE")
@@ -95,7 +100,7 @@ compose up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "compose up 
 API=$(api_url)
 wait_ready "$API" 120 || die "the api at $API never became ready"
 say "up and ready in $((SECONDS - t1)) s at $API"
-curl -fsS "$API/readyz" | field details.storage.status | grep -qx up || die "/readyz does not report storage up"
+[ "$(curl -fsS "$API/readyz" | field details.storage.status)" = up ] || die "/readyz does not report storage up"
 
 admin() { curl -fsS -m 10 -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' "$@"; }
 ACCOUNT=$(admin -X POST "$API/v1/admin/accounts" -d '{"email":"smoke@example.com","plan":"scale","credits":100000}' | field account.id)
@@ -121,12 +126,12 @@ URLS=$(printf '%s' "$DONE" | js 'let s="";process.stdin.on("data",(d)=>(s+=d)).o
 n=0
 for url in $URLS; do
   curl -fsS -m 10 -o "$WORK/img.png" "$url" || die "anonymous GET $url failed"
-  head -c 4 "$WORK/img.png" | od -An -tx1 | grep -q '89 50 4e 47' || die "$url is not a PNG"
+  [ "$(od -An -tx1 -N4 "$WORK/img.png" | tr -d ' \n')" = 89504e47 ] || die "$url is not a PNG"
   n=$((n + 1))
 done
 [ "$n" -eq 2 ] || die "expected 2 result URLs, got $n"
 FONTS=$(compose exec -T generator node -e 'require("./dist/libs/providers/src/builtin-fonts").builtinFontRenders().then((r)=>console.log(JSON.stringify(r)))')
-printf '%s' "$FONTS" | field ok | grep -qx true || die "the builtin renderer's text is tofu in the image: $FONTS"
+[ "$(printf '%s' "$FONTS" | field ok)" = true ] || die "the builtin renderer's text is tofu in the image: $FONTS"
 say "2 images fetched anonymously; the text renders as letters ($FONTS)"
 
 say "3. two generators, one stopped mid-batch"
@@ -138,7 +143,7 @@ for _ in $(seq 1 60); do
   [ "$running" -ge 2 ] && break
   sleep 0.5
 done
-VICTIM=$(compose ps -q generator | head -1)
+VICTIM=$(compose ps -q generator | sed -n 1p)
 t2=$SECONDS
 docker stop -t "$GRACE_S" "$VICTIM" >/dev/null
 took=$((SECONDS - t2))
