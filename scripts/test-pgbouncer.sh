@@ -10,7 +10,10 @@
 # generators and the specs' own queries go through the pooler; only creating and dropping the
 # run's databases goes straight to PostgreSQL. The pooler sets the statement timeout on its
 # server connections (connect_query), as docs/operations.md tells operators to.
-# Arguments go to jest instead of the default spec list.
+# Then the chaos harness's quick run with its own PostgreSQL behind its own PgBouncer
+# (npm run chaos -- --quick --pgbouncer): crashes and freezes of PostgreSQL, Redis and the
+# generators with the pooler in between, and the money invariants after.
+# Arguments go to jest instead of the default spec list, and skip the chaos run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-services.sh
@@ -102,7 +105,8 @@ SPECS=(
   test/webhooks.e2e-spec.ts
   test/webhooks-delivery.e2e-spec.ts
 )
-[ $# -gt 0 ] && SPECS=("$@")
+CHAOS=1
+[ $# -gt 0 ] && { SPECS=("$@"); CHAOS=; }
 
 export TEST_DATABASE_POOLER_URL="postgres://$PG_USER@127.0.0.1:$PORT/postgres"
 export DATABASE_PREPARED_STATEMENTS=false
@@ -112,3 +116,10 @@ npx jest --config jest.config.js --maxWorkers=2 "${SPECS[@]}"
 logins=$(grep -c 'login attempt: db=kiln_test_' "$WORK/pgbouncer.log" || true)
 [ "$logins" -gt 0 ] || kiln_die "no client logged in through pgbouncer"
 kiln_log "PASS: $logins client connections went through pgbouncer in transaction mode"
+
+if [ -n "$CHAOS" ]; then
+  kiln_ensure_pg_binaries || kiln_die "the embedded PostgreSQL binaries are unusable (npm ci)"
+  command -v redis-server >/dev/null 2>&1 || kiln_apt_install redis-server || kiln_die "redis-server is not installed"
+  kiln_log "the chaos quick run through its own PgBouncer"
+  (unset DATABASE_PREPARED_STATEMENTS TEST_DATABASE_POOLER_URL; node dist/bench/chaos/run.js --quick --pgbouncer)
+fi
