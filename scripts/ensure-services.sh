@@ -57,6 +57,24 @@ kiln_ensure_pg_binaries() {
   return 1
 }
 
+# kiln_apt_install PACKAGE: installs a Debian package (as root), updating the lists once if
+# the first try fails. For the host tools some checks need on a fresh machine.
+kiln_apt_install() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || { kiln_log "cannot install $1: not root, or no apt-get"; return 1; }
+  kiln_log "installing $1 (apt-get install $1)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >/dev/null 2>&1 && return 0
+  apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$1" >/dev/null 2>&1
+}
+
+# kubectl for the manifest checks (test/deploy-kubernetes.e2e-spec.ts renders deploy/kubernetes
+# with `kubectl kustomize`): Debian's kubernetes-client when there is none. KILN_KUBECTL names
+# another binary.
+kiln_ensure_kubectl() {
+  [ -n "${KILN_KUBECTL:-}" ] && return 0
+  command -v kubectl >/dev/null 2>&1 && return 0
+  kiln_apt_install kubernetes-client || kiln_log "no kubectl: the deploy/kubernetes checks will fail"
+}
+
 # --- PostgreSQL ---------------------------------------------------------------------------
 
 # kiln_db_url URL NAME: URL with its database replaced by NAME.

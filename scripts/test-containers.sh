@@ -8,10 +8,20 @@
 #   4. every line the apps logged is JSON;
 #   5. two api replicas start at once on a fresh database (both migrate, under the lock);
 #   then everything is torn down, volumes included.
+# With `--replicas N` (npm run test:containers -- --replicas 3), between 3 and 4:
+#   3b. N api and N generator replicas, the api behind one port (a round-robin TCP proxy on
+#      the host, as a Service would be); batches created through it; one api and one
+#      generator SIGKILLed mid-run: every batch finishes, the money is exact (balance = sum of
+#      the ledger; moved by exactly what the batches charged), no task ran twice except those
+#      the killed generator held (at-least-once: they run again), every replica did work.
 # Needs Docker with Compose v2 (`docker compose`), or KILN_COMPOSE set to another compose
 # command (e.g. a wrapper around Compose v1). Host tools: curl, node (no node_modules needed:
 # the images install their own).
 set -euo pipefail
+# Under pipefail a pipe fails when its reader exits before its writer is done (the writer dies
+# of SIGPIPE, exit 141): `compose ps -q generator | head -1` did, with two generators. So every
+# reader here reads its whole input (sed -n 1p, not head -1), and a check that stops at its
+# first match (grep -q) reads a captured string, not a pipe.
 cd "$(dirname "$0")/.."
 
 say() { printf '[test-containers] %s\n' "$*" >&2; }
@@ -25,10 +35,23 @@ else
   die "needs Docker Compose v2 (docker compose), or KILN_COMPOSE set to a compose command"
 fi
 
+REPLICAS=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --replicas) REPLICAS=${2:-}; shift 2 || shift ;;
+    --replicas=*) REPLICAS=${1#*=}; shift ;;
+    *) die "unknown argument $1 (usage: test-containers.sh [--replicas N])" ;;
+  esac
+done
+[[ $REPLICAS =~ ^[0-9]+$ ]] && { [ "$REPLICAS" = 0 ] || [ "$REPLICAS" -ge 2 ]; } || die "--replicas takes a number, 2 or more"
+
 PROJECT=kilnsmoke
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-containers.XXXXXX")
 ENV_FILE=$WORK/env
-API_PORTS=${KILN_TEST_HTTP_PORTS:-127.0.0.1:18080-18081}
+# One host port per api replica (compose gives each one of the range).
+API_PORTS=${KILN_TEST_HTTP_PORTS:-127.0.0.1:18080-$((18080 + (REPLICAS > 2 ? REPLICAS : 2) - 1))}
+LB_PORT=${KILN_TEST_LB_PORT:-18090}
+LB_PID=
 MINIO_PORT=${KILN_TEST_MINIO_PORT:-19000}
 GRACE_S=45
 
@@ -51,6 +74,7 @@ teardown() {
     say "logs of the failed run:"
     compose logs --no-color --tail=40 >&2 2>/dev/null || true
   fi
+  [ -z "$LB_PID" ] || kill "$LB_PID" 2>/dev/null || true
   say "tearing down"
   compose down -v --remove-orphans >/dev/null 2>&1 || true
   rm -rf "$WORK"
@@ -84,7 +108,8 @@ t1=$SECONDS
 compose up -d minio-setup >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "minio-setup did not start"; }
 setup_id=$(compose ps -q minio-setup)
 [ "$(docker wait "$setup_id")" = 0 ] || die "minio-setup failed: $(docker logs "$setup_id" 2>&1 | tail -5)"
-if docker logs "$setup_id" 2>&1 | grep -q 'no MinIO admin API'; then
+setup_log=$(docker logs "$setup_id" 2>&1)
+if grep -q 'no MinIO admin API' <<<"$setup_log"; then
   say "the object store has no MinIO admin API: Kiln uses its root credentials in this run"
   root_user=$(sed -n 's/^MINIO_ROOT_USER=//p' "$ENV_FILE")
   root_password=$(sed -n 's/^MINIO_ROOT_PASSWORD=//p' "$ENV_FILE")
@@ -95,7 +120,7 @@ compose up -d >"$WORK/up.log" 2>&1 || { cat "$WORK/up.log" >&2; die "compose up 
 API=$(api_url)
 wait_ready "$API" 120 || die "the api at $API never became ready"
 say "up and ready in $((SECONDS - t1)) s at $API"
-curl -fsS "$API/readyz" | field details.storage.status | grep -qx up || die "/readyz does not report storage up"
+[ "$(curl -fsS "$API/readyz" | field details.storage.status)" = up ] || die "/readyz does not report storage up"
 
 admin() { curl -fsS -m 10 -H "Authorization: Bearer $ADMIN_TOKEN" -H 'Content-Type: application/json' "$@"; }
 ACCOUNT=$(admin -X POST "$API/v1/admin/accounts" -d '{"email":"smoke@example.com","plan":"scale","credits":100000}' | field account.id)
@@ -121,12 +146,12 @@ URLS=$(printf '%s' "$DONE" | js 'let s="";process.stdin.on("data",(d)=>(s+=d)).o
 n=0
 for url in $URLS; do
   curl -fsS -m 10 -o "$WORK/img.png" "$url" || die "anonymous GET $url failed"
-  head -c 4 "$WORK/img.png" | od -An -tx1 | grep -q '89 50 4e 47' || die "$url is not a PNG"
+  [ "$(od -An -tx1 -N4 "$WORK/img.png" | tr -d ' \n')" = 89504e47 ] || die "$url is not a PNG"
   n=$((n + 1))
 done
 [ "$n" -eq 2 ] || die "expected 2 result URLs, got $n"
 FONTS=$(compose exec -T generator node -e 'require("./dist/libs/providers/src/builtin-fonts").builtinFontRenders().then((r)=>console.log(JSON.stringify(r)))')
-printf '%s' "$FONTS" | field ok | grep -qx true || die "the builtin renderer's text is tofu in the image: $FONTS"
+[ "$(printf '%s' "$FONTS" | field ok)" = true ] || die "the builtin renderer's text is tofu in the image: $FONTS"
 say "2 images fetched anonymously; the text renders as letters ($FONTS)"
 
 say "3. two generators, one stopped mid-batch"
@@ -138,7 +163,7 @@ for _ in $(seq 1 60); do
   [ "$running" -ge 2 ] && break
   sleep 0.5
 done
-VICTIM=$(compose ps -q generator | head -1)
+VICTIM=$(compose ps -q generator | sed -n 1p)
 t2=$SECONDS
 docker stop -t "$GRACE_S" "$VICTIM" >/dev/null
 took=$((SECONDS - t2))
@@ -154,6 +179,111 @@ after=$(balance)
 charged=$(printf '%s' "$DONE" | field batch.creditsCharged)
 [ $((before - after)) -eq "$charged" ] || die "the balance moved by $((before - after)), the batch charged $charged"
 say "a batch of 40 4K images done, every task ran once, $charged credits exact"
+
+if [ "$REPLICAS" -ge 2 ]; then
+  say "3b. $REPLICAS api and $REPLICAS generator replicas behind one port, one of each killed mid-run"
+  compose up -d --no-recreate --scale api="$REPLICAS" --scale generator="$REPLICAS" api generator >"$WORK/up.log" 2>&1 ||
+    { cat "$WORK/up.log" >&2; die "scaling to $REPLICAS replicas failed"; }
+  BACKENDS=()
+  for i in $(seq 1 "$REPLICAS"); do
+    url=$(api_url "$i")
+    wait_ready "$url" 120 || die "api replica $i ($url) never became ready"
+    BACKENDS+=("${url#http://}")
+  done
+  mapfile -t API_IDS < <(compose ps -q api)
+  mapfile -t GEN_IDS < <(compose ps -q generator)
+  [ "${#API_IDS[@]}" = "$REPLICAS" ] && [ "${#GEN_IDS[@]}" = "$REPLICAS" ] || die "expected $REPLICAS api and generator containers, got ${#API_IDS[@]} and ${#GEN_IDS[@]}"
+  # The one port: each connection to the next replica in turn; a replica that refuses is skipped.
+  cat >"$WORK/lb.js" <<'JS'
+const net = require('node:net');
+const [port, ...backends] = process.argv.slice(2);
+let next = 0;
+net.createServer((client) => {
+  client.pause();
+  const attempt = (tries) => {
+    const [host, p] = backends[next++ % backends.length].split(':');
+    const upstream = net.connect(+p, host);
+    let connected = false;
+    upstream.once('connect', () => {
+      connected = true;
+      client.pipe(upstream).pipe(client);
+      client.resume();
+    });
+    // Refused before connecting: the next replica. Broken after: the client sees it, as behind a Service.
+    upstream.on('error', () => (!connected && tries > 1 ? attempt(tries - 1) : client.destroy()));
+    upstream.once('close', () => connected && client.destroy());
+    client.once('close', () => upstream.destroy());
+  };
+  client.on('error', () => undefined);
+  attempt(backends.length);
+}).listen(+port, '127.0.0.1');
+JS
+  node "$WORK/lb.js" "$LB_PORT" "${BACKENDS[@]}" &
+  LB_PID=$!
+  API_ONE=http://127.0.0.1:$LB_PORT
+  wait_ready "$API_ONE" 20 || die "the proxy on $API_ONE does not answer"
+  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  before=$(curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API_ONE/v1/me" | field credits.balance)
+  BATCHES=()
+  for b in 1 2 3; do
+    BATCHES+=("$(curl -fsS -m 30 -X POST "$API_ONE/v1/batches" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+      -d "{\"prompts\":[\"replicas $b a\",\"replicas $b b\",\"replicas $b c\",\"replicas $b d\"],\"model\":\"beta-2\",\"aspectRatio\":\"16:9\",\"resolution\":\"4K\",\"countPerCombo\":10}" | field id)")
+  done
+  for id in "${BATCHES[@]}"; do [[ $id =~ ^[0-9a-f-]{36}$ ]] || die "a batch was not created through $API_ONE ($id)"; done
+  in_list=$(printf "'%s'," "${BATCHES[@]}"); in_list=${in_list%,}
+  for _ in $(seq 1 120); do
+    running=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id IN ($in_list) AND status = 'running'")
+    done_n=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id IN ($in_list) AND status = 'succeeded'")
+    # Mid-run: some done, some held by the generators.
+    [ "$running" -ge 1 ] && [ "$done_n" -ge 10 ] && break
+    sleep 0.5
+  done
+  KILLED_API=${API_IDS[0]}
+  KILLED_GEN=${GEN_IDS[0]}
+  held=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id IN ($in_list) AND status = 'running'")
+  docker kill "$KILLED_API" "$KILLED_GEN" >/dev/null
+  say "SIGKILLed api ${KILLED_API:0:12} and generator ${KILLED_GEN:0:12} with $done_n tasks done and $held running"
+  # Polls through the one port go on while a replica is dead (a poll that breaks is retried).
+  for id in "${BATCHES[@]}"; do
+    for i in $(seq 1 900); do
+      body=$(curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API_ONE/v1/batches/$id") || body=
+      [ "$(printf '%s' "$body" | field batch.done 2>/dev/null)" = true ] && break
+      [ "$i" -lt 900 ] || die "batch $id did not finish after the kills"
+      sleep 1
+    done
+    [ "$(printf '%s' "$body" | field batch.status)" = succeeded ] || die "batch $id: $(printf '%s' "$body" | field batch.counts)"
+  done
+  after=$(curl -fsS -m 10 -H "Authorization: Bearer $KEY" "$API_ONE/v1/me" | field credits.balance)
+  charged=$(psql_q "SELECT sum(credits_charged - credits_refunded) FROM batches WHERE id IN ($in_list)")
+  [ $((before - after)) -eq "$charged" ] || die "the balance moved by $((before - after)), the batches charged $charged"
+  drift=$(psql_q "SELECT a.balance - coalesce((SELECT sum(amount) FROM ledger_entries l WHERE l.account_id = a.id), 0) FROM accounts a WHERE a.id = '$ACCOUNT'")
+  [ "$drift" = 0 ] || die "the balance differs from the sum of the ledger by $drift"
+  # At least once: only the tasks running when the generator died may have run again.
+  again=$(psql_q "SELECT count(*) FROM tasks WHERE batch_id IN ($in_list) AND attempts > 1")
+  [ "$again" -le "$held" ] || die "$again tasks ran more than once; only the $held running at the kill may"
+  # Each task finished once: one 'Task succeeded' line across every generator's log.
+  for id in "${GEN_IDS[@]}"; do docker logs --since "$since" "$id" 2>&1; done >"$WORK/gen.log"
+  finished=$(js 'const n=new Map();for(const l of require("fs").readFileSync(process.argv[1],"utf8").split("\n")){try{const o=JSON.parse(l);if(o.msg==="Task succeeded")n.set(o.taskId,(n.get(o.taskId)||0)+1)}catch{}}const twice=[...n.values()].filter((c)=>c>1).length;console.log(n.size+" "+twice)' "$WORK/gen.log")
+  read -r finished_n finished_twice <<<"$finished"
+  [ "$finished_n" = 120 ] && [ "$finished_twice" = 0 ] || die "generators logged $finished_n tasks succeeded ($finished_twice more than once), not 120 once each"
+  # Every replica did work: requests logged by each api, tasks finished by each generator.
+  work=()
+  for id in "${API_IDS[@]}"; do
+    n=$(docker logs --since "$since" "$id" 2>&1 | js 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(s.split("\n").filter((l)=>l.includes("\"req\"")).length))')
+    [ "$n" -gt 0 ] || die "api replica ${id:0:12} served no request"
+    work+=("api ${id:0:12}: $n requests")
+  done
+  for id in "${GEN_IDS[@]}"; do
+    n=$(docker logs --since "$since" "$id" 2>&1 | js 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(s.split("\n").filter((l)=>l.includes("\"Task succeeded\"")).length))')
+    [ "$n" -gt 0 ] || die "generator replica ${id:0:12} finished no task"
+    work+=("generator ${id:0:12}: $n tasks")
+  done
+  say "3 batches of 40 4K images done through one port; $charged credits exact, ledger = balance; $again of $held held tasks ran again"
+  say "work per replica (the first of each was killed): $(printf '%s; ' "${work[@]}")"
+  say "the killed ones afterwards (restart policy unless-stopped): $(docker inspect -f '{{.Name}} running={{.State.Running}} restarts={{.RestartCount}}' "$KILLED_API" "$KILLED_GEN" | tr '\n' ' ')"
+  kill "$LB_PID" 2>/dev/null || true
+  LB_PID=
+fi
 
 say "4. every log line is JSON"
 for id in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT"); do

@@ -10,6 +10,7 @@ source scripts/chromium.sh
 kiln_ensure_services
 # The browser project (test/browser) runs with the rest unless the arguments leave it out.
 if kiln_runs_browser_tests "$@"; then kiln_ensure_chromium; fi
+kiln_ensure_kubectl
 TEST_DATABASE_ADMIN_URL=$(kiln_db_url "$DATABASE_URL" postgres)
 export TEST_DATABASE_ADMIN_URL
 

@@ -79,8 +79,16 @@ describe('generator: the real worker consuming the real queue', () => {
   it('the generator commits asynchronously (its writes are fenced and redone on loss); the api never does', async () => {
     const [gen_] = await gen.get(DataSource).query('SHOW synchronous_commit');
     const [api_] = await api.db.query('SHOW synchronous_commit');
-    expect(gen_.synchronous_commit).toBe('off');
+    // Behind a transaction-mode pooler (npm run test:pgbouncer) Kiln sets no session settings:
+    // the pooler's server connections keep the server's default.
+    expect(gen_.synchronous_commit).toBe(config.databasePreparedStatements ? 'off' : 'on');
     expect(api_.synchronous_commit).toBe('on');
+  });
+
+  it('statement_timeout is DATABASE_QUERY_TIMEOUT_MS on the connections, from Kiln or from a pooler', async () => {
+    const [{ ms }] = await api.db.query(`SELECT extract(epoch FROM current_setting('statement_timeout')::interval) * 1000 AS ms`);
+    // Behind test:pgbouncer's pooler Kiln sends none: the pooler sets it (connect_query), as docs/operations.md says to.
+    expect(Number(ms)).toBe(config.databaseQueryTimeoutMs);
   });
 
   it("one preview per batch: a first wave of images finishing together makes one thumbnail, not one each", async () => {

@@ -8,7 +8,10 @@ import { ALL_MIGRATIONS, MIGRATION_LOCK_KEY, runMigrations } from '@app/database
 describe('migrations under an advisory lock', () => {
   const adminUrl = process.env.KILN_TEST_ADMIN_URL as string;
   let dbName: string;
+  /** The runs' connection: through the pooler in `npm run test:pgbouncer`, else direct. */
   let dbUrl: string;
+  /** Straight to PostgreSQL, for a session that holds a session lock. */
+  let directUrl: string;
 
   async function admin<T>(fn: (c: Client) => Promise<T>, url = adminUrl): Promise<T> {
     const c = new Client({ connectionString: url });
@@ -25,7 +28,10 @@ describe('migrations under an advisory lock', () => {
     await admin((c) => c.query(`CREATE DATABASE "${dbName}"`));
     const url = new URL(adminUrl);
     url.pathname = `/${dbName}`;
-    dbUrl = url.toString();
+    directUrl = url.toString();
+    const pooled = new URL(process.env.TEST_DATABASE_POOLER_URL || adminUrl);
+    pooled.pathname = `/${dbName}`;
+    dbUrl = pooled.toString();
   });
 
   afterEach(async () => {
@@ -41,10 +47,13 @@ describe('migrations under an advisory lock', () => {
     // Exactly one run applied each migration; the others found it done.
     expect(runs.flat().sort()).toEqual([...names].sort());
     expect(await appliedRows()).toEqual(names);
+    // Nothing is left holding the lock (a session lock released on another pooled connection would be).
+    const held = await admin((c) => c.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, [MIGRATION_LOCK_KEY]), directUrl);
+    expect(held.rows[0].n).toBe(0);
   });
 
   it('waits while another session holds the lock, then applies everything', async () => {
-    const holder = new Client({ connectionString: dbUrl });
+    const holder = new Client({ connectionString: directUrl });
     await holder.connect();
     try {
       await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -63,7 +72,7 @@ describe('migrations under an advisory lock', () => {
   });
 
   it('gives up with a clear error when the lock is not released in time', async () => {
-    const holder = new Client({ connectionString: dbUrl });
+    const holder = new Client({ connectionString: directUrl });
     await holder.connect();
     try {
       await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);

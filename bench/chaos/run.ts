@@ -20,6 +20,9 @@
  *   --tasks=N     tasks to create (CHAOS_TASKS too; default 3000, quick 600)
  *   --keep        keep the run directory: logs of every process, the data
  *   --log-level=L LOG_LEVEL of Kiln's processes (default info)
+ *   --pgbouncer   Kiln reaches PostgreSQL through a PgBouncer of the run's own in transaction
+ *                 mode, with DATABASE_PREPARED_STATEMENTS=false (npm run test:pgbouncer
+ *                 runs the quick run so)
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -32,7 +35,7 @@ import { errorMessage, log, round, sleep } from '../lib/util';
 import { checkInvariants, InvariantResult, unreferencedResultObjects } from './invariants';
 import { ApiEvent, LoadClient } from './load';
 import { ChaosReceiver, pendingDeliveries, registerEndpoints, webhookInvariants } from './webhooks';
-import { PrivatePostgres, PrivateRedis } from './services';
+import { PrivatePgBouncer, PrivatePostgres, PrivateRedis } from './services';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 
@@ -139,14 +142,14 @@ interface Crash {
   code: number | null;
 }
 
-function parseArgs(argv: string[]): { profile: Profile; quick: boolean; keep: boolean; logLevel: string } {
+function parseArgs(argv: string[]): { profile: Profile; quick: boolean; keep: boolean; logLevel: string; pgbouncer: boolean } {
   const flags = new Map<string, string>();
   for (const arg of argv) {
     if (!arg.startsWith('--')) throw new Error(`Unknown argument "${arg}"`);
     const [k, v] = arg.slice(2).split('=', 2);
     flags.set(k, v ?? 'true');
   }
-  for (const k of flags.keys()) if (!['quick', 'tasks', 'keep', 'log-level'].includes(k)) throw new Error(`Unknown flag --${k}`);
+  for (const k of flags.keys()) if (!['quick', 'tasks', 'keep', 'log-level', 'pgbouncer'].includes(k)) throw new Error(`Unknown flag --${k}`);
   const quick = flags.has('quick') || process.env.CHAOS_QUICK === '1';
   const profile = { ...PROFILES[quick ? 'quick' : 'full'] };
   const tasks = flags.get('tasks') ?? process.env.CHAOS_TASKS;
@@ -154,7 +157,7 @@ function parseArgs(argv: string[]): { profile: Profile; quick: boolean; keep: bo
     profile.tasks = Number(tasks);
     if (!Number.isInteger(profile.tasks) || profile.tasks < 50) throw new Error('--tasks (CHAOS_TASKS) takes a whole number of at least 50');
   }
-  return { profile, quick, keep: flags.has('keep'), logLevel: flags.get('log-level') ?? 'info' };
+  return { profile, quick, keep: flags.has('keep'), logLevel: flags.get('log-level') ?? 'info', pgbouncer: flags.has('pgbouncer') };
 }
 
 /** Restarts a Kiln process that died on its own, as a container's restart policy would. */
@@ -296,7 +299,7 @@ class Monitor {
 }
 
 async function main(): Promise<void> {
-  const { profile, quick, keep, logLevel } = parseArgs(process.argv.slice(2));
+  const { profile, quick, keep, logLevel, pgbouncer } = parseArgs(process.argv.slice(2));
   const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-chaos-'));
   // PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir.
   fs.chmodSync(runDir, 0o755);
@@ -306,6 +309,10 @@ async function main(): Promise<void> {
   const redisDir = path.join(runDir, 'redis');
   fs.mkdirSync(redisDir);
   const redis = new PrivateRedis(await freePort(), redisDir, path.join(logDir, 'redis.log'));
+  // Kiln's default DATABASE_QUERY_TIMEOUT_MS, set by the pooler as Kiln sets it without one.
+  const pooler = pgbouncer ? new PrivatePgBouncer(await freePort(), path.join(runDir, 'pgbouncer'), pg.port, 10_000, path.join(logDir, 'pgbouncer.log')) : null;
+  // Every process the stack starts inherits it.
+  if (pooler) process.env.DATABASE_PREPARED_STATEMENTS = 'false';
   const started = Date.now();
 
   let stack: KilnStack | null = null;
@@ -324,6 +331,7 @@ async function main(): Promise<void> {
     await monitorDb?.end().catch(() => undefined);
     await stack?.db?.end().catch(() => undefined);
     await redis.shutdown();
+    await pooler?.shutdown();
     await pg.shutdown();
     if (keep) log(`kept: logs and data in ${runDir}`);
     else fs.rmSync(runDir, { recursive: true, force: true });
@@ -340,8 +348,9 @@ async function main(): Promise<void> {
     pg.initialise();
     await pg.start();
     await redis.start();
-    log(`private PostgreSQL on 127.0.0.1:${pg.port}, Redis on 127.0.0.1:${redis.port}`);
-    stack = new KilnStack({ repoRoot: REPO_ROOT, serverDatabaseUrl: pg.url, redisUrl: redis.url, runDir, logLevel, profile: false });
+    await pooler?.start();
+    log(`private PostgreSQL on 127.0.0.1:${pg.port}, Redis on 127.0.0.1:${redis.port}${pooler ? `, PgBouncer (transaction mode) on 127.0.0.1:${pooler.port}` : ''}`);
+    stack = new KilnStack({ repoRoot: REPO_ROOT, serverDatabaseUrl: pooler?.url ?? pg.url, redisUrl: redis.url, runDir, logLevel, profile: false });
     await stack.setup();
     // Idle connections see PostgreSQL die too; an unhandled 'error' would end the run.
     stack.db.on('error', () => undefined);

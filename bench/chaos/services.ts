@@ -210,3 +210,72 @@ function postgresUserIds(): { uid?: number; gid?: number } {
     throw new Error('running as root needs a `postgres` user for PostgreSQL (useradd postgres)');
   }
 }
+
+/**
+ * PgBouncer in transaction mode in front of the run's PostgreSQL (`--pgbouncer`), as a
+ * deployment with a pooler runs Kiln: Kiln then reaches PostgreSQL only through it, with
+ * DATABASE_PREPARED_STATEMENTS=false. It stays up while PostgreSQL is crashed and frozen,
+ * as a pooler on another machine would. The pooler sets the statement timeout on its server
+ * connections (docs/operations.md, PgBouncer). As root it runs as `nobody`, since PgBouncer
+ * refuses root.
+ */
+export class PrivatePgBouncer extends PrivateServer {
+  constructor(
+    port: number,
+    private readonly dir: string,
+    private readonly serverPort: number,
+    private readonly statementTimeoutMs: number,
+    logFile: string,
+  ) {
+    super('pgbouncer', port, logFile);
+  }
+
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/postgres`;
+  }
+
+  async start(): Promise<void> {
+    const binary = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => fs.existsSync(p));
+    if (!binary) throw new Error('pgbouncer is not installed (Debian/Ubuntu: apt-get install pgbouncer)');
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    const ini = path.join(this.dir, 'pgbouncer.ini');
+    fs.writeFileSync(
+      ini,
+      [
+        '[databases]',
+        `* = host=127.0.0.1 port=${this.serverPort} user=postgres connect_query='SET statement_timeout = ${this.statementTimeoutMs}'`,
+        '[pgbouncer]',
+        'listen_addr = 127.0.0.1',
+        `listen_port = ${this.port}`,
+        'unix_socket_dir =',
+        'auth_type = any',
+        'pool_mode = transaction',
+        'default_pool_size = 20',
+        'max_client_conn = 1000',
+        '',
+      ].join('\n'),
+    );
+    const root = os.userInfo().uid === 0;
+    this.spawnServer(binary, [...(root ? ['-u', 'nobody'] : []), ini]);
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (!this.running) throw new Error(`pgbouncer exited on start; see ${this.logFile}`);
+      if (await tcpAnswers(this.port)) return;
+      await sleep(100);
+    }
+    throw new Error(`pgbouncer did not listen within 20 s; see ${this.logFile}`);
+  }
+}
+
+function tcpAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('connect', () => done(true));
+  });
+}

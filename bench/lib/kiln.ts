@@ -150,6 +150,18 @@ export class KilnStack {
     );
   }
 
+  /** Stops the api and starts it again with `extra` environment (none: as at setup), on the same port. */
+  async restartApi(extra: Record<string, string> = {}): Promise<void> {
+    await this.api?.stop();
+    const apiEnv = this.opts.apiEnv;
+    this.opts.apiEnv = { ...apiEnv, ...extra };
+    try {
+      await this.startApi();
+    } finally {
+      this.opts.apiEnv = apiEnv;
+    }
+  }
+
   /**
    * Starts a generator with `extra` environment (replacing a running one). It is ready when
    * a first batch completes, which is the caller's warm-up; `stopGenerator` drains it.

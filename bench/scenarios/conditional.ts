@@ -78,6 +78,17 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
     } finally {
       await prepared.child.stop();
     }
+    // Diagnostic: Kiln as it runs behind a transaction-mode pooler (DATABASE_PREPARED_STATEMENTS=false,
+    // docs/operations.md), against Kiln prepared in the last round, both straight to PostgreSQL.
+    log(`conditional: Kiln with DATABASE_PREPARED_STATEMENTS=false (diagnostic), ${opts.pollingDurationSec} s`);
+    await stack.restartApi({ DATABASE_PREPARED_STATEMENTS: 'false' });
+    let unpreparedKiln: LoadFigures;
+    try {
+      await run(kilnUrl, WARMUP_SEC);
+      unpreparedKiln = await run(kilnUrl, opts.pollingDurationSec);
+    } finally {
+      await stack.restartApi();
+    }
     const figures = [
       throughput('304/s', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(baseline), TARGET),
       latency('p50', kiln.p50Ms, baseline.p50Ms),
@@ -85,6 +96,10 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
       {
         ...throughput('304/s against the baseline with prepared statements too (diagnostic)', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(preparedFigures)),
         baselineLabel: 'prepared baseline',
+      },
+      {
+        ...throughput('304/s with DATABASE_PREPARED_STATEMENTS=false, against Kiln prepared (diagnostic)', 'req/s', notModifiedPerSec(unpreparedKiln), notModifiedPerSec(rounds[rounds.length - 1].kiln)),
+        baselineLabel: 'Kiln prepared (last round)',
       },
     ];
     let profiles: ScenarioResult['profiles'] = [];
@@ -99,7 +114,7 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
         `${CONNECTIONS} connections, ${opts.pollingDurationSec} s per run, after a ${WARMUP_SEC} s warm-up of each server; ${opts.rounds} alternating rounds, best of each side reported.`,
         'Every answer is a 304: Kiln authenticates the key, counts the request against its rate limit (Redis) and reads the batch row\'s version; no task is read.',
         'Baseline: a bare node:http server in a child process doing the same key hash lookup and version read with pg (pool of 20), answering the same 304.',
-        'Kiln runs both statements as named prepared statements (parsed and planned once per connection); the baseline, as the issue wrote it, sends them unnamed. The diagnostic row runs the same baseline with both statements prepared too, one run after the rounds.',
+        'Kiln runs both statements as named prepared statements (parsed and planned once per connection); the baseline, as the issue wrote it, sends them unnamed. The diagnostic rows run the same baseline with both statements prepared too, one run after the rounds, and Kiln with DATABASE_PREPARED_STATEMENTS=false (unnamed statements, as behind PgBouncer 1.18 in transaction mode) against its own last round.',
       ],
       figures,
       notes,

@@ -19,7 +19,9 @@ module.exports = async function globalSetup() {
   await admin.query(`CREATE DATABASE "${dbName}"`);
   await admin.end();
 
-  const url = new URL(adminUrl);
+  // TEST_DATABASE_POOLER_URL (npm run test:pgbouncer): the apps and specs reach the run's
+  // database through that pooler; creating and dropping it stays on the direct connection.
+  const url = new URL(process.env.TEST_DATABASE_POOLER_URL || adminUrl);
   url.pathname = `/${dbName}`;
   process.env.DATABASE_URL = url.toString();
   process.env.REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';

@@ -207,6 +207,13 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   DATABASE_QUERY_TIMEOUT_MS?: number;
 
+  /**
+   * false behind a transaction-mode pooler without protocol-level prepared statements
+   * (PgBouncer before 1.21): statements run unnamed and connections carry no session settings.
+   */
+  @Transform(toBool) @IsOptional() @IsBoolean()
+  DATABASE_PREPARED_STATEMENTS?: boolean;
+
   @Transform(emptyToUndefined) @IsOptional() @IsString()
   OPENAI_API_KEY?: string;
 

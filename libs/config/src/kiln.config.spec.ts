@@ -101,6 +101,13 @@ describe('container settings', () => {
     expect(() => buildConfig({ DATABASE_POOL_SIZE: '0' })).toThrow(/DATABASE_POOL_SIZE/);
   });
 
+  it('DATABASE_PREPARED_STATEMENTS defaults to on and takes only yes/no words', () => {
+    expect(buildConfig({}).databasePreparedStatements).toBe(true);
+    expect(buildConfig({ DATABASE_PREPARED_STATEMENTS: 'false' }).databasePreparedStatements).toBe(false);
+    expect(buildConfig({ DATABASE_PREPARED_STATEMENTS: 'off' }).databasePreparedStatements).toBe(false);
+    expect(() => buildConfig({ DATABASE_PREPARED_STATEMENTS: 'transaction' })).toThrow(/DATABASE_PREPARED_STATEMENTS/);
+  });
+
   it('UPLOAD_TMP_DIR defaults to <DATA_DIR>/incoming', () => {
     expect(buildConfig({ DATA_DIR: '/srv/kiln' }).storage.uploadTmpDir).toBe('/srv/kiln/incoming');
     expect(buildConfig({ DATA_DIR: '/srv/kiln', UPLOAD_TMP_DIR: '/tmp/up' }).storage.uploadTmpDir).toBe('/tmp/up');

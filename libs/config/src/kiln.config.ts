@@ -12,6 +12,13 @@ export interface KilnConfig {
   /** Wait for a new PostgreSQL connection; past it the request answers 503 instead of hanging. */
   databaseConnectTimeoutMs: number;
   databaseQueryTimeoutMs: number;
+  /**
+   * Whether the hot paths' statements are named and prepared once per connection, and each
+   * connection carries its session settings (statement_timeout, the generator's
+   * synchronous_commit). Off behind a transaction-mode pooler, where a client's statements
+   * land on any server connection (docs/operations.md, PgBouncer).
+   */
+  databasePreparedStatements: boolean;
   /** Limits of the api's HTTP server against slow and greedy clients. */
   http: {
     requestTimeoutMs: number;
@@ -162,6 +169,7 @@ export function buildConfig(
     databaseUrl: env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/kiln',
     databaseConnectTimeoutMs: env.DATABASE_CONNECT_TIMEOUT_MS ?? 5000,
     databaseQueryTimeoutMs: env.DATABASE_QUERY_TIMEOUT_MS ?? 10_000,
+    databasePreparedStatements: env.DATABASE_PREPARED_STATEMENTS ?? true,
     http: {
       requestTimeoutMs: requestTimeout,
       // Node requires the headers' limit to be within the whole request's.

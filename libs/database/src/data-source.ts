@@ -28,9 +28,9 @@ export function createDataSource(databaseUrl: string, extra: Partial<DataSourceO
 }
 
 /**
- * The session-level advisory lock every migration run holds: two api replicas (or a compose
- * `migrate` service and an api) starting together on one database would otherwise both apply
- * the same migration, and one of them crash on what the other created.
+ * The advisory lock every migration run holds: two api replicas (or a compose `migrate`
+ * service and an api) starting together on one database would otherwise both apply the same
+ * migration, and one of them crash on what the other created.
  */
 export const MIGRATION_LOCK_KEY = 727_301_947;
 /** How long a run waits for another one to finish before giving up. */
@@ -46,6 +46,12 @@ export interface MigrationOptions {
 /**
  * Runs pending migrations under MIGRATION_LOCK_KEY; returns the names of those applied. A run
  * that waited for another finds the migrations applied and returns an empty list.
+ *
+ * The lock is a transaction's (pg_try_advisory_xact_lock), held by a transaction left open on
+ * its own connection while the migrations run on another: behind a transaction-mode pooler
+ * (PgBouncer) an open transaction keeps its server connection, where a session lock would be
+ * taken on one server connection, left there, and "released" on another. It goes when the
+ * transaction ends, or with the connection if the process dies.
  */
 export async function runMigrations(databaseUrl: string, options: MigrationOptions = {}): Promise<string[]> {
   // One connection holds the lock, the other runs the migrations.
@@ -54,12 +60,13 @@ export async function runMigrations(databaseUrl: string, options: MigrationOptio
   const lock = ds.createQueryRunner();
   try {
     await lock.connect();
-    await acquireMigrationLock(lock, options);
+    await lock.startTransaction();
     try {
+      await acquireMigrationLock(lock, options);
       const applied = await ds.runMigrations({ transaction: 'each' });
       return applied.map((m) => m.name);
     } finally {
-      await lock.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await lock.rollbackTransaction();
     }
   } finally {
     await lock.release();
@@ -67,7 +74,10 @@ export async function runMigrations(databaseUrl: string, options: MigrationOptio
   }
 }
 
-/** Polls pg_try_advisory_lock rather than blocking in pg_advisory_lock, so the wait is bounded. */
+/**
+ * Polls pg_try_advisory_xact_lock rather than blocking in pg_advisory_xact_lock, so the wait
+ * is bounded. A failed try takes nothing, so the transaction stays fit to try again.
+ */
 async function acquireMigrationLock(
   lock: { query(sql: string, params?: unknown[]): Promise<Array<{ locked: boolean }>> },
   options: MigrationOptions,
@@ -75,7 +85,7 @@ async function acquireMigrationLock(
   const deadline = Date.now() + (options.lockWaitMs ?? MIGRATION_LOCK_WAIT_MS);
   let told = false;
   for (;;) {
-    const [{ locked }] = await lock.query('SELECT pg_try_advisory_lock($1) AS locked', [MIGRATION_LOCK_KEY]);
+    const [{ locked }] = await lock.query('SELECT pg_try_advisory_xact_lock($1) AS locked', [MIGRATION_LOCK_KEY]);
     if (locked) return;
     if (!told) {
       told = true;

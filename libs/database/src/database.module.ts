@@ -4,6 +4,7 @@ import { DataSource, DataSourceOptions } from 'typeorm';
 import { BootDependencyError, hostOf, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ALL_ENTITIES } from './entities';
 import { dataSourceOptions } from './data-source';
+import { runStatementsUnnamed } from './query';
 
 export interface DatabaseModuleOptions {
   /**
@@ -22,6 +23,22 @@ export interface DatabaseModuleOptions {
 /** The client's own timeout comes this long after the server's, which cancels cleanly. */
 const CLIENT_TIMEOUT_GRACE_MS = 2000;
 
+type KilnDataSourceOptions = DataSourceOptions & { toRetry?: () => boolean; preparedStatements?: boolean };
+
+/**
+ * Settings each connection starts its session with (startup parameters). Only on a direct
+ * connection: a transaction-mode pooler refuses them (PgBouncer 1.18: "unsupported startup
+ * parameter"), and a session setting would not follow a client across the pooler's server
+ * connections anyway; there the pooler sets the timeout (docs/operations.md, PgBouncer) and
+ * the generator's commits stay synchronous.
+ */
+function sessionSettings(config: KilnConfig, options: DatabaseModuleOptions): Record<string, unknown> {
+  return {
+    statement_timeout: config.databaseQueryTimeoutMs,
+    ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+  };
+}
+
 @Global()
 @Module({})
 export class DatabaseModule {
@@ -32,9 +49,14 @@ export class DatabaseModule {
         TypeOrmModule.forRootAsync({
           inject: [KILN_CONFIG],
           // Our own bounded retry (connectAtBoot) instead of Nest's nine retries 3 s apart.
-          dataSourceFactory: (options?: DataSourceOptions) => connectAtBoot(options!),
-          useFactory: (config: KilnConfig) => ({
+          dataSourceFactory: async (options?: DataSourceOptions) => {
+            const source = await connectAtBoot(options!);
+            if (!(options as KilnDataSourceOptions).preparedStatements) runStatementsUnnamed(source);
+            return source;
+          },
+          useFactory: (config: KilnConfig): KilnDataSourceOptions => ({
             toRetry: () => false,
+            preparedStatements: config.databasePreparedStatements,
             ...dataSourceOptions(config.databaseUrl, {
               extra: {
                 // A database that does not answer fails the request (503) instead of holding it.
@@ -44,10 +66,9 @@ export class DatabaseModule {
                 // A slow statement is cancelled by PostgreSQL; a server that answers nothing at
                 // all (frozen, or packets dropped) is given up on by the client a little later.
                 // Either way the request answers 503 instead of hanging (isDatabaseUnavailable).
-                statement_timeout: config.databaseQueryTimeoutMs,
                 query_timeout: config.databaseQueryTimeoutMs + CLIENT_TIMEOUT_GRACE_MS,
                 max: config.databasePoolSize,
-                ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+                ...(config.databasePreparedStatements ? sessionSettings(config, options) : {}),
               },
             }),
           }),

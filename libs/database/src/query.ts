@@ -57,16 +57,30 @@ export async function queryPrepared<T extends object = Record<string, unknown>>(
   statement: PreparedStatement,
   values: unknown[],
 ): Promise<T[]> {
-  const config = { name: statement.name, text: statement.text, values };
+  const source = 'driver' in db ? db : db.connection;
+  const config = UNNAMED.has(source) ? { text: statement.text, values } : { name: statement.name, text: statement.text, values };
   // Inside a transaction: on the transaction's own connection.
   const runner = 'queryRunner' in db ? db.queryRunner : undefined;
   if (runner && !runner.isReleased) {
     const client = (await runner.connect()) as PoolClient;
     return (await client.query<T>(config)).rows;
   }
-  const source = 'driver' in db ? db : db.connection;
   const pool = (source.driver as PostgresDriver).master as Pool;
   return (await pool.query<T>(config)).rows;
+}
+
+/** Data sources whose queryPrepared statements run unnamed. */
+const UNNAMED = new WeakSet<DataSource>();
+
+/**
+ * Makes queryPrepared run `source`'s statements unnamed, parsed and planned at every call
+ * (DATABASE_PREPARED_STATEMENTS=false). Behind a transaction-mode pooler a client's next
+ * statement may land on another server connection, where a statement prepared on the first
+ * does not exist, or one of the same name prepared by another client does ("prepared
+ * statement ... already exists").
+ */
+export function runStatementsUnnamed(source: DataSource): void {
+  UNNAMED.add(source);
 }
 
 /** The largest value of a PostgreSQL integer (int4) column: request fields stored in one are bounded by it. */

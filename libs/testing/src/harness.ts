@@ -43,7 +43,8 @@ export async function fileEnvironment(name: string, overrides: ConfigOverrides =
   } finally {
     await admin.end();
   }
-  const url = new URL(adminUrl);
+  // Through the pooler in `npm run test:pgbouncer`; creating and dropping stay direct.
+  const url = new URL(process.env.TEST_DATABASE_POOLER_URL || adminUrl);
   url.pathname = `/${dbName}`;
   await runMigrations(url.toString());
 
