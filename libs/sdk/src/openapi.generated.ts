@@ -402,18 +402,19 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/admin/keys/{idOrHint}": {
+    "/v1/admin/keys/{id}": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account */
+        /** API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz) in place of the id; any account */
         get: operations["findAdminKeys"];
         put?: never;
         post?: never;
-        delete?: never;
+        /** Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased) */
+        delete: operations["deleteAdminKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -431,23 +432,6 @@ export interface paths {
         /** Revoke any account's key; refused on its next request on every replica */
         post: operations["revokeAdminKey"];
         delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/admin/keys/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post?: never;
-        /** Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased) */
-        delete: operations["deleteAdminKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1008,18 +992,21 @@ export interface components {
              * @example 40
              */
             creditsRequired: number;
-            /** @example 1000 */
+            /** @example 30 */
             balance: number;
             /** @description The key's daily cap; null without one (and for the dashboard) */
             dailyCap: components["schemas"]["DailyCapEstimateDto"] | null;
             /**
              * @description True when create would succeed now
-             * @example true
+             * @example false
              */
             wouldCreate: boolean;
             /**
              * @description What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null
-             * @example null
+             * @example {
+             *       "code": "insufficient_credits",
+             *       "message": "This batch costs 40 credits; the balance is 30"
+             *     }
              */
             refusal: components["schemas"]["ErrorObjectDto"] | null;
         };
@@ -1210,6 +1197,7 @@ export interface components {
         CreateAccountRequestDto: {
             /** @example ops@example.com */
             email: string;
+            /** @example correct-horse-battery */
             password?: string;
             /** @enum {string} */
             plan: "free" | "starter" | "studio" | "scale";
@@ -1322,7 +1310,10 @@ export interface components {
                 [key: string]: unknown;
             };
             sortOrder: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @example 2026-11-25T09:30:00.000Z
+             */
             updatedAt: string;
             /**
              * @example {
@@ -1422,7 +1413,10 @@ export interface components {
                 [key: string]: unknown;
             };
             sortOrder: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @example 2026-11-25T09:30:00.000Z
+             */
             updatedAt: string;
         };
         AdminModelResponseDto: {
@@ -1474,7 +1468,10 @@ export interface components {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
             tasks: components["schemas"]["TaskDto"][];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
+             */
             accountId: string;
         };
         AdminKeyDto: {
@@ -1493,7 +1490,10 @@ export interface components {
             lastUsedAt: number | null;
             /** @description Unix ms */
             revokedAt: number | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
+             */
             accountId: string;
         };
         AdminKeyListResponseDto: {
@@ -1529,6 +1529,7 @@ export interface components {
              * @example you@example.com
              */
             email: string;
+            /** @example correct-horse-battery */
             password: string;
         };
         SessionResponseDto: {
@@ -1543,6 +1544,7 @@ export interface components {
         LoginRequestDto: {
             /** @example you@example.com */
             email: string;
+            /** @example correct-horse-battery */
             password: string;
         };
         DashboardLimitsDto: {
@@ -2518,15 +2520,18 @@ export interface operations {
                      *       "total": 8,
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
-                     *       "balance": 1000,
+                     *       "balance": 30,
                      *       "dailyCap": {
                      *         "cap": 500,
                      *         "used": 120,
                      *         "remaining": 380,
                      *         "resetsAt": 1767312000000
                      *       },
-                     *       "wouldCreate": true,
-                     *       "refusal": null
+                     *       "wouldCreate": false,
+                     *       "refusal": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "This batch costs 40 credits; the balance is 30"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["BatchEstimateResponseDto"];
@@ -4711,7 +4716,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "ops@example.com",
-                 *       "password": "string",
+                 *       "password": "correct-horse-battery",
                  *       "plan": "free",
                  *       "credits": 0
                  *     }
@@ -5436,7 +5441,7 @@ export interface operations {
                      *             "type": "builtin"
                      *           },
                      *           "sortOrder": 1,
-                     *           "updatedAt": "string",
+                     *           "updatedAt": "2026-11-25T09:30:00.000Z",
                      *           "routeHealth": {
                      *             "state": "ok",
                      *             "lastSuccessAt": "2026-01-31T12:00:00.000Z"
@@ -5602,7 +5607,7 @@ export interface operations {
                      *           "type": "builtin"
                      *         },
                      *         "sortOrder": 1,
-                     *         "updatedAt": "string"
+                     *         "updatedAt": "2026-11-25T09:30:00.000Z"
                      *       }
                      *     }
                      */
@@ -6179,7 +6184,7 @@ export interface operations {
                      *           "errorCode": "upstream_rejected"
                      *         }
                      *       ],
-                     *       "accountId": "string"
+                     *       "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *     }
                      */
                     "application/json": components["schemas"]["AdminBatchResponseDto"];
@@ -6287,7 +6292,8 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                idOrHint: string;
+                /** @description A key id, or a key hint such as kiln_live_abcd...wxyz */
+                id: string;
             };
             cookie?: never;
         };
@@ -6315,7 +6321,7 @@ export interface operations {
                      *           "createdAt": 1,
                      *           "lastUsedAt": null,
                      *           "revokedAt": null,
-                     *           "accountId": "string"
+                     *           "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *         }
                      *       ]
                      *     }
@@ -6417,7 +6423,7 @@ export interface operations {
             };
         };
     };
-    revokeAdminKey: {
+    deleteAdminKey: {
         parameters: {
             query?: never;
             header?: {
@@ -6452,7 +6458,7 @@ export interface operations {
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
-                     *         "accountId": "string"
+                     *         "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *       }
                      *     }
                      */
@@ -6553,7 +6559,7 @@ export interface operations {
             };
         };
     };
-    deleteAdminKey: {
+    revokeAdminKey: {
         parameters: {
             query?: never;
             header?: {
@@ -6588,7 +6594,7 @@ export interface operations {
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
-                     *         "accountId": "string"
+                     *         "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *       }
                      *     }
                      */
@@ -7078,7 +7084,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "you@example.com",
-                 *       "password": "string"
+                 *       "password": "correct-horse-battery"
                  *     }
                  */
                 "application/json": components["schemas"]["SignupRequestDto"];
@@ -7191,7 +7197,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "you@example.com",
-                 *       "password": "string"
+                 *       "password": "correct-horse-battery"
                  *     }
                  */
                 "application/json": components["schemas"]["LoginRequestDto"];
@@ -9169,15 +9175,18 @@ export interface operations {
                      *       "total": 8,
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
-                     *       "balance": 1000,
+                     *       "balance": 30,
                      *       "dailyCap": {
                      *         "cap": 500,
                      *         "used": 120,
                      *         "remaining": 380,
                      *         "resetsAt": 1767312000000
                      *       },
-                     *       "wouldCreate": true,
-                     *       "refusal": null
+                     *       "wouldCreate": false,
+                     *       "refusal": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "This batch costs 40 credits; the balance is 30"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["BatchEstimateResponseDto"];

@@ -5,11 +5,11 @@ import { KeyDto } from '../common/key.response.dto';
 
 /** A batch as its owner polls it, plus whose it is. */
 export class AdminBatchResponseDto extends BatchDetailResponseDto {
-  @ApiProperty({ format: 'uuid' }) accountId: string;
+  @ApiProperty({ format: 'uuid', example: '9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12' }) accountId: string;
 }
 
 export class AdminKeyDto extends KeyDto {
-  @ApiProperty({ format: 'uuid' }) accountId: string;
+  @ApiProperty({ format: 'uuid', example: '9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12' }) accountId: string;
 }
 
 export class AdminKeyListResponseDto {

@@ -36,7 +36,7 @@ export class AdminModelDto {
   })
   provider: Record<string, unknown>;
   @ApiProperty({ type: 'integer' }) sortOrder: number;
-  @ApiProperty({ format: 'date-time' }) updatedAt: string;
+  @ApiProperty({ format: 'date-time', example: '2026-11-25T09:30:00.000Z' }) updatedAt: string;
 }
 
 /** A model as GET /v1/admin/models lists it: with its route's health as the generators report it. */

@@ -1,5 +1,5 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiSecurity, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { AuthenticatedSession, SessionsService } from '@app/dashboard';
 import { clientIp } from '../auth/client-ip';
@@ -10,6 +10,9 @@ import { LoginThrottle } from './login-throttle.service';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
 
+/** Signup and login take no credential: `security: [{}]` says so in the document (anonymous allowed). */
+const NoCredential = () => ApiSecurity({});
+
 @ApiTags('Dashboard')
 @Controller('dashboard')
 export class DashboardAuthController {
@@ -19,6 +22,7 @@ export class DashboardAuthController {
   ) {}
 
   @Post('signup')
+  @NoCredential()
   @ApiOperation({ operationId: 'createDashboardAccount', summary: 'Create an account (free plan, zero balance) and sign in' })
   @ApiCreatedResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request (email, password of 10..200 characters)', type: ErrorResponseDto })
@@ -35,6 +39,7 @@ export class DashboardAuthController {
 
   @Post('login')
   @HttpCode(200)
+  @NoCredential()
   @ApiOperation({ operationId: 'createDashboardSession', summary: 'Sign in with email and password' })
   @ApiOkResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })
