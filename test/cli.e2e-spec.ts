@@ -213,6 +213,25 @@ describe('kiln command line', () => {
     expect((await kilnCli(kiln, a, ['status', 'xyz'], dir)).code).toBe(2);
   });
 
+  it('--seed runs on across the batches of a file (image n: seed + n - 1); --format names and stores the images in it', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'seed-'));
+    const file = promptsFile(dir, 12);
+    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '100', '--format', 'jpeg', '--wait', '--out', 'o'], dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const files = fs.readdirSync(path.join(dir, 'o')).filter((f) => !f.startsWith('.'));
+    expect(files).toHaveLength(12);
+    expect(files.every((f) => f.endsWith('.jpg'))).toBe(true);
+    const rows = await kiln.api.db.query(
+      `SELECT b.seed AS batch_seed, t.seed FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE b.account_id = $1 ORDER BY b.seed, t.seq`,
+      [a.id],
+    );
+    expect([...new Set(rows.map((r: any) => r.batch_seed))]).toEqual([100, 110]);
+    expect(rows.map((r: any) => r.seed)).toEqual(Array.from({ length: 12 }, (_, i) => 100 + i));
+    expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '-1'], dir)).code).toBe(2);
+    expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--format', 'gif'], dir)).code).toBe(2);
+  });
+
   it('usage errors exit 2: a missing option, an unknown file type, no API key', async () => {
     const a = await kiln.api.account({ plan: 'starter', credits: 10 });
     const dir = fs.mkdtempSync(path.join(tmp, 'usage-'));

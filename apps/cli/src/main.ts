@@ -25,6 +25,12 @@ const positiveInt = (value: string): number => {
   return n;
 };
 
+const seedInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new InvalidArgumentError('expected a whole number from 0 to 2147483647');
+  return n;
+};
+
 /** Ctrl-C once: stop starting things, record what was done, exit 130. Twice: exit now. */
 function interruptSignal(): AbortSignal {
   const controller = new AbortController();
@@ -130,6 +136,8 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
     .option('--ref <files...>', 'reference images, uploaded once')
     .addOption(new Option('--ref-mode <mode>', 'how references pair with prompts (default combined)').choices(['each', 'combined']))
     .option('--note <text>', 'a label shown in the dashboard')
+    .option('--seed <n>', 'image n of the file renders with seed + n - 1, so the same command makes the same images', seedInt)
+    .addOption(new Option('--format <format>', 'the images\' format (default png)').choices(['png', 'jpeg', 'webp']))
     .option('--estimate', 'price the whole file and exit; charges nothing')
     .option('--partial', 'when the balance or the daily cap cannot cover the whole file, submit the batches they cover instead of refusing')
     .option('--wait', 'wait for every batch to finish')

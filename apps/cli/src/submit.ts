@@ -15,6 +15,8 @@ export interface SubmitOptions {
   ref?: string[];
   refMode?: 'each' | 'combined';
   note?: string;
+  seed?: number;
+  format?: 'png' | 'jpeg' | 'webp';
   wait?: boolean;
   out?: string;
   /** Submit what the balance and the daily cap cover instead of refusing the whole file. */
@@ -36,7 +38,7 @@ export interface SubmitOutcome {
   interrupted: boolean;
 }
 
-type GroupBody = Omit<CreateBatchRequest, 'prompts' | 'refImages'> & { seed?: number };
+type GroupBody = Omit<CreateBatchRequest, 'prompts' | 'refImages'>;
 
 /** Prompts that share one set of options (the command's, with a `.jsonl` line's over them): they go in the same batches. */
 export interface PromptGroup {
@@ -75,13 +77,15 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     }
   });
   const refMode = refs.length ? (options.refMode ?? 'combined') : undefined;
-  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined' } = {
+  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp' } = {
     ...(options.model !== undefined && { model: options.model }),
     ...(options.ratio !== undefined && { aspectRatio: options.ratio }),
     ...(options.resolution !== undefined && { resolution: options.resolution }),
     ...(options.count !== undefined && { countPerCombo: options.count }),
     ...(refMode !== undefined && { refMode }),
     ...(options.note !== undefined && { note: options.note }),
+    ...(options.seed !== undefined && { seed: options.seed }),
+    ...(options.format !== undefined && { outputFormat: options.format }),
   };
   const groups = new Map<string, PromptGroup>();
   lines.forEach((line, i) => {
@@ -112,7 +116,10 @@ export function chunkPlan(plan: SubmissionPlan, maxImagesPerBatch: number, maxPr
 /** The create body of one chunk of the plan. */
 function chunkBody(plan: SubmissionPlan, chunk: { group?: number; first: number; count: number }, refImages: string[]): CreateBatchRequest {
   const group = plan.groups[chunk.group ?? 0];
-  return { ...group.body, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count), ...(refImages.length && { refImages }) } as CreateBatchRequest;
+  // A seed runs on across the group's batches, as if it were one batch: image n of the group
+  // renders with seed + n - 1 however the plan splits it.
+  const seed = typeof group.body.seed === 'number' ? { seed: (group.body.seed + chunk.first * group.imagesPerPrompt) % 2 ** 31 } : {};
+  return { ...group.body, ...seed, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count), ...(refImages.length && { refImages }) } as CreateBatchRequest;
 }
 
 /** Prompts per batch: as many as the plan's batch limit allows, at least one (the server then says why not). */

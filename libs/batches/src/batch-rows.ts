@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchEntity, Cursor, PreparedStatement, ProviderRoute, queryPrepared, RefMode, Resolution } from '@app/database';
+import { BatchEntity, Cursor, OutputFormat, PreparedStatement, ProviderRoute, queryPrepared, RefMode, Resolution } from '@app/database';
 import { BatchFields } from './batch-view';
 
 /** A new batch row: everything its creation decides (the rest are column defaults). */
@@ -18,6 +18,8 @@ export interface NewBatch {
   refImages: string[];
   total: number;
   note: string | null;
+  seed: number | null;
+  outputFormat: OutputFormat;
   unitCost: number;
   creditsCharged: number;
   /** The model's routing when the batch was made: its tasks render through this snapshot. */
@@ -37,9 +39,9 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
   const [row] = await m.query(
     `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
        count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-       width, height, status, created_via_api, created_at)
+       width, height, status, created_via_api, seed, output_format, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-       clock_timestamp())
+       $21, $22, clock_timestamp())
      RETURNING created_at`,
     [
       b.id,
@@ -62,6 +64,8 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
       b.width,
       b.height,
       b.createdViaApi,
+      b.seed,
+      b.outputFormat,
     ],
   );
   return row.created_at;
@@ -72,7 +76,7 @@ const SELECT_BATCH_FIELDS: PreparedStatement = {
   name: 'kiln_select_batch_fields',
   text: `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
                 background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
-                note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
+                note, seed, output_format AS "outputFormat", preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
                 credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
                 cancelled_at AS "cancelledAt", version
            FROM batches WHERE id = $1 AND account_id = $2`,

@@ -949,6 +949,17 @@ export interface components {
             background?: string | null;
             /** @description Free-text label shown in the dashboard */
             note?: string | null;
+            /**
+             * @description Task n (1-based, in fan-out order) renders with seed + n - 1 (wrapping past 2^31-1 to 0), passed to models whose upstream takes a seed; the same seed and request make the same batch again. Omitted or null: seeds drawn from the batch id.
+             * @example 42
+             */
+            seed?: number | null;
+            /**
+             * @description The format the images are stored and served in; result file names end in .png, .jpg or .webp
+             * @default png
+             * @enum {string}
+             */
+            outputFormat?: "png" | "jpeg" | "webp";
         };
         CreatedBatchResponseDto: {
             id: string;
@@ -1040,6 +1051,16 @@ export interface components {
             /** @description Number of images (tasks) */
             total: number;
             note: string | null;
+            /**
+             * @description The batch's seed (task n renders with seed + n - 1); null when none was given
+             * @example 42
+             */
+            seed: number | null;
+            /**
+             * @description The format the images are stored and served in
+             * @enum {string}
+             */
+            outputFormat: "png" | "jpeg" | "webp";
             counts: components["schemas"]["CountsDto"];
             previewUrl: string | null;
             createdViaApi: boolean;
@@ -2076,6 +2097,8 @@ export interface operations {
                      *           ],
                      *           "total": 1,
                      *           "note": null,
+                     *           "seed": 42,
+                     *           "outputFormat": "png",
                      *           "counts": {
                      *             "pending": 1,
                      *             "running": 1,
@@ -2253,7 +2276,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2499,7 +2524,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2715,6 +2742,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -2957,6 +2986,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "note": null,
+                     *       "seed": 42,
+                     *       "outputFormat": "png",
                      *       "counts": {
                      *         "pending": 1,
                      *         "running": 1,
@@ -6149,6 +6180,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -8731,6 +8764,8 @@ export interface operations {
                      *           ],
                      *           "total": 1,
                      *           "note": null,
+                     *           "seed": 42,
+                     *           "outputFormat": "png",
                      *           "counts": {
                      *             "pending": 1,
                      *             "running": 1,
@@ -8908,7 +8943,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -9154,7 +9191,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -9370,6 +9409,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -9612,6 +9653,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "note": null,
+                     *       "seed": 42,
+                     *       "outputFormat": "png",
                      *       "counts": {
                      *         "pending": 1,
                      *         "running": 1,

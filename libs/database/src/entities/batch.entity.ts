@@ -4,6 +4,7 @@ import { ProviderRoute } from './model.entity';
 
 export type BatchStatus = 'pending' | 'running' | 'succeeded' | 'partial' | 'failed' | 'cancelled';
 export type RefMode = 'none' | 'each' | 'combined';
+export type OutputFormat = 'png' | 'jpeg' | 'webp';
 
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
@@ -56,6 +57,14 @@ export class BatchEntity {
 
   @Column({ type: 'text', nullable: true })
   note: string | null;
+
+  /** Task n (1-based, fan-out order) renders with seed + n - 1; null: seeds drawn from the batch id. */
+  @Column({ type: 'integer', nullable: true })
+  seed: number | null;
+
+  /** The format every image of the batch is stored and served in. */
+  @Column({ name: 'output_format', type: 'text', default: 'png' })
+  outputFormat: OutputFormat;
 
   /** Price of one image at creation; refunds use it so later price changes never matter. */
   @Column({ name: 'unit_cost', type: 'integer' })

@@ -3,13 +3,13 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
+import { CONTENT_TYPE_OF, ImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
-import { BatchPreviews, StoredPreview } from './batch-previews';
+import { BatchPreviews, convertImage, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
 import { shutdownInterrupter } from './shutdown-interrupter';
@@ -169,11 +169,20 @@ export class TaskRunnerService {
       aspectRatio: batch.aspectRatio,
       quality: batch.supportsQuality ? (batch.quality as RenderQuality) : null,
       background: batch.supportsBackground ? batch.background : null,
+      outputFormat: batch.outputFormat,
       references,
       signal: this.interrupting.signal,
       onProgress: (pct) => progress.report(pct),
     };
-    return this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+    const result = await this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+    return this.inFormat(result, batch.outputFormat, priorityOf(claim));
+  }
+
+  /** An upstream that answered in another format than the batch's: converted here, in a render slot (CPU). */
+  private async inFormat(result: RenderResult, format: RenderFormat, priority: number): Promise<RenderResult> {
+    if (result.contentType === CONTENT_TYPE_OF[format]) return result;
+    const data = await this.renderSlots.use(priority, this.interrupting.signal, () => convertImage(result.data, format));
+    return { ...result, data, contentType: CONTENT_TYPE_OF[format] };
   }
 
   /**

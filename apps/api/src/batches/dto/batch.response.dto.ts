@@ -32,6 +32,9 @@ export class BatchDto {
   @ApiProperty({ type: [String] }) refImages: string[];
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)' }) total: number;
   @ApiProperty({ type: 'string', nullable: true }) note: string | null;
+  @ApiProperty({ type: 'integer', nullable: true, description: "The batch's seed (task n renders with seed + n - 1); null when none was given", example: 42 })
+  seed: number | null;
+  @ApiProperty({ enum: ['png', 'jpeg', 'webp'], description: 'The format the images are stored and served in' }) outputFormat: string;
   @ApiProperty({ type: CountsDto }) counts: CountsDto;
   @ApiProperty({ type: 'string', nullable: true }) previewUrl: string | null;
   @ApiProperty() createdViaApi: boolean;
