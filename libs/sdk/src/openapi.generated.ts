@@ -124,6 +124,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/images/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI's images.generate: makes a batch, waits for it, answers { created, data } */
+        post: operations["createOpenAiImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/edits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI's images.edit: the image[] files are the batch's references (combined); otherwise as generations */
+        post: operations["editOpenAiImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/uploads": {
         parameters: {
             query?: never;
@@ -854,7 +888,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -1123,6 +1157,56 @@ export interface components {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
             tasks: components["schemas"]["TaskDto"][];
+        };
+        OpenAiGenerationRequestDto: {
+            /**
+             * @description A Kiln model key (GET /v1/models)
+             * @example eta-image
+             */
+            model: string;
+            /** @example a red fox in the snow */
+            prompt: string;
+            /** @default 1 */
+            n?: number;
+            /**
+             * @description WxH: the legal size nearest to it; or auto
+             * @example 1024x1024
+             */
+            size?: string;
+            /** @enum {string} */
+            quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+            /** @enum {string} */
+            background?: "auto" | "transparent" | "opaque";
+            /** @enum {string} */
+            output_format?: "png" | "jpeg" | "webp";
+            /**
+             * @default url
+             * @enum {string}
+             */
+            response_format?: "url" | "b64_json";
+            /** @description Ignored */
+            user?: string;
+            /** @description Ignored */
+            style?: string;
+            /** @description Ignored */
+            moderation?: string;
+            /** @description Ignored */
+            output_compression?: number;
+        };
+        OpenAiImageDataDto: {
+            /** @description With response_format url (the default): the public result URL */
+            url?: string;
+            /** @description With response_format b64_json: the image, base64 */
+            b64_json?: string;
+        };
+        OpenAiImagesResponseDto: {
+            /**
+             * @description Unix seconds of the batch creation
+             * @example 1795427062
+             */
+            created: number;
+            /** @description One per succeeded image, in fan-out order */
+            data: components["schemas"]["OpenAiImageDataDto"][];
         };
         UploadedFileDto: {
             /**
@@ -3343,6 +3427,492 @@ export interface operations {
                      *       "error": {
                      *         "code": "service_unavailable",
                      *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createOpenAiImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "eta-image",
+                 *       "prompt": "a red fox in the snow",
+                 *       "n": 1,
+                 *       "size": "1024x1024",
+                 *       "quality": "auto",
+                 *       "background": "auto",
+                 *       "output_format": "png",
+                 *       "response_format": "url",
+                 *       "user": "string",
+                 *       "style": "string",
+                 *       "moderation": "string",
+                 *       "output_compression": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAiGenerationRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created": 1795427062,
+                     *       "data": [
+                     *         {
+                     *           "url": "string",
+                     *           "b64_json": "string"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenAiImagesResponseDto"];
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits, daily_credit_cap_exceeded */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits, daily_credit_cap_exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_failed",
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_timeout",
+                     *         "message": "generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    editOpenAiImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /** @description Reference images (or one in "image") */
+                    "image[]": string[];
+                    prompt: string;
+                    model: string;
+                    n?: number;
+                    size?: string;
+                    quality?: string;
+                    background?: string;
+                    output_format?: string;
+                    /** @enum {string} */
+                    response_format?: "url" | "b64_json";
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created": 1795427062,
+                     *       "data": [
+                     *         {
+                     *           "url": "string",
+                     *           "b64_json": "string"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenAiImagesResponseDto"];
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits, daily_credit_cap_exceeded */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits, daily_credit_cap_exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_failed",
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_timeout",
+                     *         "message": "generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running"
                      *       }
                      *     }
                      */
