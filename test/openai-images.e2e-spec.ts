@@ -56,11 +56,12 @@ describe('OpenAI-compatible images door', () => {
 
   it('no image succeeded: generation_failed (502, server_error) naming the batch, every image refunded', async () => {
     // A model no other spec routes: its route fails every render while this request runs.
+    // It has no 1:1 at 1K: 1024x1024 maps to its nearest legal pair.
     const restore = await routeModel(kiln.api, 'gamma-4-5', { type: 'simulated', latencyMs: 5, failureRate: 1 });
     const before = await balance();
     let err: InstanceType<typeof OpenAI.APIError>;
     try {
-      err = (await openai.images.generate({ model: 'gamma-4-5', prompt: 'doomed', n: 2, size: '2048x2048' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+      err = (await openai.images.generate({ model: 'gamma-4-5', prompt: 'doomed', n: 2, size: '1024x1024' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
     } finally {
       await restore();
     }

@@ -58,7 +58,7 @@ export class OpenAiProvider implements ImageProvider {
 
   constructor(private readonly config: OpenAiProviderConfig) {
     this.baseUrl = config.baseUrl.replace(/\/+$/, '');
-    this.apiPolicy = { allowPrivate: config.allowPrivate };
+    this.apiPolicy = { allowPrivate: config.allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' };
     this.downloadPolicy = { allowPrivate: false, trustedOrigins: config.allowPrivate ? [originOf(this.baseUrl)] : [] };
   }
 
