@@ -4,7 +4,7 @@
  * same-run baselines, writes the results and removes everything it created.
  *
  *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks
- *                    upstream-queue
+ *                    upstream-queue openai-door
  *                    (default: all, in this order; webhooks runs the first pipeline size with
  *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
@@ -42,6 +42,7 @@ import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
 import { upstreamQueue } from './scenarios/upstream-queue';
+import { openaiDoor } from './scenarios/openai-door';
 import { webhooks } from './scenarios/webhooks';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..');
@@ -58,6 +59,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   memory,
   webhooks,
   'upstream-queue': upstreamQueue,
+  'openai-door': openaiDoor,
 };
 
 function parseArgs(argv: string[]): RunOptions {

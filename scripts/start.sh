@@ -38,6 +38,18 @@ if [ -z "${ADMIN_TOKEN:-}" ]; then
   kiln_log "ADMIN_TOKEN (kept in .kiln/admin-token): $ADMIN_TOKEN"
 fi
 
+# Webhooks need a key to seal their signing secrets; in development one is made once and
+# kept beside the admin token (production sets its own: docs/webhooks.md).
+if [ -z "${WEBHOOK_SECRET_KEY:-}" ]; then
+  if [ ! -s .kiln/webhook-secret-key ]; then
+    mkdir -p .kiln
+    (umask 077 && node -e 'console.log(require("crypto").randomBytes(32).toString("base64"))' >.kiln/webhook-secret-key)
+  fi
+  WEBHOOK_SECRET_KEY=$(cat .kiln/webhook-secret-key)
+  export WEBHOOK_SECRET_KEY
+  kiln_log "WEBHOOK_SECRET_KEY: development key kept in .kiln/webhook-secret-key"
+fi
+
 # What this run uses, for commands typed in another terminal (the CLI reads it: see
 # libs/config/src/runtime-env.ts); removed when this run stops.
 mkdir -p .kiln

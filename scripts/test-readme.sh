@@ -113,4 +113,22 @@ done
 status=$(node -e 'console.log(JSON.parse(process.argv[1]).batch.status)' "$body")
 [ "$status" = succeeded ] || fail "the README's batch ended $status"
 curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$KILN_URL/v1/admin/accounts/$ACCOUNT_ID" >/dev/null || fail "admin API with ACCOUNT_ID"
+# The dashboard block, pasted into the same shell after the quick start: a new account gets a
+# working key, and the demo account keeps its plan.
+dashboard=$(block '## Dashboard API: from signup to a working key' 1)
+[ -n "$dashboard" ] || fail "README dashboard block not found"
+log "README dashboard API:"; printf '%s\n' "$dashboard" >&2
+eval "$dashboard" >"$work/dashboard.out" || fail "the dashboard block's commands"
+[[ "${KEY:-}" == kiln_live_* ]] || fail "the dashboard block left KEY=${KEY:-}"
+grep -q '"balance"' "$work/dashboard.out" || fail "the dashboard key did not answer GET /v1/me"
+demo_plan=$(curl -sf -H "Authorization: Bearer $ADMIN_TOKEN" "$KILN_URL/v1/admin/accounts/$ACCOUNT_ID" | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(JSON.parse(s).account.plan))')
+[ "$demo_plan" = studio ] || fail "the dashboard block changed the demo account's plan to $demo_plan"
+# demo again says that it replaced the key it made before.
+node dist/apps/api/src/admin-cli.js demo >/dev/null 2>"$work/demo2.err" || fail "demo, a second time"
+grep -q 'Revoked the earlier demo key' "$work/demo2.err" || fail "a second demo did not say it replaced the key: $(cat "$work/demo2.err")"
+# npm start made a development WEBHOOK_SECRET_KEY: creating an endpoint is no 503, and a
+# loopback URL's refusal names the setting that allows it.
+[ -s .kiln/webhook-secret-key ] || fail "npm start made no .kiln/webhook-secret-key"
+hook=$(curl -s -X POST "$KILN_URL/v1/webhooks" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d '{"url":"http://127.0.0.1:9/hook"}')
+[[ "$hook" == *WEBHOOK_ALLOW_PRIVATE* ]] || fail "a loopback webhook URL's refusal: $hook"
 log "OK: the README's commands work on a fresh clone"

@@ -51,6 +51,7 @@ describe('admin: a model route must point at a public upstream', () => {
       code: 'invalid_request',
       details: { field: 'provider.baseUrl', reason: 'forbidden_address' },
     });
+    expect(res.body.error.message).toContain('UPSTREAM_ALLOW_PRIVATE=true');
     expect(await providerOf(strict)).toEqual({ type: 'builtin' });
   });
 

@@ -373,8 +373,8 @@ describe('Batches: creation, validation and detail', () => {
       expect(Object.keys(batch).sort()).toEqual(
         [
           'aspectRatio', 'background', 'cancelledAt', 'countPerCombo', 'counts', 'createdAt', 'createdViaApi', 'creditsCharged',
-          'creditsRefunded', 'done', 'id', 'model', 'note', 'previewUrl', 'prompts', 'quality', 'refImages',
-          'refMode', 'resolution', 'status', 'total',
+          'creditsRefunded', 'done', 'id', 'model', 'note', 'outputFormat', 'previewUrl', 'prompts', 'quality', 'refImages',
+          'refMode', 'resolution', 'seed', 'status', 'total',
         ].sort(),
       );
       expect(batch).toMatchObject({
@@ -578,7 +578,7 @@ describe('Batches: creation, validation and detail', () => {
     const schema = doc.components.schemas.CreateBatchRequestDto;
     expect(schema.required.sort()).toEqual(['model', 'prompts']);
     expect(Object.keys(schema.properties).sort()).toEqual(
-      ['aspectRatio', 'background', 'countPerCombo', 'model', 'note', 'prompts', 'quality', 'refImages', 'refMode', 'resolution'].sort(),
+      ['aspectRatio', 'background', 'countPerCombo', 'model', 'note', 'outputFormat', 'prompts', 'quality', 'refImages', 'refMode', 'resolution', 'seed'].sort(),
     );
     expect(schema.properties.resolution.enum).toEqual(['1K', '2K', '4K']);
     expect(schema.properties.countPerCombo).toMatchObject({ minimum: 1, maximum: 20, default: 1 });

@@ -123,7 +123,13 @@ describe('kiln command line', () => {
     const stopped = await first.done;
     expect(stopped.code).toBe(130);
     expect(pngs(path.join(dir, 'out')).length).toBeLessThan(25);
-    expect(JSON.parse(stopped.stdout).interrupted).toBe(true);
+    const interrupted = JSON.parse(stopped.stdout);
+    expect(interrupted.interrupted).toBe(true);
+    // The summary counts what was charged and made, though interrupted: the ledger agrees.
+    expect(interrupted.credits.charged).toBe(await charged(a.id));
+    expect(interrupted.credits.charged).toBeGreaterThanOrEqual(30 + 30);
+    expect(interrupted.images.succeeded).toBeGreaterThanOrEqual(10);
+    expect(interrupted.batches.filter((b: any) => b.id)).toHaveLength(2);
 
     const second = await kilnCli(kiln, a, args, dir);
     expect({ code: second.code, stderr: second.code === 0 ? '' : second.stderr }).toEqual({ code: 0, stderr: '' });
@@ -151,11 +157,90 @@ describe('kiln command line', () => {
     expect(status.stderr).toContain('not_found');
   });
 
+  it('a file the balance cannot cover is refused whole before any charge (exit 3); --partial submits what it covers', async () => {
+    // 25 prompts in batches of 10, 10 and 5 at 3 credits: 75; the balance covers one batch.
+    const a = await kiln.api.account({ plan: 'starter', credits: 40 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'whole-'));
+    const file = promptsFile(dir, 25);
+    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--wait', '--json'], dir);
+    expect(run.code).toBe(3);
+    expect(run.stderr).toContain('insufficient_credits');
+    const outcome = JSON.parse(run.stdout);
+    expect(outcome.refusal).toMatchObject({ code: 'insufficient_credits', details: { creditsRequired: 75, balance: 40, batches: 3 } });
+    expect(outcome.credits).toEqual({ charged: 0, refunded: 0 });
+    expect(await batchCount(kiln.api, a.id)).toBe(0);
+    expect(await balance(a.id)).toBe(40);
+
+    const partial = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--wait', '--partial', '--json'], dir);
+    expect(partial.code).toBe(3);
+    const done = JSON.parse(partial.stdout);
+    expect(done.refusal.code).toBe('insufficient_credits');
+    expect(await batchCount(kiln.api, a.id)).toBe(1);
+    expect(done.credits.charged).toBe(30);
+    expect(done.images).toMatchObject({ total: 25, succeeded: 10 });
+    expect(await balance(a.id)).toBe(10);
+  });
+
+  it('.jsonl lines with their own options make one batch per option set; ids are taken by their unique prefix', async () => {
+    const a = await kiln.api.account({ plan: 'studio', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'lines-'));
+    const lines = [
+      '"plain one"',
+      JSON.stringify({ prompt: 'wide one', aspectRatio: '16:9', note: 'wide' }),
+      JSON.stringify({ prompt: 'plain two' }),
+      JSON.stringify({ prompt: 'wide two', aspectRatio: '16:9', note: 'wide' }),
+      JSON.stringify({ prompt: 'twice', countPerCombo: 2 }),
+    ];
+    fs.writeFileSync(path.join(dir, 'p.jsonl'), lines.join('\n') + '\n');
+    const run = await kilnCli(kiln, a, ['submit', 'p.jsonl', '--model', MODEL, '--wait', '--out', 'o', '--json'], dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const outcome = JSON.parse(run.stdout);
+    expect(outcome.images).toMatchObject({ total: 6, succeeded: 6 });
+    expect(outcome.credits.charged).toBe(18);
+    const rows = await kiln.api.db.query(`SELECT aspect_ratio, note, count_per_combo, prompts FROM batches WHERE account_id = $1`, [a.id]);
+    const made = rows.map((r: any) => `${r.aspect_ratio} ${r.note} x${r.count_per_combo}: ${r.prompts.join(', ')}`).sort();
+    expect(made).toEqual(['16:9 wide x1: wide one, wide two', '1:1 null x1: plain one, plain two', '1:1 null x2: twice']);
+
+    const id = outcome.batches[0].id as string;
+    const short = id.slice(0, 8);
+    expect(fs.readdirSync(path.join(dir, 'o')).some((f) => f.includes(short))).toBe(true);
+    const status = await kilnCli(kiln, a, ['status', short, '--json'], dir);
+    expect(status.code).toBe(0);
+    expect(JSON.parse(status.stdout).batch.id).toBe(id);
+    const unknown = await kilnCli(kiln, a, ['status', 'ffffffff'], dir);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toContain('not_found');
+    expect((await kilnCli(kiln, a, ['status', 'xyz'], dir)).code).toBe(2);
+  });
+
+  it('--seed runs on across the batches of a file (image n: seed + n - 1); --format names and stores the images in it', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'seed-'));
+    const file = promptsFile(dir, 12);
+    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '100', '--format', 'jpeg', '--wait', '--out', 'o'], dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const files = fs.readdirSync(path.join(dir, 'o')).filter((f) => !f.startsWith('.'));
+    expect(files).toHaveLength(12);
+    expect(files.every((f) => f.endsWith('.jpg'))).toBe(true);
+    const rows = await kiln.api.db.query(
+      `SELECT b.seed AS batch_seed, t.seed FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE b.account_id = $1 ORDER BY b.seed, t.seq`,
+      [a.id],
+    );
+    expect([...new Set(rows.map((r: any) => r.batch_seed))]).toEqual([100, 110]);
+    expect(rows.map((r: any) => r.seed)).toEqual(Array.from({ length: 12 }, (_, i) => 100 + i));
+    expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '-1'], dir)).code).toBe(2);
+    expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--format', 'gif'], dir)).code).toBe(2);
+  });
+
   it('usage errors exit 2: a missing option, an unknown file type, no API key', async () => {
     const a = await kiln.api.account({ plan: 'starter', credits: 10 });
     const dir = fs.mkdtempSync(path.join(tmp, 'usage-'));
     fs.writeFileSync(path.join(dir, 'p.csv'), 'a,b\n');
     expect((await kilnCli(kiln, a, ['submit', 'p.csv'], dir)).code).toBe(2);
+    fs.writeFileSync(path.join(dir, 'p.txt'), 'a fox\n');
+    const noModel = await kilnCli(kiln, a, ['submit', 'p.txt'], dir);
+    expect(noModel.code).toBe(2);
+    expect(noModel.stderr).toContain('no model');
     const csv = await kilnCli(kiln, a, ['submit', 'p.csv', '--model', MODEL], dir);
     expect(csv.code).toBe(2);
     expect(csv.stderr).toMatch(/\.txt.*\.jsonl/);

@@ -3,7 +3,9 @@ import { buildConfig } from '@app/config';
 import { bootTestApp, TestApp } from '@app/testing';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
-import { generateTypes, typeCheck } from './helpers/openapi-typescript';
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+import { generateTypes, redoclyLint, typeCheck } from './helpers/openapi-typescript';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 
@@ -14,6 +16,25 @@ function operations(doc: any): { path: string; method: string; op: any }[] {
 }
 
 jest.setTimeout(120_000);
+
+/** OpenAPI 3.0 schema -> JSON Schema for ajv: `nullable: true` becomes a null alternative. */
+function jsonSchemaOf(node: any): any {
+  if (Array.isArray(node)) return node.map(jsonSchemaOf);
+  if (!node || typeof node !== 'object') return node;
+  const out: any = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, jsonSchemaOf(v)]));
+  if (out.nullable === true) {
+    delete out.nullable;
+    if (typeof out.type === 'string') out.type = [out.type, 'null'];
+    if (out.enum) out.enum = [...out.enum, null];
+    if (!out.type) return { anyOf: [out, { type: 'null' }] };
+  }
+  return out;
+}
+
+/** Local component references point into the document registered with ajv as 'doc'. */
+function refsInto(schema: any): any {
+  return JSON.parse(JSON.stringify(schema).replace(/"#\/components\//g, '"doc#/components/'));
+}
 
 /** The OpenAPI document as a contract clients generate code from (docs/api.md). */
 describe('OpenAPI document and the /docs reference', () => {
@@ -28,6 +49,36 @@ describe('OpenAPI document and the /docs reference', () => {
   it('passes swagger-parser validation with zero errors', async () => {
     // validate() dereferences in place: give it a copy.
     await expect(SwaggerParser.validate(structuredClone(doc))).resolves.toBeDefined();
+  });
+
+  it('passes redocly lint with its recommended rules: no error, no warning', async () => {
+    const problems = await redoclyLint(doc);
+    expect(problems.map((p) => `${p.severity} ${p.ruleId}: ${p.message} at ${JSON.stringify(p.location)}`)).toEqual([]);
+  });
+
+  it('every example, request and response, is valid against the schema beside it', () => {
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    addFormats(ajv);
+    ajv.addSchema({ components: jsonSchemaOf(doc.components) }, 'doc');
+    const problems: string[] = [];
+    const check = (where: string, media: any) => {
+      if (!media?.schema || media.example === undefined) return;
+      const validate = ajv.compile(refsInto(jsonSchemaOf(media.schema)));
+      if (!validate(media.example)) problems.push(`${where}: ${ajv.errorsText(validate.errors)}`);
+    };
+    for (const { path, method, op } of operations(doc)) {
+      const where = `${method.toUpperCase()} ${path}`;
+      for (const [type, media] of Object.entries(op.requestBody?.content ?? {})) check(`${where} request ${type}`, media);
+      for (const [status, res] of Object.entries(op.responses) as [string, any][]) {
+        for (const [type, media] of Object.entries(res.content ?? {})) check(`${where} ${status} ${type}`, media);
+      }
+    }
+    for (const [name, schema] of Object.entries(doc.components.schemas) as [string, any][]) {
+      for (const [prop, sub] of Object.entries(schema.properties ?? {}) as [string, any][]) {
+        if (sub.example !== undefined) check(`${name}.${prop}`, { schema: sub, example: sub.example });
+      }
+    }
+    expect(problems).toEqual([]);
   });
 
   it('names every operation verb first, uniquely; the public ones as clients call them', () => {
@@ -175,6 +226,8 @@ describe('OpenAPI document and the /docs reference', () => {
     // The only absolute URLs the page's script holds are the document's own server and schema URIs.
     const urls = [...init.text.matchAll(/https?:\/\/[^\s"'\\)]+/g)].map((m) => m[0]);
     const base = buildConfig(process.env).publicBaseUrl;
-    expect(urls.filter((u) => !u.startsWith(base) && !/kiln\.test|localhost|example/.test(u))).toEqual([]);
+    // The licence's url is a link a reader may follow, never a resource the page loads.
+    const links = new Set([doc.info.license.url]);
+    expect(urls.filter((u) => !u.startsWith(base) && !links.has(u) && !/kiln\.test|localhost|example/.test(u))).toEqual([]);
   });
 });

@@ -118,6 +118,9 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
       });
     }
     expect(await endpointCount(a.id)).toBe(0);
+    // The refusal names the setting that would allow it.
+    const loopback = await as(a, 'post', '/webhooks').send({ url: 'http://127.0.0.1:9/hook' });
+    expect(loopback.body.error.message).toContain('WEBHOOK_ALLOW_PRIVATE=true');
   });
 
   it('at most 10 endpoints per account: the 11th -> 403 endpoint_limit_exceeded, also when racing', async () => {

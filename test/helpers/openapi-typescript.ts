@@ -45,3 +45,27 @@ export async function typeCheck(files: Record<string, string>): Promise<string> 
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * `redocly lint` with its recommended rules over the document, offline: telemetry and the
+ * update check are off, so the run makes no request to another host. Its JSON report's problems.
+ */
+export async function redoclyLint(document: object): Promise<{ ruleId: string; severity: string; message: string; location: unknown }[]> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-redocly-'));
+  try {
+    const input = path.join(dir, 'openapi.json');
+    fs.writeFileSync(input, JSON.stringify(document));
+    fs.writeFileSync(path.join(dir, 'redocly.yaml'), 'extends:\n  - recommended\n');
+    const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' };
+    const { stdout } = await run(process.execPath, [path.join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', input, '--format', 'json'], {
+      cwd: dir,
+      env,
+      timeout: 120_000,
+      maxBuffer: 16 * 1024 * 1024,
+    }).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
+    const report = JSON.parse(stdout) as { problems: { ruleId: string; severity: string; message: string; location: unknown }[] };
+    return report.problems;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

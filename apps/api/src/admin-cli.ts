@@ -30,9 +30,13 @@ async function demo(email: string, credits: number): Promise<void> {
       const { balance } = await accounts.get(account.id);
       if (balance < credits) await billing.adjust(account.id, credits - balance, 'grant', 'Demo top-up');
     }
-    // Each run hands out a fresh key; earlier demo keys are revoked so the plan's key limit holds.
+    // Each run hands out a fresh key (a secret is never kept, so the last one cannot be shown
+    // again); earlier demo keys are revoked so the plan's key limit holds, and it says so.
     for (const k of await keys.list(account.id)) {
-      if (k.name === DEMO_KEY_NAME && !k.revokedAt) await keys.revoke(account.id, k.id);
+      if (k.name === DEMO_KEY_NAME && !k.revokedAt) {
+        await keys.revoke(account.id, k.id);
+        console.error(`Revoked the earlier demo key ${k.hint}: a shell that exported it needs this command's new KILN_API_KEY.`);
+      }
     }
     const { secret } = await keys.create(account.id, { name: DEMO_KEY_NAME });
     const { balance } = await accounts.get(account.id);

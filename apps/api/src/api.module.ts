@@ -25,6 +25,7 @@ import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
 import { AdminSupportController } from './admin/admin-support.controller';
 import { BatchesController } from './batches/batches.controller';
+import { OpenAiImagesController } from './openai/openai-images.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
 import { ApiKeyStrategy } from './auth/api-key.strategy';
 import { ApiAuthModule } from './auth/api-auth.module';
@@ -94,6 +95,7 @@ function accessLogResponse(res: { statusCode: number }) {
     ModelsController,
     MeController,
     BatchesController,
+    OpenAiImagesController,
     UploadsController,
     FilesController,
     WebhooksController,

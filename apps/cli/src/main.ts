@@ -25,6 +25,12 @@ const positiveInt = (value: string): number => {
   return n;
 };
 
+const seedInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1) throw new InvalidArgumentError('expected a whole number from 0 to 2147483647');
+  return n;
+};
+
 /** Ctrl-C once: stop starting things, record what was done, exit 130. Twice: exit now. */
 function interruptSignal(): AbortSignal {
   const controller = new AbortController();
@@ -56,6 +62,26 @@ function batchLine(detail: BatchDetail): string {
     `${c.succeeded}/${batch.total} succeeded, ${c.failed} failed${c.cancelled ? `, ${c.cancelled} cancelled` : ''}, ${c.pending + c.running} to go  ` +
     `credits ${batch.creditsCharged} charged, ${batch.creditsRefunded} refunded`
   );
+}
+
+const FULL_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const PREFIX = /^[0-9a-f][0-9a-f-]{3,35}$/i;
+
+/**
+ * A batch id from what the user typed: a whole id as it is, or the unique batch of the
+ * account whose id starts with the given characters (at least 4; file names carry 8).
+ */
+async function batchId(kiln: Kiln, given: string): Promise<string> {
+  if (FULL_ID.test(given)) return given;
+  if (!PREFIX.test(given)) throw new UsageError(`${given} is not a batch id or the start of one (at least 4 of its characters)`);
+  const prefix = given.toLowerCase();
+  const matches: string[] = [];
+  for await (const b of kiln.batches.list({ pageSize: 100 })) {
+    if (b.id.startsWith(prefix)) matches.push(b.id);
+    if (matches.length > 1) throw new UsageError(`${given} is the start of more than one batch (${matches.join(', ')}...): give more of the id`);
+  }
+  if (matches.length === 0) throw new KilnApiError('not_found', `No batch of this account has an id starting with ${given}`, 404, undefined, undefined);
+  return matches[0];
 }
 
 function exitFor(detail: BatchDetail): ExitCode {
@@ -101,16 +127,19 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
 
   program
     .command('submit')
-    .description('submit a prompts file (.txt: a prompt a line; .jsonl: a JSON string or {"prompt"} a line); resumable')
+    .description('submit a prompts file (.txt: a prompt a line; .jsonl: a JSON string or {"prompt", options...} a line); resumable')
     .argument('<prompts-file>')
-    .requiredOption('--model <model>', 'a model key (kiln models)')
+    .option('--model <model>', 'a model key (kiln models); needed unless every .jsonl line names one')
     .option('--ratio <ratio>', 'aspect ratio, e.g. 16:9')
     .addOption(new Option('--resolution <resolution>', 'resolution').choices(['1K', '2K', '4K']))
     .option('--count <n>', 'images per prompt (per reference with --ref-mode each)', positiveInt)
     .option('--ref <files...>', 'reference images, uploaded once')
     .addOption(new Option('--ref-mode <mode>', 'how references pair with prompts (default combined)').choices(['each', 'combined']))
     .option('--note <text>', 'a label shown in the dashboard')
+    .option('--seed <n>', 'image n of the file renders with seed + n - 1, so the same command makes the same images', seedInt)
+    .addOption(new Option('--format <format>', 'the images\' format (default png)').choices(['png', 'jpeg', 'webp']))
     .option('--estimate', 'price the whole file and exit; charges nothing')
+    .option('--partial', 'when the balance or the daily cap cannot cover the whole file, submit the batches they cover instead of refusing')
     .option('--wait', 'wait for every batch to finish')
     .option('--out <dir>', 'download images here as batches finish; the state file goes here too')
     .option('--json', 'print one JSON document on stdout')
@@ -153,21 +182,23 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
   program
     .command('status')
     .description('a batch: status, counts, credits')
-    .argument('<id>')
+    .argument('<id>', 'a batch id, or its first characters (the 8 in file names)')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const detail = await client().batches.get(id);
+      const kiln = client();
+      const detail = await kiln.batches.get(await batchId(kiln, id));
       print(!!opts.json, detail, () => batchLine(detail));
     });
 
   program
     .command('wait')
     .description('wait for a batch to finish; with --out, download its images')
-    .argument('<id>')
+    .argument('<id>', 'a batch id, or its first characters (the 8 in file names)')
     .option('--out <dir>', 'download the images here')
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { out?: string; json?: boolean }) => {
+    .action(async (given: string, opts: { out?: string; json?: boolean }) => {
       const kiln = client();
+      const id = await batchId(kiln, given);
       const progress = progressReporter(process.stderr);
       const signal = interruptSignal();
       const detail = await kiln.batches.wait(id, {
@@ -186,11 +217,12 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
   program
     .command('download')
     .description("download a batch's images (files already there are skipped)")
-    .argument('<id>')
+    .argument('<id>', 'a batch id, or its first characters (the 8 in file names)')
     .requiredOption('--out <dir>', 'where to write them')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { out: string; json?: boolean }) => {
-      const files = await client().batches.download(id, opts.out, { signal: interruptSignal() });
+      const kiln = client();
+      const files = await kiln.batches.download(await batchId(kiln, id), opts.out, { signal: interruptSignal() });
       const fresh = files.filter((f) => !f.skipped).length;
       print(!!opts.json, { files: files.map((f) => ({ task: f.task.id, path: f.path, skipped: f.skipped })) }, () => `${fresh} downloaded, ${files.length - fresh} already there, in ${opts.out}`);
     });
@@ -198,10 +230,11 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
   program
     .command('cancel')
     .description('cancel what has not started (refunded); running images finish')
-    .argument('<id>')
+    .argument('<id>', 'a batch id, or its first characters (the 8 in file names)')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const batch = await client().batches.cancel(id);
+      const kiln = client();
+      const batch = await kiln.batches.cancel(await batchId(kiln, id));
       print(!!opts.json, batch, () => `${batch.id} ${batch.status}; refunded so far ${batch.creditsRefunded}`);
     });
 

@@ -16,7 +16,9 @@ export interface ChunkResult {
 }
 
 export interface ChunkState {
-  /** Prompts [first, first + count) of the file. */
+  /** Which option set of the file (a plan group); absent in state files from before groups: 0. */
+  group?: number;
+  /** Prompts [first, first + count) of the group (of the file when there is one group). */
   first: number;
   count: number;
   /** Images the batch makes (count x images per prompt). */

@@ -3,16 +3,28 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { UsageError } from './cli.errors';
 import { parsePromptsFile } from './prompts-file';
-import { chunkKey, chunkPrompts, planSubmission } from './submit';
+import { chunkKey, chunkPlan, chunkPrompts, planSubmission } from './submit';
 import { SubmitStateStore } from './submit-state';
 
 describe('prompts files', () => {
+  const prompts = (lines: { prompt: string }[]) => lines.map((l) => l.prompt);
+
   it('.txt: a prompt a line, blank lines and # comments skipped, whitespace trimmed', () => {
-    expect(parsePromptsFile('p.txt', '# header\n\n a fox \r\n#skip\na hare\n')).toEqual(['a fox', 'a hare']);
+    expect(prompts(parsePromptsFile('p.txt', '# header\n\n a fox \r\n#skip\na hare\n'))).toEqual(['a fox', 'a hare']);
   });
 
   it('.jsonl: a JSON string or {"prompt"} a line', () => {
-    expect(parsePromptsFile('p.jsonl', '"a fox"\n\n{"prompt": "a hare", "id": 7}\n')).toEqual(['a fox', 'a hare']);
+    expect(prompts(parsePromptsFile('p.jsonl', '"a fox"\n\n{"prompt": "a hare", "id": 7}\n'))).toEqual(['a fox', 'a hare']);
+  });
+
+  it('.jsonl lines carry their own model, aspectRatio, resolution, countPerCombo, seed and note; bad values are named', () => {
+    const line = '{"prompt": "a fox", "model": "m2", "aspectRatio": "16:9", "resolution": "2K", "countPerCombo": 3, "seed": 42, "note": "n", "id": 7}';
+    expect(parsePromptsFile('p.jsonl', line)).toEqual([
+      { prompt: 'a fox', options: { model: 'm2', aspectRatio: '16:9', resolution: '2K', countPerCombo: 3, seed: 42, note: 'n' } },
+    ]);
+    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "seed": -1}')).toThrow('p.jsonl:1: "seed" must be a whole number 0..2147483647');
+    expect(() => parsePromptsFile('p.jsonl', '"ok"\n{"prompt": "a", "resolution": "8K"}')).toThrow('p.jsonl:2: "resolution"');
+    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "countPerCombo": 1.5}')).toThrow('"countPerCombo"');
   });
 
   it('refuses other file types, bad lines (named) and empty files as usage errors', () => {
@@ -45,9 +57,35 @@ describe('splitting a submission', () => {
       expect(chunkKey(one.fingerprint, { first: 0, count: 2 }).length).toBeLessThanOrEqual(255);
       fs.writeFileSync(file, 'a\nb\nd\n');
       expect(planSubmission(file, { model: 'm' }).fingerprint).not.toBe(one.fingerprint);
-      expect(planSubmission(file, { model: 'm', count: 3 }).imagesPerPrompt).toBe(3);
+      expect(planSubmission(file, { model: 'm', count: 3 }).groups[0].imagesPerPrompt).toBe(3);
       expect(() => planSubmission(file, { model: 'm', refMode: 'each' })).toThrow('--ref-mode needs');
       expect(() => planSubmission(path.join(dir, 'missing.txt'), { model: 'm' })).toThrow(/Cannot read .*ENOENT/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a .jsonl file with options per line', () => {
+  it("groups prompts by their option set (the command's options under each line's own), in order of first appearance", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-plan-'));
+    try {
+      const file = path.join(dir, 'p.jsonl');
+      const lines = ['"a"', '{"prompt": "b", "seed": 7}', '{"prompt": "c", "countPerCombo": 2, "model": "m2"}', '{"prompt": "d"}', '{"prompt": "e", "seed": 7}'];
+      fs.writeFileSync(file, lines.join('\n'));
+      const plan = planSubmission(file, { model: 'm', note: 'all' });
+      expect(plan.promptCount).toBe(5);
+      expect(plan.groups).toEqual([
+        { prompts: ['a', 'd'], body: { model: 'm', note: 'all' }, imagesPerPrompt: 1 },
+        { prompts: ['b', 'e'], body: { model: 'm', note: 'all', seed: 7 }, imagesPerPrompt: 1 },
+        { prompts: ['c'], body: { model: 'm2', note: 'all', countPerCombo: 2 }, imagesPerPrompt: 2 },
+      ]);
+      // Each group is split on its own; chunk keys differ across groups.
+      const chunks = chunkPlan(plan, 1, 1000);
+      expect(chunks.map((c) => [c.group, c.first, c.count, c.images])).toEqual([[0, 0, 1, 1], [0, 1, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1], [2, 0, 1, 2]]);
+      expect(new Set(chunks.map((c) => chunkKey(plan.fingerprint, c))).size).toBe(5);
+      // Without --model every line must name one.
+      expect(() => planSubmission(file, {})).toThrow('prompt 1 has no model');
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -4,19 +4,23 @@ import * as path from 'node:path';
 import { BatchDetail, CreateBatchRequest, Kiln, KilnApiError } from '@app/sdk';
 import { UsageError } from './cli.errors';
 import type { ProgressReporter } from './progress';
-import { parsePromptsFile } from './prompts-file';
+import { LineOptions, parsePromptsFile } from './prompts-file';
 import { ChunkResult, ChunkState, SubmissionState, SubmitStateStore } from './submit-state';
 
 export interface SubmitOptions {
-  model: string;
+  model?: string;
   ratio?: string;
   resolution?: '1K' | '2K' | '4K';
   count?: number;
   ref?: string[];
   refMode?: 'each' | 'combined';
   note?: string;
+  seed?: number;
+  format?: 'png' | 'jpeg' | 'webp';
   wait?: boolean;
   out?: string;
+  /** Submit what the balance and the daily cap cover instead of refusing the whole file. */
+  partial?: boolean;
 }
 
 export interface SubmitOutcome {
@@ -34,13 +38,22 @@ export interface SubmitOutcome {
   interrupted: boolean;
 }
 
-/** What a prompts file and the options make: the batch body less its prompts, and the file's prompts. */
-export interface SubmissionPlan {
+type GroupBody = Omit<CreateBatchRequest, 'prompts' | 'refImages'>;
+
+/** Prompts that share one set of options (the command's, with a `.jsonl` line's over them): they go in the same batches. */
+export interface PromptGroup {
   prompts: string[];
-  body: Omit<CreateBatchRequest, 'prompts' | 'refImages'>;
+  body: GroupBody;
+  imagesPerPrompt: number;
+}
+
+/** What a prompts file and the options make: the file's prompts grouped by the batch body they need. */
+export interface SubmissionPlan {
+  /** In the order each option set first appears in the file. */
+  groups: PromptGroup[];
+  promptCount: number;
   /** Reference files by content hash, in the order given. */
   refs: { file: string; hash: string }[];
-  imagesPerPrompt: number;
   /** Identifies the submission: the same file and options give the same one, on any machine. */
   fingerprint: string;
 }
@@ -54,7 +67,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
   } catch (err) {
     throw new UsageError(`Cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  const prompts = parsePromptsFile(file, content.toString('utf8'));
+  const lines = parsePromptsFile(file, content.toString('utf8'));
   if (options.refMode && !options.ref?.length) throw new UsageError('--ref-mode needs at least one --ref file');
   const refs = (options.ref ?? []).map((ref) => {
     try {
@@ -64,17 +77,49 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     }
   });
   const refMode = refs.length ? (options.refMode ?? 'combined') : undefined;
-  const body: SubmissionPlan['body'] = {
-    model: options.model,
+  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp' } = {
+    ...(options.model !== undefined && { model: options.model }),
     ...(options.ratio !== undefined && { aspectRatio: options.ratio }),
     ...(options.resolution !== undefined && { resolution: options.resolution }),
     ...(options.count !== undefined && { countPerCombo: options.count }),
     ...(refMode !== undefined && { refMode }),
     ...(options.note !== undefined && { note: options.note }),
+    ...(options.seed !== undefined && { seed: options.seed }),
+    ...(options.format !== undefined && { outputFormat: options.format }),
   };
-  const imagesPerPrompt = (options.count ?? 1) * (refMode === 'each' ? refs.length : 1);
-  const fingerprint = sha256(JSON.stringify({ prompts: sha256(content), body, refs: refs.map((r) => r.hash) })).slice(0, 32);
-  return { prompts, body, refs, imagesPerPrompt, fingerprint };
+  const groups = new Map<string, PromptGroup>();
+  lines.forEach((line, i) => {
+    const body = { ...base, ...line.options };
+    if (!body.model) throw new UsageError(`${file}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
+    const key = JSON.stringify(Object.entries(body).sort(([a], [b]) => a.localeCompare(b)));
+    let group = groups.get(key);
+    if (!group) {
+      const imagesPerPrompt = (body.countPerCombo ?? 1) * (refMode === 'each' ? refs.length : 1);
+      group = { prompts: [], body: body as GroupBody, imagesPerPrompt };
+      groups.set(key, group);
+    }
+    group.prompts.push(line.prompt);
+  });
+  // The command's options as they were before lines could carry their own, so a state file
+  // written by an earlier kiln for a plain file still resumes.
+  const fingerprint = sha256(JSON.stringify({ prompts: sha256(content), body: base, refs: refs.map((r) => r.hash) })).slice(0, 32);
+  return { groups: [...groups.values()], promptCount: lines.length, refs, fingerprint };
+}
+
+/** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
+export function chunkPlan(plan: SubmissionPlan, maxImagesPerBatch: number, maxPrompts: number): { group: number; first: number; count: number; images: number }[] {
+  return plan.groups.flatMap((g, group) =>
+    chunkPrompts(g.prompts.length, g.imagesPerPrompt, maxImagesPerBatch, maxPrompts).map((c) => ({ group, ...c, images: c.count * g.imagesPerPrompt })),
+  );
+}
+
+/** The create body of one chunk of the plan. */
+function chunkBody(plan: SubmissionPlan, chunk: { group?: number; first: number; count: number }, refImages: string[]): CreateBatchRequest {
+  const group = plan.groups[chunk.group ?? 0];
+  // A seed runs on across the group's batches, as if it were one batch: image n of the group
+  // renders with seed + n - 1 however the plan splits it.
+  const seed = typeof group.body.seed === 'number' ? { seed: (group.body.seed + chunk.first * group.imagesPerPrompt) % 2 ** 31 } : {};
+  return { ...group.body, ...seed, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count), ...(refImages.length && { refImages }) } as CreateBatchRequest;
 }
 
 /** Prompts per batch: as many as the plan's batch limit allows, at least one (the server then says why not). */
@@ -90,8 +135,9 @@ export function chunkPrompts(promptCount: number, imagesPerPrompt: number, maxIm
  * the batch's place in it, so the same command run again (after Ctrl-C, a crash or a lost
  * answer) asks for the same batch and the server answers it instead of charging again.
  */
-export function chunkKey(fingerprint: string, chunk: { first: number; count: number }): string {
-  return `kiln-cli-${fingerprint}-${chunk.first}-${chunk.count}`;
+export function chunkKey(fingerprint: string, chunk: { group?: number; first: number; count: number }): string {
+  const group = chunk.group ? `g${chunk.group}-` : '';
+  return `kiln-cli-${fingerprint}-${group}${chunk.first}-${chunk.count}`;
 }
 
 /** When the plan's concurrent limit is taken by batches other than ours, ask again after this. */
@@ -123,9 +169,8 @@ export async function submit(
       file: path.basename(file),
       startedAt: started,
       refs: {},
-      chunks: chunkPrompts(plan.prompts.length, plan.imagesPerPrompt, me.limits.maxImagesPerBatch, maxPrompts).map((c) => ({
+      chunks: chunkPlan(plan, me.limits.maxImagesPerBatch, maxPrompts).map((c) => ({
         ...c,
-        images: c.count * plan.imagesPerPrompt,
         idempotencyKey: chunkKey(plan.fingerprint, c),
         batchId: null,
         result: null,
@@ -145,13 +190,14 @@ export async function submit(
   }
   const refImages = plan.refs.map((r) => submission.refs[r.hash]);
 
+  let refusal: SubmitOutcome['refusal'] = options.partial ? null : await priceWhole(kiln, plan, submission.chunks.filter((c) => !c.batchId), refImages);
+
   const live = new Map<ChunkState, BatchDetail>();
   let files = 0;
   const report = () => progress.update(snapshot(submission.chunks, live));
   report();
 
-  let refusal: SubmitOutcome['refusal'] = null;
-  const queue = submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
+  const queue = refusal ? [] : submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
   const remainingToCreate = () => queue.some((c) => !c.batchId);
   let slotNoted = false;
 
@@ -160,10 +206,7 @@ export async function submit(
       for (;;) {
         try {
           // Not aborted by Ctrl-C: an answered create must reach the state file.
-          const created = await kiln.batches.create(
-            { ...plan.body, prompts: plan.prompts.slice(chunk.first, chunk.first + chunk.count), ...(refImages.length && { refImages }) },
-            { idempotencyKey: chunk.idempotencyKey },
-          );
+          const created = await kiln.batches.create(chunkBody(plan, chunk, refImages), { idempotencyKey: chunk.idempotencyKey });
           chunk.batchId = created.id;
           store.save();
           break;
@@ -225,21 +268,25 @@ export async function submit(
     progress.stop();
   }
 
+  // A batch created but not followed to its end (interrupted, or no --wait) was charged all
+  // the same: the summary asks where it stands now rather than counting it as nothing.
+  const now = await Promise.all(submission.chunks.map((c) => c.result ?? (c.batchId ? currentResult(kiln, c.batchId, live.get(c)) : null)));
   const images = { total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0 };
   const credits = { charged: 0, refunded: 0 };
-  for (const c of submission.chunks) {
+  submission.chunks.forEach((c, i) => {
+    const r = now[i];
     images.total += c.images;
-    if (!c.result) {
+    if (!r) {
       images.pending += c.images;
-      continue;
+      return;
     }
-    images.succeeded += c.result.succeeded;
-    images.failed += c.result.failed;
-    images.cancelled += c.result.cancelled;
-    images.pending += c.result.total - c.result.succeeded - c.result.failed - c.result.cancelled;
-    credits.charged += c.result.creditsCharged;
-    credits.refunded += c.result.creditsRefunded;
-  }
+    images.succeeded += r.succeeded;
+    images.failed += r.failed;
+    images.cancelled += r.cancelled;
+    images.pending += r.total - r.succeeded - r.failed - r.cancelled;
+    credits.charged += r.creditsCharged;
+    credits.refunded += r.creditsRefunded;
+  });
   return {
     fingerprint: plan.fingerprint,
     stateFile: store.file,
@@ -253,6 +300,45 @@ export async function submit(
     refusal,
     interrupted: signal.aborted,
   };
+}
+
+/** Where a batch stands now; the last progress seen when the service does not answer. */
+async function currentResult(kiln: Kiln, batchId: string, lastSeen: BatchDetail | undefined): Promise<ChunkResult | null> {
+  try {
+    return resultOf(await kiln.batches.get(batchId));
+  } catch {
+    return lastSeen ? resultOf(lastSeen) : null;
+  }
+}
+
+/**
+ * Prices every batch still to create before any is created: when the balance or the key's
+ * daily cap cannot cover them all, the whole file is refused and nothing is charged (rather
+ * than charging the first batches and refusing the rest). A refusal other than for money or a
+ * busy slot (a bad model, a batch over the plan's limit) refuses it too.
+ */
+async function priceWhole(kiln: Kiln, plan: SubmissionPlan, toCreate: ChunkState[], refImages: string[]): Promise<SubmitOutcome['refusal']> {
+  if (toCreate.length === 0) return null;
+  const estimates = [];
+  for (const c of toCreate) estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages)));
+  const other = estimates.map((e) => e.refusal).find((r) => r && !['concurrent_limit_exceeded', 'insufficient_credits', 'daily_credit_cap_exceeded'].includes(r.code));
+  if (other) return { code: other.code, message: other.message, status: 400, ...(other.details && { details: other.details }) };
+  const needed = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
+  const { balance, dailyCap } = estimates[0];
+  const hint = 'nothing was charged; --partial submits what they cover';
+  const details = { creditsRequired: needed, balance, batches: toCreate.length };
+  if (needed > balance) {
+    return { code: 'insufficient_credits', status: 402, message: `The file needs ${needed} credits in ${toCreate.length} batches; the balance is ${balance} (${hint})`, details };
+  }
+  if (dailyCap && needed > dailyCap.remaining) {
+    return {
+      code: 'daily_credit_cap_exceeded',
+      status: 402,
+      message: `The file needs ${needed} credits; this key may spend ${dailyCap.remaining} more today (${hint})`,
+      details: { ...details, dailyCap },
+    };
+  }
+  return null;
 }
 
 export function resultOf(detail: BatchDetail): ChunkResult {
@@ -302,19 +388,19 @@ export async function estimateSubmission(kiln: Kiln, file: string, options: Subm
   const plan = planSubmission(file, options);
   const [me, catalog] = await Promise.all([kiln.me(), kiln.models()]);
   const maxPrompts = (catalog.limits as { maxPrompts?: number }).maxPrompts ?? 1000;
-  const chunks = chunkPrompts(plan.prompts.length, plan.imagesPerPrompt, me.limits.maxImagesPerBatch, maxPrompts);
+  const chunks = chunkPlan(plan, me.limits.maxImagesPerBatch, maxPrompts);
   // Estimates need uploaded reference URLs only to validate them; a placeholder per file would
   // be refused, so references are uploaded (free) as a create would.
   const refImages = plan.refs.length ? (await kiln.uploads.create(plan.refs.map((r) => r.file))).files.map((f) => f.url) : [];
   const estimates = [];
   for (const c of chunks) {
-    estimates.push(await kiln.batches.estimate({ ...plan.body, prompts: plan.prompts.slice(c.first, c.first + c.count), ...(refImages.length && { refImages }) }));
+    estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages)));
   }
   const creditsRequired = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const balance = me.credits.balance;
   const refusals = estimates.map((e) => e.refusal).filter((r) => r && r.code !== 'concurrent_limit_exceeded');
   return {
-    prompts: plan.prompts.length,
+    prompts: plan.promptCount,
     images: estimates.reduce((sum, e) => sum + e.total, 0),
     batches: chunks.length,
     creditsRequired,

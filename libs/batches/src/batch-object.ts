@@ -19,6 +19,8 @@ export interface BatchObject {
   refImages: string[];
   total: number;
   note: string | null;
+  seed: number | null;
+  outputFormat: string;
   counts: TaskCounts;
   previewUrl: string | null;
   createdViaApi: boolean;
@@ -44,6 +46,8 @@ export function batchObject(b: BatchView): BatchObject {
     refImages: b.refImages,
     total: b.total,
     note: b.note,
+    seed: b.seed,
+    outputFormat: b.outputFormat,
     counts: {
       pending: b.counts.pending,
       running: b.counts.running,

@@ -12,7 +12,7 @@ const SELECT_BATCH_FIELDS: PreparedStatement = {
   name: 'kiln_select_batch_fields',
   text: `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
                 background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
-                note, preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
+                note, seed, output_format AS "outputFormat", preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
                 credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
                 cancelled_at AS "cancelledAt", version
            FROM batches WHERE id = $1 AND account_id = $2`,

@@ -1,5 +1,5 @@
 import { CATALOG_DEFAULTS, CATALOG_LIMITS } from '@app/catalog';
-import { REF_MODES, RefMode, Resolution } from '@app/database';
+import { OutputFormat, REF_MODES, RefMode, Resolution } from '@app/database';
 import { invalidRequest } from '@app/errors';
 import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
 
@@ -14,6 +14,9 @@ export const BACKGROUND_PATTERN = /^(transparent|#[0-9A-Fa-f]{6})$/;
 export const MAX_PROMPTS = CATALOG_LIMITS.maxPrompts;
 export const COUNT_PER_COMBO = CATALOG_LIMITS.countPerCombo;
 export const MAX_NOTE_LENGTH = 1000;
+export const OUTPUT_FORMATS = ['png', 'jpeg', 'webp'] as const satisfies readonly OutputFormat[];
+/** Seeds are 31-bit: task n's (seed + n - 1) wraps to 0 past this, so it always fits. */
+export const SEED_MAX = 2 ** 31 - 1;
 
 /** Body of `POST /v1/batches` (and of the dashboard's equivalent), as the caller sent it. */
 export interface CreateBatchInput {
@@ -28,6 +31,9 @@ export interface CreateBatchInput {
   /** 'transparent' | '#RRGGBB'; absent or null = auto. */
   background?: string | null;
   note?: string | null;
+  /** 0..SEED_MAX; absent or null: each task's seed is drawn from the batch id. */
+  seed?: number | null;
+  outputFormat?: OutputFormat;
 }
 
 /** The request with every default applied. */
@@ -42,6 +48,8 @@ export interface BatchRequest {
   quality: Quality;
   background: string | null;
   note: string | null;
+  seed: number | null;
+  outputFormat: OutputFormat;
 }
 
 /**
@@ -84,6 +92,12 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
   if (note !== null && (typeof note !== 'string' || note.length > MAX_NOTE_LENGTH)) {
     throw invalidRequest('note', 'maxLength', `note must be a string of at most ${MAX_NOTE_LENGTH} characters`);
   }
+  const seed = input.seed ?? null;
+  if (seed !== null && (!Number.isInteger(seed) || seed < 0 || seed > SEED_MAX)) {
+    throw invalidRequest('seed', 'out_of_range', `seed must be an integer from 0 to ${SEED_MAX}`);
+  }
+  const outputFormat = input.outputFormat ?? 'png';
+  if (!OUTPUT_FORMATS.includes(outputFormat)) throw invalidRequest('outputFormat', 'isIn', 'outputFormat must be png, jpeg or webp');
 
   const refMode = input.refMode ?? CATALOG_DEFAULTS.refMode;
   if (!REF_MODES.includes(refMode)) throw invalidRequest('refMode', 'isIn', 'refMode must be none, each or combined');
@@ -116,5 +130,7 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
     quality,
     background,
     note,
+    seed,
+    outputFormat,
   };
 }

@@ -17,6 +17,8 @@ export type BatchFields = Pick<
   | 'refImages'
   | 'total'
   | 'note'
+  | 'seed'
+  | 'outputFormat'
   | 'previewUrl'
   | 'createdViaApi'
   | 'status'

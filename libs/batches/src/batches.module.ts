@@ -9,11 +9,12 @@ import { BatchPolling } from './batch-polling';
 import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
 import { ContentPolicyService } from './content-policy';
+import { OpenAiImagesService } from './openai-images';
 
 /** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule, MetricsModule],
-  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher],
-  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher],
+  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher, OpenAiImagesService],
+  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher, OpenAiImagesService],
 })
 export class BatchesModule {}

@@ -25,7 +25,7 @@ import {
   TaskView,
 } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
-import { BatchRequest, CreateBatchInput, normalizeBatchRequest } from './batch-request';
+import { BatchRequest, CreateBatchInput, normalizeBatchRequest, SEED_MAX } from './batch-request';
 import { selectBatchFields, selectBatchPage } from './batch-reads';
 import { BatchView, toBatchView } from './batch-view';
 import { ContentPolicyService } from './content-policy';
@@ -333,6 +333,8 @@ function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unit
     refImages: req.refImages,
     total,
     note: req.note,
+    seed: req.seed,
+    outputFormat: req.outputFormat,
     unitCost,
     creditsCharged: total * unitCost,
     provider: model.provider,
@@ -384,6 +386,6 @@ function tasksOf(batch: NewBatch, refUploadIds: string[]): NewTask[] {
   return fanOut(batch.prompts.length, refUploadIds, batch.refMode, batch.countPerCombo).map((t) => ({
     ...t,
     id: randomUUID(),
-    seed: taskSeed(batch.id, t.seq),
+    seed: batch.seed === null ? taskSeed(batch.id, t.seq) : (batch.seed + t.seq) % (SEED_MAX + 1),
   }));
 }

@@ -9,3 +9,4 @@ export * from './idempotency';
 export * from './batch-archive';
 export * from './batch-polling';
 export * from './batch-watcher';
+export * from './openai-images';

@@ -186,7 +186,7 @@ export class CatalogService {
    */
   private async checkUpstreamAddress(baseUrl: string): Promise<void> {
     try {
-      await checkEgressTarget(baseUrl, { allowPrivate: this.config.upstream.allowPrivate }, {
+      await checkEgressTarget(baseUrl, { allowPrivate: this.config.upstream.allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' }, {
         signal: AbortSignal.timeout(BASE_URL_LOOKUP_TIMEOUT_MS),
       });
     } catch (err) {

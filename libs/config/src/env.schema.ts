@@ -191,6 +191,10 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_REQUEST_TIMEOUT_MS?: number;
 
+  /** How long POST /v1/images/generations and /edits wait for their batch before answering generation_timeout. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1000) @Max(3_600_000)
+  OPENAI_COMPAT_WAIT_MS?: number;
+
   /** Longest a client may take to send a request's headers (at most HTTP_REQUEST_TIMEOUT_MS). */
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_HEADERS_TIMEOUT_MS?: number;

@@ -26,6 +26,8 @@ export interface KilnConfig {
     /** 0: no cap. Counted per socket address, so behind a proxy it counts the proxy. */
     maxConnectionsPerIp: number;
   };
+  /** The OpenAI-compatible door (POST /v1/images/...). */
+  openaiCompat: { waitMs: number };
   /** node-postgres pool size of each process. */
   databasePoolSize: number;
   redisUrl: string;
@@ -176,6 +178,7 @@ export function buildConfig(
       headersTimeoutMs: Math.min(env.HTTP_HEADERS_TIMEOUT_MS ?? requestTimeout, requestTimeout),
       maxConnectionsPerIp: env.MAX_CONNECTIONS_PER_IP ?? 256,
     },
+    openaiCompat: { waitMs: env.OPENAI_COMPAT_WAIT_MS ?? 120_000 },
     databasePoolSize: env.DATABASE_POOL_SIZE ?? 20,
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: env.REDIS_PREFIX ?? 'kiln',

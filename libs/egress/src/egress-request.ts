@@ -14,6 +14,8 @@ import { EgressError } from './egress.errors';
 export interface EgressPolicy {
   allowPrivate: boolean;
   trustedOrigins?: readonly string[];
+  /** The setting that would allow a refused private address or http URL, named in the refusal. */
+  allowSetting?: string;
 }
 
 export interface ResolvedAddress {
@@ -64,14 +66,19 @@ export async function checkEgressTarget(rawUrl: string, policy: EgressPolicy, op
     for (const { address } of addresses) {
       const range = forbiddenRange(address);
       if (range) {
-        throw new EgressError('forbidden_address', `The host resolves to a non-public address (${range.replace('_', '-')})`, { range });
+        throw new EgressError('forbidden_address', `The host resolves to a non-public address (${range.replace('_', '-')})${allowedBy(policy)}`, { range });
       }
     }
     // After the address check, which says more when both fail.
-    if (url.protocol === 'http:') throw new EgressError('not_https', 'Only https URLs are fetched');
+    if (url.protocol === 'http:') throw new EgressError('not_https', `Only https URLs are fetched${allowedBy(policy)}`);
   }
   const [first] = addresses;
   return { url, address: first.address, family: first.family === 6 ? 6 : 4 };
+}
+
+/** Says which operator setting would allow it (development, private networks), when the caller named one. */
+function allowedBy(policy: EgressPolicy): string {
+  return policy.allowSetting ? `; the operator's ${policy.allowSetting}=true allows private addresses and http` : '';
 }
 
 export interface EgressRequestOptions {

@@ -35,6 +35,10 @@ export enum ErrorCode {
   IdempotencyKeyInUse = 'idempotency_key_in_use',
   /** A dependency (PostgreSQL, Redis) is unreachable; retry after Retry-After. */
   ServiceUnavailable = 'service_unavailable',
+  /** The OpenAI-compatible door: no image of its batch succeeded (every one refunded). */
+  GenerationFailed = 'generation_failed',
+  /** The OpenAI-compatible door: its batch was not done within OPENAI_COMPAT_WAIT_MS (it goes on). */
+  GenerationTimeout = 'generation_timeout',
 }
 
 export type ErrorDetails = Record<string, unknown>;

@@ -27,6 +27,8 @@ export interface RenderRequest {
   /** 'transparent' | '#RRGGBB' | null. null means "auto", and also "the model does not support it". */
   background: string | null;
   references: ReferenceImage[];
+  /** The format the batch wants; a provider that cannot make it returns another and the generator converts. Default png. */
+  outputFormat?: RenderFormat;
   /** Aborting rejects the render with the signal's own reason, so the caller recognises its abort. */
   signal?: AbortSignal;
   /** Coarse progress in percent (0-100), only ever increasing. */
@@ -34,6 +36,8 @@ export interface RenderRequest {
 }
 
 export type RenderContentType = 'image/png' | 'image/jpeg' | 'image/webp';
+export type RenderFormat = 'png' | 'jpeg' | 'webp';
+export const CONTENT_TYPE_OF: Record<RenderFormat, RenderContentType> = { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp' };
 
 export interface RenderResult {
   data: Buffer;

@@ -20,7 +20,7 @@ export const JSON_ENVELOPE_BYTES = 1024 * 1024;
  * when private addresses are allowed, which is how fakes and self-hosted upstreams serve them).
  */
 export function upstreamPolicies(baseUrl: string, allowPrivate: boolean): { api: EgressPolicy; download: EgressPolicy } {
-  return { api: { allowPrivate }, download: { allowPrivate: false, trustedOrigins: allowPrivate ? [originOf(baseUrl)] : [] } };
+  return { api: { allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' }, download: { allowPrivate: false, trustedOrigins: allowPrivate ? [originOf(baseUrl)] : [] } };
 }
 
 /**

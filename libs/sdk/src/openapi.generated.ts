@@ -124,6 +124,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/images/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI's images.generate: makes a batch, waits for it, answers { created, data } */
+        post: operations["createOpenAiImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/edits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI's images.edit: the image[] files are the batch's references (combined); otherwise as generations */
+        post: operations["editOpenAiImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/uploads": {
         parameters: {
             query?: never;
@@ -420,18 +454,19 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/admin/keys/{idOrHint}": {
+    "/v1/admin/keys/{id}": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account */
+        /** API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz) in place of the id; any account */
         get: operations["findAdminKeys"];
         put?: never;
         post?: never;
-        delete?: never;
+        /** Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased) */
+        delete: operations["deleteAdminKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -449,23 +484,6 @@ export interface paths {
         /** Revoke any account's key; refused on its next request on every replica */
         post: operations["revokeAdminKey"];
         delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/admin/keys/{id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post?: never;
-        /** Same as POST /v1/admin/keys/{id}/revoke (keys are revoked, never erased) */
-        delete: operations["deleteAdminKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -922,7 +940,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -1017,6 +1035,17 @@ export interface components {
             background?: string | null;
             /** @description Free-text label shown in the dashboard */
             note?: string | null;
+            /**
+             * @description Task n (1-based, in fan-out order) renders with seed + n - 1 (wrapping past 2^31-1 to 0), passed to models whose upstream takes a seed; the same seed and request make the same batch again. Omitted or null: seeds drawn from the batch id.
+             * @example 42
+             */
+            seed?: number | null;
+            /**
+             * @description The format the images are stored and served in; result file names end in .png, .jpg or .webp
+             * @default png
+             * @enum {string}
+             */
+            outputFormat?: "png" | "jpeg" | "webp";
         };
         CreatedBatchResponseDto: {
             id: string;
@@ -1060,18 +1089,21 @@ export interface components {
              * @example 40
              */
             creditsRequired: number;
-            /** @example 1000 */
+            /** @example 30 */
             balance: number;
             /** @description The key's daily cap; null without one (and for the dashboard) */
             dailyCap: components["schemas"]["DailyCapEstimateDto"] | null;
             /**
              * @description True when create would succeed now
-             * @example true
+             * @example false
              */
             wouldCreate: boolean;
             /**
              * @description What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null
-             * @example null
+             * @example {
+             *       "code": "insufficient_credits",
+             *       "message": "This batch costs 40 credits; the balance is 30"
+             *     }
              */
             refusal: components["schemas"]["ErrorObjectDto"] | null;
         };
@@ -1105,6 +1137,16 @@ export interface components {
             /** @description Number of images (tasks) */
             total: number;
             note: string | null;
+            /**
+             * @description The batch's seed (task n renders with seed + n - 1); null when none was given
+             * @example 42
+             */
+            seed: number | null;
+            /**
+             * @description The format the images are stored and served in
+             * @enum {string}
+             */
+            outputFormat: "png" | "jpeg" | "webp";
             counts: components["schemas"]["CountsDto"];
             previewUrl: string | null;
             createdViaApi: boolean;
@@ -1167,6 +1209,56 @@ export interface components {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
             tasks: components["schemas"]["TaskDto"][];
+        };
+        OpenAiGenerationRequestDto: {
+            /**
+             * @description A Kiln model key (GET /v1/models)
+             * @example eta-image
+             */
+            model: string;
+            /** @example a red fox in the snow */
+            prompt: string;
+            /** @default 1 */
+            n?: number;
+            /**
+             * @description WxH: the legal size nearest to it; or auto
+             * @example 1024x1024
+             */
+            size?: string;
+            /** @enum {string} */
+            quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+            /** @enum {string} */
+            background?: "auto" | "transparent" | "opaque";
+            /** @enum {string} */
+            output_format?: "png" | "jpeg" | "webp";
+            /**
+             * @default url
+             * @enum {string}
+             */
+            response_format?: "url" | "b64_json";
+            /** @description Ignored */
+            user?: string;
+            /** @description Ignored */
+            style?: string;
+            /** @description Ignored */
+            moderation?: string;
+            /** @description Ignored */
+            output_compression?: number;
+        };
+        OpenAiImageDataDto: {
+            /** @description With response_format url (the default): the public result URL */
+            url?: string;
+            /** @description With response_format b64_json: the image, base64 */
+            b64_json?: string;
+        };
+        OpenAiImagesResponseDto: {
+            /**
+             * @description Unix seconds of the batch creation
+             * @example 1795427062
+             */
+            created: number;
+            /** @description One per succeeded image, in fan-out order */
+            data: components["schemas"]["OpenAiImageDataDto"][];
         };
         UploadedFileDto: {
             /**
@@ -1268,6 +1360,7 @@ export interface components {
         CreateAccountRequestDto: {
             /** @example ops@example.com */
             email: string;
+            /** @example correct-horse-battery */
             password?: string;
             /** @enum {string} */
             plan: "free" | "starter" | "studio" | "scale";
@@ -1380,7 +1473,10 @@ export interface components {
                 [key: string]: unknown;
             };
             sortOrder: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @example 2026-11-25T09:30:00.000Z
+             */
             updatedAt: string;
             /**
              * @example {
@@ -1514,7 +1610,10 @@ export interface components {
                 [key: string]: unknown;
             };
             sortOrder: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @example 2026-11-25T09:30:00.000Z
+             */
             updatedAt: string;
         };
         AdminModelResponseDto: {
@@ -1546,10 +1645,12 @@ export interface components {
             name: string;
             required: boolean;
             /**
-             * @description Applied when the route omits the setting
+             * @description Applied when the route omits the setting (a string, number, boolean or object, as the setting is)
              * @example 30000
              */
-            default?: Record<string, never>;
+            default?: string | number | boolean | {
+                [key: string]: unknown;
+            };
             description: string;
         };
         ProviderTypeDto: {
@@ -1596,6 +1697,7 @@ export interface components {
             /**
              * Format: date
              * @description When the upstream announced it stops serving the model
+             * @example 2026-12-01
              */
             retiresAt?: string;
             notes?: string;
@@ -1695,7 +1797,10 @@ export interface components {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
             tasks: components["schemas"]["AdminTaskDto"][];
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
+             */
             accountId: string;
         };
         AdminKeyDto: {
@@ -1714,7 +1819,10 @@ export interface components {
             lastUsedAt: number | null;
             /** @description Unix ms */
             revokedAt: number | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
+             */
             accountId: string;
         };
         AdminKeyListResponseDto: {
@@ -1750,6 +1858,7 @@ export interface components {
              * @example you@example.com
              */
             email: string;
+            /** @example correct-horse-battery */
             password: string;
         };
         SessionResponseDto: {
@@ -1764,6 +1873,7 @@ export interface components {
         LoginRequestDto: {
             /** @example you@example.com */
             email: string;
+            /** @example correct-horse-battery */
             password: string;
         };
         DashboardLimitsDto: {
@@ -2308,6 +2418,8 @@ export interface operations {
                      *           ],
                      *           "total": 1,
                      *           "note": null,
+                     *           "seed": 42,
+                     *           "outputFormat": "png",
                      *           "counts": {
                      *             "pending": 1,
                      *             "running": 1,
@@ -2485,7 +2597,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2731,7 +2845,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2752,15 +2868,18 @@ export interface operations {
                      *       "total": 8,
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
-                     *       "balance": 1000,
+                     *       "balance": 30,
                      *       "dailyCap": {
                      *         "cap": 500,
                      *         "used": 120,
                      *         "remaining": 380,
                      *         "resetsAt": 1767312000000
                      *       },
-                     *       "wouldCreate": true,
-                     *       "refusal": null
+                     *       "wouldCreate": false,
+                     *       "refusal": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "This batch costs 40 credits; the balance is 30"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["BatchEstimateResponseDto"];
@@ -2944,6 +3063,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -3186,6 +3307,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "note": null,
+                     *       "seed": 42,
+                     *       "outputFormat": "png",
                      *       "counts": {
                      *         "pending": 1,
                      *         "running": 1,
@@ -3541,6 +3664,492 @@ export interface operations {
                      *       "error": {
                      *         "code": "service_unavailable",
                      *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createOpenAiImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "model": "eta-image",
+                 *       "prompt": "a red fox in the snow",
+                 *       "n": 1,
+                 *       "size": "1024x1024",
+                 *       "quality": "auto",
+                 *       "background": "auto",
+                 *       "output_format": "png",
+                 *       "response_format": "url",
+                 *       "user": "string",
+                 *       "style": "string",
+                 *       "moderation": "string",
+                 *       "output_compression": 1
+                 *     }
+                 */
+                "application/json": components["schemas"]["OpenAiGenerationRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created": 1795427062,
+                     *       "data": [
+                     *         {
+                     *           "url": "string",
+                     *           "b64_json": "string"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenAiImagesResponseDto"];
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits, daily_credit_cap_exceeded */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits, daily_credit_cap_exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_failed",
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_timeout",
+                     *         "message": "generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    editOpenAiImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /** @description Reference images (or one in "image") */
+                    "image[]": string[];
+                    prompt: string;
+                    model: string;
+                    n?: number;
+                    size?: string;
+                    quality?: string;
+                    background?: string;
+                    output_format?: string;
+                    /** @enum {string} */
+                    response_format?: "url" | "b64_json";
+                };
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created": 1795427062,
+                     *       "data": [
+                     *         {
+                     *           "url": "string",
+                     *           "b64_json": "string"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OpenAiImagesResponseDto"];
+                };
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description insufficient_credits, daily_credit_cap_exceeded */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "insufficient_credits, daily_credit_cap_exceeded"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited; honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            502: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_failed",
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running */
+            504: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "generation_timeout",
+                     *         "message": "generation_timeout: not done within OPENAI_COMPAT_WAIT_MS; details.batchId, still running"
                      *       }
                      *     }
                      */
@@ -4961,7 +5570,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "ops@example.com",
-                 *       "password": "string",
+                 *       "password": "correct-horse-battery",
                  *       "plan": "free",
                  *       "credits": 0
                  *     }
@@ -5686,7 +6295,7 @@ export interface operations {
                      *             "type": "builtin"
                      *           },
                      *           "sortOrder": 1,
-                     *           "updatedAt": "string",
+                     *           "updatedAt": "2026-11-25T09:30:00.000Z",
                      *           "routeHealth": {
                      *             "state": "ok",
                      *             "lastSuccessAt": "2026-01-31T12:00:00.000Z"
@@ -5868,7 +6477,7 @@ export interface operations {
                      *           "type": "builtin"
                      *         },
                      *         "sortOrder": 1,
-                     *         "updatedAt": "string"
+                     *         "updatedAt": "2026-11-25T09:30:00.000Z"
                      *       }
                      *     }
                      */
@@ -6034,7 +6643,7 @@ export interface operations {
                      *           "type": "builtin"
                      *         },
                      *         "sortOrder": 1,
-                     *         "updatedAt": "string"
+                     *         "updatedAt": "2026-11-25T09:30:00.000Z"
                      *       }
                      *     }
                      */
@@ -6183,7 +6792,7 @@ export interface operations {
                      *               "1K": 0.042
                      *             }
                      *           },
-                     *           "retiresAt": "string",
+                     *           "retiresAt": "2026-12-01",
                      *           "notes": "string",
                      *           "model": {}
                      *         }
@@ -6728,6 +7337,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -6764,7 +7375,7 @@ export interface operations {
                      *           "upstreamRequestId": null
                      *         }
                      *       ],
-                     *       "accountId": "string"
+                     *       "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *     }
                      */
                     "application/json": components["schemas"]["AdminBatchResponseDto"];
@@ -6872,7 +7483,8 @@ export interface operations {
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
             path: {
-                idOrHint: string;
+                /** @description A key id, or a key hint such as kiln_live_abcd...wxyz */
+                id: string;
             };
             cookie?: never;
         };
@@ -6900,7 +7512,7 @@ export interface operations {
                      *           "createdAt": 1,
                      *           "lastUsedAt": null,
                      *           "revokedAt": null,
-                     *           "accountId": "string"
+                     *           "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *         }
                      *       ]
                      *     }
@@ -7002,7 +7614,7 @@ export interface operations {
             };
         };
     };
-    revokeAdminKey: {
+    deleteAdminKey: {
         parameters: {
             query?: never;
             header?: {
@@ -7037,7 +7649,7 @@ export interface operations {
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
-                     *         "accountId": "string"
+                     *         "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *       }
                      *     }
                      */
@@ -7138,7 +7750,7 @@ export interface operations {
             };
         };
     };
-    deleteAdminKey: {
+    revokeAdminKey: {
         parameters: {
             query?: never;
             header?: {
@@ -7173,7 +7785,7 @@ export interface operations {
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
-                     *         "accountId": "string"
+                     *         "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
                      *       }
                      *     }
                      */
@@ -7663,7 +8275,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "you@example.com",
-                 *       "password": "string"
+                 *       "password": "correct-horse-battery"
                  *     }
                  */
                 "application/json": components["schemas"]["SignupRequestDto"];
@@ -7776,7 +8388,7 @@ export interface operations {
                 /**
                  * @example {
                  *       "email": "you@example.com",
-                 *       "password": "string"
+                 *       "password": "correct-horse-battery"
                  *     }
                  */
                 "application/json": components["schemas"]["LoginRequestDto"];
@@ -9317,6 +9929,8 @@ export interface operations {
                      *           ],
                      *           "total": 1,
                      *           "note": null,
+                     *           "seed": 42,
+                     *           "outputFormat": "png",
                      *           "counts": {
                      *             "pending": 1,
                      *             "running": 1,
@@ -9494,7 +10108,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -9740,7 +10356,9 @@ export interface operations {
                  *       "refImages": [],
                  *       "quality": "auto",
                  *       "background": "transparent",
-                 *       "note": null
+                 *       "note": null,
+                 *       "seed": 42,
+                 *       "outputFormat": "png"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -9761,15 +10379,18 @@ export interface operations {
                      *       "total": 8,
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
-                     *       "balance": 1000,
+                     *       "balance": 30,
                      *       "dailyCap": {
                      *         "cap": 500,
                      *         "used": 120,
                      *         "remaining": 380,
                      *         "resetsAt": 1767312000000
                      *       },
-                     *       "wouldCreate": true,
-                     *       "refusal": null
+                     *       "wouldCreate": false,
+                     *       "refusal": {
+                     *         "code": "insufficient_credits",
+                     *         "message": "This batch costs 40 credits; the balance is 30"
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["BatchEstimateResponseDto"];
@@ -9953,6 +10574,8 @@ export interface operations {
                      *         ],
                      *         "total": 1,
                      *         "note": null,
+                     *         "seed": 42,
+                     *         "outputFormat": "png",
                      *         "counts": {
                      *           "pending": 1,
                      *           "running": 1,
@@ -10195,6 +10818,8 @@ export interface operations {
                      *       ],
                      *       "total": 1,
                      *       "note": null,
+                     *       "seed": 42,
+                     *       "outputFormat": "png",
                      *       "counts": {
                      *         "pending": 1,
                      *         "running": 1,

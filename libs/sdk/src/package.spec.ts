@@ -35,4 +35,54 @@ describe('@kiln/sdk package', () => {
       fs.rmSync(out, { recursive: true, force: true });
     }
   });
+
+  it('packs into a tarball that installs offline into another project and runs there: ESM, CommonJS and TypeScript', () => {
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-sdk-pack-'));
+    const run = (cmd: string, args: string[], cwd: string) =>
+      execFileSync(cmd, args, { cwd, stdio: 'pipe', timeout: 180_000, env: { ...process.env, npm_config_update_notifier: 'false' } }).toString();
+    try {
+      // npm pack runs the package's prepack (its own tsc build) and lists what it packed.
+      const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], ROOT))[0];
+      const names: string[] = packed.files.map((f: { path: string }) => f.path);
+      expect(names).toEqual(expect.arrayContaining(['README.md', 'index.mjs', 'dist/index.js', 'dist/index.d.ts', 'package.json']));
+      expect(names.filter((n) => n.endsWith('.map') || n.endsWith('.ts') && !n.endsWith('.d.ts') || n.includes('spec'))).toEqual([]);
+
+      const project = path.join(work, 'project');
+      fs.mkdirSync(project);
+      fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'uses-kiln', private: true }));
+      run('npm', ['install', '--offline', '--no-audit', '--no-fund', path.join(work, packed.filename)], project);
+
+      // Both entry points load the same client; a call to a closed port fails as the SDK's own error.
+      const probe = `
+        const kiln = new Kiln({ baseUrl: 'http://127.0.0.1:9', apiKey: 'kiln_live_x', maxRetries: 0, timeoutMs: 5000 });
+        kiln.me().then(() => { console.log('answered?'); process.exit(1); }, (err) => console.log(typeof Kiln.verifyWebhook, err instanceof KilnApiError, err.code));`;
+      fs.writeFileSync(path.join(project, 'esm.mjs'), `import { Kiln, KilnApiError } from '@kiln/sdk';${probe}`);
+      fs.writeFileSync(path.join(project, 'cjs.cjs'), `const { Kiln, KilnApiError } = require('@kiln/sdk');${probe}`);
+      for (const file of ['esm.mjs', 'cjs.cjs']) expect(run(process.execPath, [file], project).trim()).toBe('function true connection_failed');
+
+      // Its declarations type-check a client, and catch a wrong field.
+      const client = `
+        import { Kiln, KilnApiError, type CreateBatchRequest, type BatchDetail } from '@kiln/sdk';
+        const body: CreateBatchRequest = { model: 'beta-2-lite', prompts: ['a fox'], seed: 42, outputFormat: 'webp' };
+        export async function make(kiln: Kiln): Promise<string[]> {
+          const { id } = await kiln.batches.create(body);
+          const done: BatchDetail = await kiln.batches.wait(id);
+          return done.tasks.flatMap((t) => t.resultUrls);
+        }
+        export const isKiln = (e: unknown) => e instanceof KilnApiError;`;
+      const tsc = (source: string) => {
+        fs.writeFileSync(path.join(project, 'client.ts'), source);
+        try {
+          run(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'node16', '--moduleResolution', 'node16', '--target', 'ES2022', '--types', 'node', '--typeRoots', path.resolve(ROOT, '../../node_modules/@types'), 'client.ts'], project);
+          return '';
+        } catch (err) {
+          return String((err as { stdout?: Buffer }).stdout ?? err);
+        }
+      };
+      expect(tsc(client)).toBe('');
+      expect(tsc(client.replace("outputFormat: 'webp'", "outputFormat: 'gif'"))).toMatch(/gif/);
+    } finally {
+      fs.rmSync(work, { recursive: true, force: true });
+    }
+  }, 240_000);
 });

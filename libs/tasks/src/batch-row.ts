@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { ProviderRoute, RefMode, Resolution } from '@app/database';
+import { OutputFormat, ProviderRoute, RefMode, Resolution } from '@app/database';
 
 /*
  * The batches table has one writer, this lib (libs/testing/src/architecture.ts checks it): the
@@ -25,6 +25,8 @@ export interface NewBatch {
   refImages: string[];
   total: number;
   note: string | null;
+  seed: number | null;
+  outputFormat: OutputFormat;
   unitCost: number;
   creditsCharged: number;
   /** The model's routing when the batch was made: its tasks render through this snapshot. */
@@ -44,9 +46,9 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
   const [row] = await m.query(
     `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
        count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-       width, height, status, created_via_api, created_at)
+       width, height, status, created_via_api, seed, output_format, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-       clock_timestamp())
+       $21, $22, clock_timestamp())
      RETURNING created_at`,
     [
       b.id,
@@ -69,6 +71,8 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
       b.width,
       b.height,
       b.createdViaApi,
+      b.seed,
+      b.outputFormat,
     ],
   );
   return row.created_at;

@@ -1,4 +1,4 @@
-import { PreparedStatement, ProviderRoute } from '@app/database';
+import { OutputFormat, PreparedStatement, ProviderRoute } from '@app/database';
 import { newObjectToken } from '@app/storage';
 import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP } from './fenced-write';
 import { groupWrites } from './group-writes';
@@ -11,6 +11,7 @@ export interface RenderBatch {
   resolution: string;
   quality: string;
   background: string | null;
+  outputFormat: OutputFormat;
   provider: ProviderRoute;
   width: number;
   height: number;
@@ -81,7 +82,7 @@ WITH input AS (
    WHERE id IN (SELECT batch_id FROM claimed)
 )
 SELECT c.*,
-       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background
@@ -164,6 +165,7 @@ function renderBatchOf(row: Record<string, any>): RenderBatch {
     resolution: row.resolution,
     quality: row.quality,
     background: row.background,
+    outputFormat: row.output_format,
     provider: row.provider,
     width: row.width,
     height: row.height,

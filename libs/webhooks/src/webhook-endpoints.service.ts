@@ -180,7 +180,7 @@ export class WebhookEndpointsService {
   /** https on public addresses only (unless WEBHOOK_ALLOW_PRIVATE), checked after resolving the host. */
   private async checkUrl(url: string): Promise<void> {
     try {
-      await checkEgressTarget(url, { allowPrivate: this.config.webhooks.allowPrivate }, { signal: AbortSignal.timeout(URL_CHECK_TIMEOUT_MS) });
+      await checkEgressTarget(url, { allowPrivate: this.config.webhooks.allowPrivate, allowSetting: 'WEBHOOK_ALLOW_PRIVATE' }, { signal: AbortSignal.timeout(URL_CHECK_TIMEOUT_MS) });
     } catch (err) {
       if (!isEgressError(err)) throw invalidRequest('url', 'unresolvable', 'The URL\'s host name did not resolve in time');
       const reason = err.reason === 'bad_url' ? 'invalid_url' : err.reason;

@@ -411,7 +411,7 @@ export class WebhookSender {
     const timestamp = Math.floor(Date.now() / 1000);
     try {
       const res = await egressRequest(c.url, {
-        policy: { allowPrivate: this.config.webhooks.allowPrivate },
+        policy: { allowPrivate: this.config.webhooks.allowPrivate, allowSetting: 'WEBHOOK_ALLOW_PRIVATE' },
         method: 'POST',
         headers: {
           'content-type': 'application/json',

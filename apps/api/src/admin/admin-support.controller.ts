@@ -1,5 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiNotFoundResponse, ApiOkResponse, ApiOperation, ApiParam, ApiTags } from '@nestjs/swagger';
 import { BatchesService, ContentPolicyService } from '@app/batches';
 import { BillingService } from '@app/billing';
 import { ApiKeyEntity } from '@app/database';
@@ -41,10 +41,13 @@ export class AdminSupportController {
     return { accountId: found.accountId, ...detail, tasks };
   }
 
-  @Get('keys/:idOrHint')
-  @ApiOperation({ operationId: 'findAdminKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz); any account' })
+  // One path parameter name for GET and DELETE /keys/{id}: the same path to a client (and
+  // to an OpenAPI linter); GET also takes the hint in its place.
+  @Get('keys/:id')
+  @ApiOperation({ operationId: 'findAdminKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz) in place of the id; any account' })
+  @ApiParam({ name: 'id', description: 'A key id, or a key hint such as kiln_live_abcd...wxyz' })
   @ApiOkResponse({ type: AdminKeyListResponseDto })
-  async findKeys(@Param('idOrHint') idOrHint: string): Promise<AdminKeyListResponseDto> {
+  async findKeys(@Param('id') idOrHint: string): Promise<AdminKeyListResponseDto> {
     const keys = await this.keys.findByIdOrHint(idOrHint);
     return { keys: await Promise.all(keys.map((k) => this.keyDto(k))) };
   }

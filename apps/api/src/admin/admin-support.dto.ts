@@ -15,13 +15,13 @@ export class AdminTaskDto extends TaskDto {
 
 /** A batch as its owner polls it, plus whose it is and each task's upstream request id. */
 export class AdminBatchResponseDto extends BatchDetailResponseDto {
-  @ApiProperty({ format: 'uuid' }) accountId: string;
+  @ApiProperty({ format: 'uuid', example: '9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12' }) accountId: string;
   @ApiProperty({ type: [AdminTaskDto], description: 'In fan-out order: prompt, then reference image, then copy' })
   declare tasks: AdminTaskDto[];
 }
 
 export class AdminKeyDto extends KeyDto {
-  @ApiProperty({ format: 'uuid' }) accountId: string;
+  @ApiProperty({ format: 'uuid', example: '9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12' }) accountId: string;
 }
 
 export class AdminKeyListResponseDto {

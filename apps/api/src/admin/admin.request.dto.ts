@@ -29,7 +29,7 @@ export class CreateAccountRequestDto {
   @IsEmail() @MaxLength(254)
   email: string;
 
-  @ApiPropertyOptional({ minLength: 10 })
+  @ApiPropertyOptional({ minLength: 10, example: 'correct-horse-battery' })
   @IsOptional() @IsString() @MinLength(10) @MaxLength(200)
   password?: string;
 

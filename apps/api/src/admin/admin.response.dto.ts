@@ -39,7 +39,7 @@ export class AdminModelDto {
   })
   provider: Record<string, unknown>;
   @ApiProperty({ type: 'integer' }) sortOrder: number;
-  @ApiProperty({ format: 'date-time' }) updatedAt: string;
+  @ApiProperty({ format: 'date-time', example: '2026-11-25T09:30:00.000Z' }) updatedAt: string;
 }
 
 /** A model as GET /v1/admin/models lists it: with its route's health as the generators report it. */
@@ -121,7 +121,12 @@ export class QueuesResponseDto {
 export class ProviderSettingDto {
   @ApiProperty({ example: 'baseUrl' }) name: string;
   @ApiProperty() required: boolean;
-  @ApiPropertyOptional({ description: 'Applied when the route omits the setting', example: 30000 }) default?: unknown;
+  @ApiPropertyOptional({
+    description: 'Applied when the route omits the setting (a string, number, boolean or object, as the setting is)',
+    oneOf: [{ type: 'string' }, { type: 'number' }, { type: 'boolean' }, { type: 'object', additionalProperties: true }],
+    example: 30000,
+  })
+  default?: unknown;
   @ApiProperty() description: string;
 }
 
@@ -141,7 +146,7 @@ export class ProviderPresetDto {
   settings: Record<string, unknown>;
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, and a note", example: { usdPerImage: { '1K': 0.042 } } })
   cost?: Record<string, unknown>;
-  @ApiPropertyOptional({ format: 'date', description: 'When the upstream announced it stops serving the model' }) retiresAt?: string;
+  @ApiPropertyOptional({ format: 'date', example: '2026-12-01', description: 'When the upstream announced it stops serving the model' }) retiresAt?: string;
   @ApiPropertyOptional() notes?: string;
   @ApiProperty({
     type: 'object',

@@ -1,5 +1,5 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
-import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiResponse, ApiSecurity, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { AuthenticatedSession, IssuedSession, SessionsService } from '@app/sessions';
 import { clientIp } from '../auth/client-ip';
@@ -11,6 +11,9 @@ import { clearSessionCookie, setSessionCookie, wantsCookieSession } from './sess
 import { CurrentSession, SessionAuth } from './session.decorators';
 
 
+/** Signup and login take no credential: `security: [{}]` says so in the document (anonymous allowed). */
+const NoCredential = () => ApiSecurity({});
+
 @ApiTags('Dashboard')
 @Controller('dashboard')
 export class DashboardAuthController {
@@ -20,6 +23,7 @@ export class DashboardAuthController {
   ) {}
 
   @Post('signup')
+  @NoCredential()
   @ApiOperation({ operationId: 'createDashboardAccount', summary: 'Create an account (free plan, zero balance) and sign in' })
   @ApiCreatedResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request (email, password of 10..200 characters)', type: ErrorResponseDto })
@@ -36,6 +40,7 @@ export class DashboardAuthController {
 
   @Post('login')
   @HttpCode(200)
+  @NoCredential()
   @ApiOperation({ operationId: 'createDashboardSession', summary: 'Sign in with email and password' })
   @ApiOkResponse({ type: SessionResponseDto })
   @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })

@@ -31,6 +31,8 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.BatchNotCancellable]: HttpStatus.CONFLICT,
   [ErrorCode.InternalError]: HttpStatus.INTERNAL_SERVER_ERROR,
   [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
+  [ErrorCode.GenerationFailed]: HttpStatus.BAD_GATEWAY,
+  [ErrorCode.GenerationTimeout]: HttpStatus.GATEWAY_TIMEOUT,
   [ErrorCode.IdempotencyKeyReused]: HttpStatus.UNPROCESSABLE_ENTITY,
   [ErrorCode.IdempotencyKeyInUse]: HttpStatus.CONFLICT,
 };
@@ -80,6 +82,27 @@ export function toErrorBody(exception: unknown): { status: number; body: ErrorBo
   };
 }
 
+/** Where the OpenAI-compatible door lives (apps/api/src/openai). */
+export const OPENAI_IMAGES_PATH = '/v1/images/';
+
+/** OpenAI's error `type` for a status, and `param` from the field Kiln's details name. */
+export function withOpenAiFields(status: number, body: ErrorBody): ErrorBody & { error: { type: string; param: string | null } } {
+  const type =
+    status === 401
+      ? 'authentication_error'
+      : status === 403
+        ? 'permission_error'
+        : status === 402
+          ? 'insufficient_quota'
+          : status === 429
+            ? 'rate_limit_error'
+            : status >= 500
+              ? 'server_error'
+              : 'invalid_request_error';
+  const field = body.error.details?.field ?? (body.error.code === ErrorCode.UnknownModel ? 'model' : null);
+  return { error: { ...body.error, type, param: typeof field === 'string' ? field : null } };
+}
+
 function httpMessage(e: HttpException): string {
   const r = e.getResponse();
   if (typeof r === 'string') return r;
@@ -115,6 +138,7 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof KilnError && exception.code === ErrorCode.IdempotencyKeyInUse) {
       res.setHeader('Retry-After', String(IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S));
     }
-    res.status(status).json(body);
+    // OpenAI's SDKs read error.type and error.param: the door adds them to Kiln's object.
+    res.status(status).json(req?.path?.startsWith(OPENAI_IMAGES_PATH) ? withOpenAiFields(status, body) : body);
   }
 }

@@ -7,6 +7,8 @@ export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'fa
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export const REF_MODES = ['none', 'each', 'combined'] as const;
 export type RefMode = (typeof REF_MODES)[number];
+export const OUTPUT_FORMATS = ['png', 'jpeg', 'webp'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
 /**
  * "Done" as the batch row stores it (libs/tasks/src/batch-status.ts holds the rule and its
@@ -68,6 +70,14 @@ export class BatchEntity {
 
   @Column({ type: 'text', nullable: true })
   note: string | null;
+
+  /** Task n (1-based, fan-out order) renders with seed + n - 1; null: seeds drawn from the batch id. */
+  @Column({ type: 'integer', nullable: true })
+  seed: number | null;
+
+  /** The format every image of the batch is stored and served in. */
+  @Column({ name: 'output_format', type: 'text', default: 'png' })
+  outputFormat: OutputFormat;
 
   /** Price of one image at creation; refunds use it so later price changes never matter. */
   @Column({ name: 'unit_cost', type: 'integer' })

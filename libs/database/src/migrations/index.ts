@@ -11,6 +11,7 @@ import { Webhooks1763888400140 } from './1763888400140-webhooks';
 import { ContentPolicyTerms1763888400150 } from './1763888400150-content-policy-terms';
 import { UpstreamRequests1763888400160 } from './1763888400160-upstream-requests';
 import { WebhookCircuits1763888400170 } from './1763888400170-webhook-circuits';
+import { BatchSeedAndOutputFormat1763888400180 } from './1763888400180-batch-seed-and-output-format';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -29,4 +30,5 @@ export const ALL_MIGRATIONS: Function[] = [
   ContentPolicyTerms1763888400150,
   UpstreamRequests1763888400160,
   WebhookCircuits1763888400170,
+  BatchSeedAndOutputFormat1763888400180,
 ];

@@ -17,6 +17,13 @@ export async function makePreview(image: Buffer): Promise<Buffer> {
     .toBuffer();
 }
 
+/** An image in another format (a JPEG has no alpha: transparency becomes white). */
+export async function convertImage(image: Buffer, format: 'png' | 'jpeg' | 'webp'): Promise<Buffer> {
+  const pipeline = sharp(image);
+  if (format === 'jpeg') return pipeline.flatten({ background: '#ffffff' }).jpeg({ quality: 90 }).toBuffer();
+  return format === 'webp' ? pipeline.webp({ quality: 90 }).toBuffer() : pipeline.png().toBuffer();
+}
+
 export interface StoredPreview {
   key: string;
   url: string;

@@ -3,13 +3,13 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
-import { BatchPreviews, StoredPreview } from './batch-previews';
+import { BatchPreviews, convertImage, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
 import { shutdownInterrupter } from './shutdown-interrupter';
@@ -202,7 +202,15 @@ export class TaskRunnerService {
   /** The image, within the local or the model's concurrency limits (see renderWithin). */
   private async render(claim: ClaimedTask, fence: Fence, batch: RenderBatch, provider: ImageProvider, progress: ProgressReporter): Promise<RenderResult> {
     const request = await this.renderRequest(claim, batch, progress);
-    return this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+    const result = await this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+    return this.inFormat(result, batch.outputFormat, priorityOf(claim));
+  }
+
+  /** An upstream that answered in another format than the batch's: converted here, in a render slot (CPU). */
+  private async inFormat(result: RenderResult, format: RenderFormat, priority: number): Promise<RenderResult> {
+    if (result.contentType === CONTENT_TYPE_OF[format]) return result;
+    const data = await this.renderSlots.use(priority, this.interrupting.signal, () => convertImage(result.data, format));
+    return { ...result, data, contentType: CONTENT_TYPE_OF[format] };
   }
 
   private async renderRequest(claim: ClaimedTask, batch: RenderBatch, progress: ProgressReporter | null): Promise<RenderRequest> {
@@ -216,6 +224,7 @@ export class TaskRunnerService {
       aspectRatio: batch.aspectRatio,
       quality: batch.supportsQuality ? (batch.quality as RenderQuality) : null,
       background: batch.supportsBackground ? batch.background : null,
+      outputFormat: batch.outputFormat,
       references,
       signal: this.interrupting.signal,
       onProgress: (pct) => progress?.report(pct),
@@ -296,6 +305,7 @@ export class TaskRunnerService {
       } finally {
         lease.release();
       }
+      result = await this.inFormat(result, batch.outputFormat, priorityOf(claim));
       resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
       preview = stored.preview;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from '../provider.types';
+import { CONTENT_TYPE_OF, ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from '../provider.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
 
 /** Far above any catalog size (21:9 at 4K would be 6256 px wide); guards against a typo costing gigabytes. */
@@ -95,12 +95,14 @@ export class BuiltinProvider implements ImageProvider {
     let pipeline = sharp(Buffer.from(svg)).composite(layers);
     // librsvg always yields RGBA; an opaque picture needs no alpha channel in the file.
     if (background.kind !== 'transparent') pipeline = pipeline.removeAlpha();
-    const data = await pipeline
-      .png({ compressionLevel: req.quality ? COMPRESSION_LEVEL[req.quality] : DEFAULT_COMPRESSION_LEVEL })
-      .toBuffer();
+    const format = req.outputFormat ?? 'png';
+    if (format === 'jpeg') pipeline = pipeline.flatten({ background: '#ffffff' }).jpeg({ quality: 90 });
+    else if (format === 'webp') pipeline = pipeline.webp({ quality: 90 });
+    else pipeline = pipeline.png({ compressionLevel: req.quality ? COMPRESSION_LEVEL[req.quality] : DEFAULT_COMPRESSION_LEVEL });
+    const data = await pipeline.toBuffer();
     // The remainder of the bar belongs to the caller, which still has to store the file.
     reportProgress(req.onProgress, 70);
-    return { data, contentType: 'image/png', width, height };
+    return { data, contentType: CONTENT_TYPE_OF[format], width, height };
   }
 }
 

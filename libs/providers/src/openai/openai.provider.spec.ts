@@ -386,7 +386,7 @@ describe('OpenAiProvider: upstream answers are untrusted', () => {
     handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
     const err = await failure(provider({ allowPrivate: false }).render(request()));
     expect(err).toMatchObject({ kind: 'not_configured', retryable: false });
-    expect(err.message).toBe('The image provider\'s address is refused: The host resolves to a non-public address (loopback)');
+    expect(err.message).toBe('The image provider\'s address is refused: The host resolves to a non-public address (loopback); the operator\'s UPSTREAM_ALLOW_PRIVATE=true allows private addresses and http');
     expect(captured).toHaveLength(0);
   });
 

@@ -31,6 +31,9 @@ export class BatchDto {
   @ApiProperty({ type: [String] }) refImages: string[];
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)' }) total: number;
   @ApiProperty({ type: 'string', nullable: true }) note: string | null;
+  @ApiProperty({ type: 'integer', nullable: true, description: "The batch's seed (task n renders with seed + n - 1); null when none was given", example: 42 })
+  seed: number | null;
+  @ApiProperty({ enum: ['png', 'jpeg', 'webp'], description: 'The format the images are stored and served in' }) outputFormat: string;
   @ApiProperty({ type: CountsDto }) counts: CountsDto;
   @ApiProperty({ type: 'string', nullable: true }) previewUrl: string | null;
   @ApiProperty() createdViaApi: boolean;
@@ -121,15 +124,17 @@ export class BatchEstimateResponseDto {
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)', example: 8 }) total: number;
   @ApiProperty({ type: 'integer', description: 'Credits per image at the resolution', example: 5 }) creditCost: number;
   @ApiProperty({ type: 'integer', description: 'total x creditCost: what create would charge', example: 40 }) creditsRequired: number;
-  @ApiProperty({ type: 'integer', example: 1000 }) balance: number;
+  @ApiProperty({ type: 'integer', example: 30 }) balance: number;
   @ApiProperty({ type: DailyCapEstimateDto, nullable: true, description: "The key's daily cap; null without one (and for the dashboard)" })
   dailyCap: DailyCapEstimateDto | null;
-  @ApiProperty({ description: 'True when create would succeed now', example: true }) wouldCreate: boolean;
+  @ApiProperty({ description: 'True when create would succeed now', example: false }) wouldCreate: boolean;
+  // The example is a refusal, not null: OpenAPI 3.0's nullable does not reach into the allOf
+  // that `type: ErrorObjectDto` produces, so linters read a null example as contradicting it.
   @ApiProperty({
     type: ErrorObjectDto,
     nullable: true,
     description: 'What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null',
-    example: null,
+    example: { code: 'insufficient_credits', message: 'This batch costs 40 credits; the balance is 30' },
   })
   refusal: ErrorObjectDto | null;
 

@@ -18,11 +18,13 @@ import {
   CreateBatchInput,
   MAX_NOTE_LENGTH,
   MAX_PROMPTS,
+  OUTPUT_FORMATS,
   Quality,
   QUALITIES,
   REF_MODES,
+  SEED_MAX,
 } from '@app/batches';
-import type { RefMode, Resolution } from '@app/database';
+import type { OutputFormat, RefMode, Resolution } from '@app/database';
 import { ASPECT_RATIO_PATTERN, RESOLUTIONS } from '@app/geometry';
 
 /**
@@ -117,4 +119,24 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @MaxLength(MAX_NOTE_LENGTH)
   @IsString()
   note?: string | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    nullable: true,
+    minimum: 0,
+    maximum: SEED_MAX,
+    description:
+      'Task n (1-based, in fan-out order) renders with seed + n - 1 (wrapping past 2^31-1 to 0), passed to models whose upstream takes a seed; the same seed and request make the same batch again. Omitted or null: seeds drawn from the batch id.',
+    example: 42,
+  })
+  @IsOptional()
+  @Max(SEED_MAX)
+  @Min(0)
+  @IsInt()
+  seed?: number | null;
+
+  @ApiPropertyOptional({ enum: OUTPUT_FORMATS, default: 'png', description: 'The format the images are stored and served in; result file names end in .png, .jpg or .webp' })
+  @IsOptional()
+  @IsIn(OUTPUT_FORMATS)
+  outputFormat?: OutputFormat;
 }

@@ -11,7 +11,7 @@ export class SignupRequestDto {
   @IsEmail() @MaxLength(254)
   email: string;
 
-  @ApiProperty({ minLength: PASSWORD_MIN, maxLength: PASSWORD_MAX })
+  @ApiProperty({ minLength: PASSWORD_MIN, maxLength: PASSWORD_MAX, example: 'correct-horse-battery' })
   @IsString() @MinLength(PASSWORD_MIN) @MaxLength(PASSWORD_MAX)
   password: string;
 }
@@ -22,7 +22,7 @@ export class LoginRequestDto {
   @IsEmail() @MaxLength(254)
   email: string;
 
-  @ApiProperty({ maxLength: PASSWORD_MAX })
+  @ApiProperty({ maxLength: PASSWORD_MAX, example: 'correct-horse-battery' })
   @IsString() @IsNotEmpty() @MaxLength(PASSWORD_MAX)
   password: string;
 }
