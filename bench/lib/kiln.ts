@@ -114,6 +114,9 @@ export class KilnStack {
       // The webhooks scenario's receiver is on 127.0.0.1; a key of this run's own seals its secrets.
       WEBHOOK_SECRET_KEY: this.webhookSecretKey,
       WEBHOOK_ALLOW_PRIVATE: 'true',
+      // The upstream-queue scenario's fake fal upstream is on 127.0.0.1 too.
+      UPSTREAM_ALLOW_PRIVATE: 'true',
+      FAL_KEY: 'bench-fal-key',
       ...extra,
     };
   }

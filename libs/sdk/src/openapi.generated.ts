@@ -1109,7 +1109,7 @@ export interface components {
              * @description Why it failed, to branch on; null unless failed
              * @enum {string|null}
              */
-            errorCode: "upstream_rejected" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
         };
         BatchDetailResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -1310,14 +1310,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "simulated";
+                type: "builtin" | "openai" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1371,7 +1371,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1410,14 +1410,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "simulated";
+                type: "builtin" | "openai" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1470,10 +1470,51 @@ export interface components {
         QueuesResponseDto: {
             queues: components["schemas"]["QueueStatsDto"][];
         };
+        AdminTaskDto: {
+            id: string;
+            batchId: string;
+            prompt: string;
+            /** @enum {string} */
+            status: "pending" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description 0 while pending/queued, 1..99 while running, 100 when succeeded */
+            progress: number;
+            /** @description One public URL once succeeded, else empty */
+            resultUrls: string[];
+            /** @description Short reason when failed */
+            error: string | null;
+            /**
+             * @description 1-based position in the batch: prompt order, then reference image, then copy
+             * @example 1
+             */
+            index: number;
+            /**
+             * @description 0-based index into the batch's prompts
+             * @example 0
+             */
+            promptIndex: number;
+            /** @description The reference URL this task pairs with under refMode "each", else null */
+            refImage: string | null;
+            /**
+             * @description 1-based copy number within its prompt (and reference) combination
+             * @example 1
+             */
+            copy: number;
+            /** @description Pixel width of the stored image as it really is; null until succeeded */
+            width: number | null;
+            /** @description Pixel height of the stored image; null until succeeded */
+            height: number | null;
+            /**
+             * @description Why it failed, to branch on; null unless failed
+             * @enum {string|null}
+             */
+            errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            /** @description The queue upstream's request id (fal, Replicate, BFL) for the task's current attempt, to look it up upstream; null for other routes */
+            upstreamRequestId: string | null;
+        };
         AdminBatchResponseDto: {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
-            tasks: components["schemas"]["TaskDto"][];
+            tasks: components["schemas"]["AdminTaskDto"][];
             /** Format: uuid */
             accountId: string;
         };
@@ -6176,7 +6217,8 @@ export interface operations {
                      *           "copy": 1,
                      *           "width": null,
                      *           "height": null,
-                     *           "errorCode": "upstream_rejected"
+                     *           "errorCode": "upstream_rejected",
+                     *           "upstreamRequestId": null
                      *         }
                      *       ],
                      *       "accountId": "string"
