@@ -22,6 +22,7 @@ import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
 import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
+import { AdminUsageController } from './admin/admin-usage.controller';
 import { AdminSupportController } from './admin/admin-support.controller';
 import { BatchesController } from './batches/batches.controller';
 import { ApiKeyGuard } from './auth/api-key.guard';
@@ -100,6 +101,7 @@ function accessLogResponse(res: { statusCode: number }) {
     AdminModelsController,
     AdminPlansController,
     AdminQueuesController,
+    AdminUsageController,
     AdminSupportController,
     MetricsController,
   ],

@@ -31,6 +31,8 @@ export interface KilnConfig {
     dashboardRequestsPerMinute: number;
   };
   adminToken: string | null;
+  /** What one credit is worth in USD: revenue in the operator's usage report (GET /v1/admin/usage). */
+  creditValueUsd: number;
   storage: {
     driver: 'local' | 'minio';
     dataDir: string;
@@ -166,6 +168,7 @@ export function buildConfig(
       dashboardRequestsPerMinute: env.DASHBOARD_REQUESTS_PER_MINUTE ?? 120,
     },
     adminToken: env.ADMIN_TOKEN ?? null,
+    creditValueUsd: env.CREDIT_VALUE_USD ?? 0.01,
     storage: {
       driver,
       dataDir,

@@ -17,6 +17,8 @@ export {
 } from './registry';
 export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
+export { costSetting, upstreamCostMicros, MAX_USD_PER_IMAGE } from './cost';
+export type { RouteCost, MadeImage } from './cost';
 export type { PixelSize } from './image-size';
 export { BuiltinProvider } from './builtin/builtin.provider';
 export { OpenAiProvider } from './openai/openai.provider';

@@ -128,7 +128,12 @@ export interface ProviderPreset {
   type: string;
   settings: Record<string, unknown>;
   /** The upstream's list price, as it states it (e.g. { usdPerImage: { '1K': 0.039 } }). */
-  cost?: { usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>; note?: string };
+  cost?: {
+    usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>;
+    /** The day (YYYY-MM-DD) the price was read from the upstream's pricing page: prices move. */
+    readOn: string;
+    note?: string;
+  };
   /** ISO date the upstream announced it stops serving the model. */
   retiresAt?: string;
   notes?: string;

@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { PLAN_KEYS } from '@app/database';
 import { RESOLUTIONS } from '@app/geometry';
 import { AccountDto } from '../common/account.response.dto';
@@ -100,4 +100,22 @@ export class QueueStatsDto {
 
 export class QueuesResponseDto {
   @ApiProperty({ type: [QueueStatsDto] }) queues: QueueStatsDto[];
+}
+
+/** docs/admin.md "Usage and margin": one group of the operator's usage report. */
+export class OperatorUsageRowDto {
+  @ApiPropertyOptional({ description: 'UTC day, YYYY-MM-DD (groupBy=day)' }) day?: string;
+  @ApiPropertyOptional({ type: 'string', nullable: true, description: 'Model key (groupBy=model)' }) model?: string | null;
+  @ApiPropertyOptional({ format: 'uuid', description: 'Account id (groupBy=account)' }) accountId?: string;
+  @ApiProperty({ type: 'integer', description: 'Tasks that succeeded in the window' }) images: number;
+  @ApiProperty({ type: 'integer', description: 'Tasks that failed for good (refunded) in the window' }) failed: number;
+  @ApiProperty({ type: 'integer', description: 'Credits charged (ledger batch_charge rows written in the window)' }) creditsCharged: number;
+  @ApiProperty({ type: 'integer', description: 'Credits refunded (ledger refund rows written in the window)' }) creditsRefunded: number;
+  @ApiProperty({ description: "What the window's ended tasks cost upstream, at their routes' list prices (route cost)" }) upstreamCostUsd: number;
+  @ApiProperty({ description: '(creditsCharged - creditsRefunded) x CREDIT_VALUE_USD' }) revenueUsd: number;
+  @ApiProperty({ description: 'revenueUsd - upstreamCostUsd' }) marginUsd: number;
+}
+
+export class OperatorUsageResponseDto {
+  @ApiProperty({ type: [OperatorUsageRowDto] }) rows: OperatorUsageRowDto[];
 }

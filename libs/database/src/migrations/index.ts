@@ -10,6 +10,7 @@ import { CancelAndBatchVersions1763888400031 } from './1763888400031-cancel-and-
 import { Webhooks1763888400140 } from './1763888400140-webhooks';
 import { ContentPolicyTerms1763888400150 } from './1763888400150-content-policy-terms';
 import { UpstreamRequests1763888400160 } from './1763888400160-upstream-requests';
+import { UpstreamCost1763888400240 } from './1763888400240-upstream-cost';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -27,4 +28,5 @@ export const ALL_MIGRATIONS: Function[] = [
   Webhooks1763888400140,
   ContentPolicyTerms1763888400150,
   UpstreamRequests1763888400160,
+  UpstreamCost1763888400240,
 ];

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -354,9 +354,13 @@ export class TaskRunnerService {
     result: { key: string; width: number; height: number },
     preview: StoredPreview | null,
   ): Promise<RunOutcome> {
+    // Priced by what the upstream made (its size, the batch's quality), as it bills.
+    const made = { resolution: batch.resolution, width: result.width, height: result.height, quality: batch.supportsQuality ? batch.quality : null };
+    const costMicros = upstreamCostMicros(batch.provider, made);
     const tally = await this.store.succeed({
       fence,
       batchId: batch.id,
+      upstreamCostMicros: costMicros,
       resultUrl: this.storage.publicUrl(result.key),
       resultKey: result.key,
       // What the provider made, which a route's size map may have changed from what was asked.
@@ -370,6 +374,7 @@ export class TaskRunnerService {
       return 'superseded';
     }
     await this.previews.recorded(preview, tally.previewUrl);
+    this.telemetry.upstreamCost(claim, costMicros);
     if (tally.finished) this.logger.log(`Batch ${claim.batchId} finished: ${tally.status}`);
     return 'succeeded';
   }
