@@ -52,8 +52,9 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   const fakes = {} as Record<QueueDialect, FakeQueueUpstream>;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-gen-queue-'));
 
+  /** By preset (the model's pairs narrow to what it makes honestly), on the type's fake. */
   const route = (dialect: QueueDialect, extra: Record<string, unknown> = {}): ProviderRoute =>
-    ({ type: dialect, baseUrl: fakes[dialect].baseUrl, model: MODEL[dialect], pollIntervalMs: 100, ...extra }) as ProviderRoute;
+    ({ preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fakes[dialect].baseUrl, pollIntervalMs: 100, ...extra }) as unknown as ProviderRoute;
 
   async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
     const restore = await routeModel(api, model, r);

@@ -1,4 +1,4 @@
-import { allPresets, validateRoute } from './registry';
+import { allPresets, expandRoute, validateRoute } from './registry';
 import { RouteSettingsError } from './provider-type';
 import { upstreamCostMicros } from './cost';
 
@@ -53,6 +53,14 @@ describe('route cost', () => {
   it('accepts both forms where the type bills by size', () => {
     expect(() => validateRoute(gpt)).not.toThrow();
     expect(() => validateRoute({ type: 'simulated', cost: { '1K': 0.01, '2K': 0.02 } })).not.toThrow();
+  });
+
+  it("a route by preset takes the preset's list price as its cost, unless the operator gives one", () => {
+    expect(expandRoute({ preset: 'gemini/gemini-3.1-flash-image' })).toMatchObject({ type: 'gemini', cost: { '1K': 0.039, '2K': 0.039, '4K': 0.078 } });
+    expect(expandRoute({ preset: 'fal/fal-ai/flux/schnell', cost: { '1K': 0.002 } })).toMatchObject({ type: 'fal', cost: { '1K': 0.002 } });
+    // builtin has no cost setting: nothing is added to its routes.
+    const builtin = allPresets().find((p) => p.type === 'builtin');
+    if (builtin) expect(expandRoute({ preset: builtin.id })).not.toHaveProperty('cost');
   });
 
   it('every preset with a price says the day it was read, and its price passes its type schema', () => {

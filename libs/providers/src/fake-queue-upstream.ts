@@ -133,7 +133,7 @@ export class FakeQueueUpstream implements FakeUpstream {
     const url = new URL(req.url ?? '/', this.root);
     if (this.recordBodies) {
       this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body, at: Date.now() });
-      this.requests.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body: Buffer.concat(chunks) });
+      this.requests.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() });
     }
     const scripted = this.scripted.shift();
     if (scripted) {
