@@ -12,6 +12,7 @@ export {
   metricsLabel,
   upstreamUrl,
   rendersOnCpu,
+  billsFailure,
   routeShapes,
   routeTypesInBrief,
   presetById,

@@ -7,7 +7,7 @@ import { pixelSize } from './image-size';
 import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
 import { RouteSettingsError } from './provider-type';
 import { replicateType } from './replicate/replicate.type';
-import type { RenderResolution } from './provider.types';
+import { isProviderError, RenderResolution } from './provider.types';
 import { isHonest } from './size-rules';
 import { simulatedType } from './simulated/simulated.type';
 
@@ -93,6 +93,12 @@ export function metricsLabel(route: ProviderRoute): string {
 /** The address an operator's route sends to, for the catalog's egress check; null for local types. */
 export function upstreamUrl(route: ProviderRoute): string | null {
   return definitionOf(route).upstreamUrl(withDefaults(route));
+}
+
+/** Whether the route's upstream bills a request that ended in this failure (ProviderTypeDefinition.billsFailure). */
+export function billsFailure(route: ProviderRoute, err: unknown): boolean {
+  const def = providerType(route?.type);
+  return isProviderError(err) && def?.billsFailure !== undefined && def.billsFailure(err);
 }
 
 /** Whether a route renders on the generator's own CPU (a render slot) rather than waiting on an upstream. */

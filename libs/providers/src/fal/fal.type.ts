@@ -30,6 +30,8 @@ export const falType: QueueProviderType<FalRoute> = {
       aspectRatios: route.aspectRatios ?? FAL_DEFAULTS.aspectRatios,
       ratioArea: asked.width * asked.height,
     }),
+  // 422s (validation, content policy) and a completed run its safety checker flagged (no status).
+  billsFailure: (err) => err.status === 422 || (err.kind === 'content_refused' && err.status === undefined),
   presets: [
     {
       id: 'fal/fal-ai/flux/schnell',
