@@ -38,7 +38,7 @@ describe('admin: providers, presets, honest sizes and models of the operator', (
     );
     const ids = body.presets.map((p: { id: string }) => p.id);
     expect(ids).toEqual(expect.arrayContaining(['openai/gpt-image-1', 'openai/gpt-image-1-mini', 'gemini/gemini-3.1-flash-image', 'gemini/gemini-3-pro-image']));
-    expect(body.presets.find((p: { id: string }) => p.id === 'openai/gpt-image-1-mini')).toMatchObject({ retiresAt: '2026-12-01', cost: { usdPerImage: { '1K': expect.any(Number) } } });
+    expect(body.presets.find((p: { id: string }) => p.id === 'openai/gpt-image-1-mini')).toMatchObject({ retiresAt: '2026-12-01', cost: { usdPerImage: { '1K': expect.any(Number) }, readOn: expect.stringMatching(/^\d{4}-\d{2}-\d{2}$/) } });
     await api.http.get('/v1/admin/providers').expect(401);
   });
 
@@ -53,6 +53,8 @@ describe('admin: providers, presets, honest sizes and models of the operator', (
       model: 'gpt-image-1',
       apiKeyEnv: 'OPENAI_API_KEY',
       timeoutMs: 90_000,
+      // The preset's list price, for the operator's usage report (an operator's own cost wins).
+      cost: { '1K': 0.042 },
     });
     expect(body.model.resolutionsByRatio).toEqual({ '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] });
     expect((await publicModel('alpha-image-2'))!.resolutionsByRatio).toEqual({ '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] });

@@ -128,6 +128,8 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
       const [row] = await taskRows(api, id);
       expect(row.upstream_request_id).toMatch(/^req-/);
       expect(row.attempts).toBe(1);
+      // Its upstream cost: the preset's list price at 1K, taken as the route's cost.
+      expect(Number(row.upstream_cost_micros)).toBe({ fal: 25_000, replicate: 3_000, bfl: 40_000 }[dialect]);
       // Operators see the upstream's request id; the owner (above) never does.
       const admin = await api.admin('get', `/v1/admin/batches/${id}`).expect(200);
       expect(admin.body.tasks[0]).toMatchObject({ id: tasks[0].id, upstreamRequestId: row.upstream_request_id });
@@ -145,6 +147,9 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
         expect(row.attempts).toBe(1);
         expect(fake().submitsFor(prompt)).toBe(marker === '[refuse-submit]' ? 0 : 1);
         expect(await refundRows(api, id)).toHaveLength(1);
+        // fal bills its 422s and the runs its safety checker flagged (the preset's list price,
+        // the route's cost: fal-ai/flux/dev at 1K, USD 0.025); Replicate and BFL bill no refusal.
+        expect(Number(row.upstream_cost_micros)).toBe(dialect === 'fal' ? 25_000 : 0);
       },
     );
 

@@ -15,4 +15,11 @@ describe('docker/grafana-dashboard.json', () => {
     expect([...used].filter((n) => !declared.has(n))).toEqual([]);
     metrics.onModuleDestroy();
   });
+
+  it('charts what the upstreams cost, by model and provider (operators only: Grafana is theirs)', () => {
+    const cost = dashboard.panels.find((p: { targets: { expr: string }[] }) => p.targets.some((t) => t.expr.includes('kiln_upstream_cost_usd_total')));
+    expect(cost).toBeDefined();
+    expect(cost.fieldConfig.defaults.unit).toBe('currencyUSD');
+    expect(cost.targets[0].expr).toMatch(/sum by \(model, provider\)/);
+  });
 });

@@ -23,6 +23,7 @@ import { AdminModelsController } from './admin/admin-models.controller';
 import { AdminProvidersController } from './admin/admin-providers.controller';
 import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
+import { AdminUsageController } from './admin/admin-usage.controller';
 import { AdminSupportController } from './admin/admin-support.controller';
 import { BatchesController } from './batches/batches.controller';
 import { OpenAiImagesController } from './openai/openai-images.controller';
@@ -104,6 +105,7 @@ function accessLogResponse(res: { statusCode: number }) {
     AdminProvidersController,
     AdminPlansController,
     AdminQueuesController,
+    AdminUsageController,
     AdminSupportController,
     MetricsController,
   ],

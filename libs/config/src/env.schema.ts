@@ -3,6 +3,7 @@ import {
   IsBoolean,
   IsIn,
   IsInt,
+  IsNumber,
   IsOptional,
   IsString,
   IsUrl,
@@ -75,6 +76,10 @@ export class EnvSchema {
 
   @Transform(emptyToUndefined) @IsOptional() @IsString() @MinLength(16)
   ADMIN_TOKEN?: string;
+
+  /** What one credit is worth in USD, for the operator's usage report (revenue and margin). */
+  @Transform(toInt) @IsOptional() @IsNumber({ allowNaN: false, allowInfinity: false }) @Min(0) @Max(1000)
+  CREDIT_VALUE_USD?: number;
 
   @Transform(emptyToUndefined) @IsOptional() @IsIn(['local', 'minio'])
   STORAGE_DRIVER?: string;

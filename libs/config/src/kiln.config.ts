@@ -42,6 +42,8 @@ export interface KilnConfig {
   adminToken: string | null;
   /** The built web app (apps/web, `npm run build`) the api serves at /app/. */
   webAppDir: string;
+  /** What one credit is worth in USD: revenue in the operator's usage report (GET /v1/admin/usage). */
+  creditValueUsd: number;
   storage: {
     driver: 'local' | 'minio';
     dataDir: string;
@@ -189,6 +191,7 @@ export function buildConfig(
     },
     adminToken: env.ADMIN_TOKEN ?? null,
     webAppDir: path.resolve(env.WEB_APP_DIR ?? 'dist/web'),
+    creditValueUsd: env.CREDIT_VALUE_USD ?? 0.01,
     storage: {
       driver,
       dataDir,

@@ -73,6 +73,12 @@ export class KilnMetrics implements OnModuleDestroy {
     labelNames: ['model', 'provider'] as const,
     registers: [this.registry],
   });
+  readonly upstreamCostUsd = new Counter({
+    name: 'kiln_upstream_cost_usd_total',
+    help: "What succeeded tasks cost upstream in USD, at the route's list price (route cost), by model and provider",
+    labelNames: ['model', 'provider'] as const,
+    registers: [this.registry],
+  });
   readonly renderDuration = new Histogram({
     name: 'kiln_render_duration_seconds',
     help: 'Local (builtin) renders, by model and outcome',

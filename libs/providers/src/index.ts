@@ -12,6 +12,7 @@ export {
   metricsLabel,
   upstreamUrl,
   rendersOnCpu,
+  billsFailure,
   routeShapes,
   routeTypesInBrief,
   presetById,
@@ -25,6 +26,8 @@ export type { RouteWarning } from './registry';
 export { isHonest, nearestSize } from './size-rules';
 export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
+export { costSetting, upstreamCostMicros, MAX_USD_PER_IMAGE } from './cost';
+export type { RouteCost, MadeImage } from './cost';
 export type { PixelSize } from './image-size';
 export { BuiltinProvider } from './builtin/builtin.provider';
 export { OpenAiProvider } from './openai/openai.provider';

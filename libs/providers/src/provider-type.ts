@@ -74,6 +74,12 @@ interface ProviderTypeBase<R extends RouteBase> {
    * provider applies it; it is listed here so each type's refusals are found in one place.
    */
   readonly classifyError?: UpstreamErrorClassifier;
+  /**
+   * Whether the upstream bills a request that ended in this failure (fal bills its 422s and
+   * the runs its safety checker refused, not its 5xx): the task then records the route's cost
+   * for the image it did not get. Absent: failures are never billed.
+   */
+  billsFailure?(err: ProviderError): boolean;
   /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
   readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
 }
@@ -134,7 +140,12 @@ export interface ProviderPreset {
   type: string;
   settings: Record<string, unknown>;
   /** The upstream's list price, as it states it (e.g. { usdPerImage: { '1K': 0.039 } }). */
-  cost?: { usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>; note?: string };
+  cost?: {
+    usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>;
+    /** The day (YYYY-MM-DD) the price was read from the upstream's pricing page: prices move. */
+    readOn: string;
+    note?: string;
+  };
   /** ISO date the upstream announced it stops serving the model. */
   retiresAt?: string;
   notes?: string;

@@ -4,6 +4,7 @@ import { sleep, throwIfAborted } from './provider.utils';
 import type { RouteSetting } from './provider-type';
 import { UpstreamHttp } from './queue-http';
 import { fitPixels, nearestRatio, PixelRange } from './queue-sizes';
+import { costSetting, RouteCost } from './cost';
 import { checks, upstreamSettings } from './route-settings';
 
 /** Poll interval and longest wait when a route does not set them. */
@@ -30,6 +31,8 @@ export interface QueueRouteSettings {
   input?: Record<string, unknown>;
   /** The preset the route was expanded from, kept as a label. */
   preset?: string;
+  /** List price per image (cost.ts), for the operator's usage report. */
+  cost?: RouteCost;
 }
 
 /** What a queue type is built with: its key, read by the config lib, and the upstream limits. */
@@ -111,6 +114,7 @@ export function queueSettings(opts: {
     shared.apiKeyEnv,
     shared.timeoutMs,
     shared.maxConcurrency,
+    costSetting({ bySize: false }),
     {
       name: 'pollIntervalMs',
       required: false,

@@ -7,7 +7,7 @@ import { pixelSize } from './image-size';
 import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
 import { RouteSettingsError } from './provider-type';
 import { replicateType } from './replicate/replicate.type';
-import type { RenderResolution } from './provider.types';
+import { isProviderError, RenderResolution } from './provider.types';
 import { isHonest } from './size-rules';
 import { simulatedType } from './simulated/simulated.type';
 
@@ -95,6 +95,12 @@ export function upstreamUrl(route: ProviderRoute): string | null {
   return definitionOf(route).upstreamUrl(withDefaults(route));
 }
 
+/** Whether the route's upstream bills a request that ended in this failure (ProviderTypeDefinition.billsFailure). */
+export function billsFailure(route: ProviderRoute, err: unknown): boolean {
+  const def = providerType(route?.type);
+  return isProviderError(err) && def?.billsFailure !== undefined && def.billsFailure(err);
+}
+
 /** Whether a route renders on the generator's own CPU (a render slot) rather than waiting on an upstream. */
 export function rendersOnCpu(route: ProviderRoute): boolean {
   return providerType(route?.type)?.work === 'local-cpu';
@@ -137,7 +143,10 @@ export function expandRoute(input: unknown): unknown {
   const preset = presetById(id);
   if (!preset) throw new RouteSettingsError('provider.preset', 'unknown_preset');
   if (overrides.type !== undefined && overrides.type !== preset.type) throw new RouteSettingsError('provider.type', 'not_the_preset_type');
-  return withDefaults({ ...preset.settings, ...overrides, type: preset.type, preset: preset.id } as unknown as ProviderRoute);
+  // The preset's list price becomes the route's `cost` (for the usage report) unless the
+  // operator gives their own; stored expanded like every other setting.
+  const priced = preset.cost && definitionOf({ type: preset.type } as ProviderRoute).settings.some((s) => s.name === 'cost') ? { cost: preset.cost.usdPerImage } : {};
+  return withDefaults({ ...priced, ...preset.settings, ...overrides, type: preset.type, preset: preset.id } as unknown as ProviderRoute);
 }
 
 /**

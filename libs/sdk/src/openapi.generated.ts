@@ -437,6 +437,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Images, credits, upstream cost, revenue and margin per UTC day, model or account
+         * @description Credits are the ledger rows written in the window (a refund counts on the day it happened); images, failures and upstream cost are the tasks that ended in it. revenueUsd = net credits x CREDIT_VALUE_USD.
+         */
+        get: operations["getAdminUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/batches/{id}": {
         parameters: {
             query?: never;
@@ -1461,7 +1481,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, cost?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, cost?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
@@ -1549,7 +1569,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, cost? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, cost? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1598,7 +1618,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, cost?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, cost?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
@@ -1635,7 +1655,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, cost? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, cost? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1684,11 +1704,12 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description The upstream's list price: usdPerImage by resolution, and a note
+             * @description The upstream's list price: usdPerImage by resolution, readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost
              * @example {
              *       "usdPerImage": {
              *         "1K": 0.042
-             *       }
+             *       },
+             *       "readOn": "2026-11-20"
              *     }
              */
             cost?: {
@@ -1751,6 +1772,34 @@ export interface components {
         };
         QueuesResponseDto: {
             queues: components["schemas"]["QueueStatsDto"][];
+        };
+        OperatorUsageRowDto: {
+            /** @description UTC day, YYYY-MM-DD (groupBy=day) */
+            day?: string;
+            /** @description Model key (groupBy=model) */
+            model?: string | null;
+            /**
+             * Format: uuid
+             * @description Account id (groupBy=account)
+             */
+            accountId?: string;
+            /** @description Tasks that succeeded in the window */
+            images: number;
+            /** @description Tasks that failed for good (refunded) in the window */
+            failed: number;
+            /** @description Credits charged (ledger batch_charge rows written in the window) */
+            creditsCharged: number;
+            /** @description Credits refunded (ledger refund rows written in the window) */
+            creditsRefunded: number;
+            /** @description What the window's ended tasks cost upstream, at their routes' list prices (route cost) */
+            upstreamCostUsd: number;
+            /** @description (creditsCharged - creditsRefunded) x CREDIT_VALUE_USD */
+            revenueUsd: number;
+            /** @description revenueUsd - upstreamCostUsd */
+            marginUsd: number;
+        };
+        OperatorUsageResponseDto: {
+            rows: components["schemas"]["OperatorUsageRowDto"][];
         };
         AdminTaskDto: {
             id: string;
@@ -6790,7 +6839,8 @@ export interface operations {
                      *           "cost": {
                      *             "usdPerImage": {
                      *               "1K": 0.042
-                     *             }
+                     *             },
+                     *             "readOn": "2026-11-20"
                      *           },
                      *           "retiresAt": "2026-12-01",
                      *           "notes": "string",
@@ -7201,6 +7251,146 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["QueuesResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getAdminUsage: {
+        parameters: {
+            query?: {
+                /** @description First UTC day, YYYY-MM-DD (default: 29 days before to) */
+                from?: string;
+                /** @description Last UTC day, YYYY-MM-DD, included (default: today); at most 366 days */
+                to?: string;
+                /** @description default day */
+                groupBy?: "day" | "model" | "account";
+            };
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "rows": [
+                     *         {
+                     *           "day": "string",
+                     *           "model": null,
+                     *           "accountId": "string",
+                     *           "images": 1,
+                     *           "failed": 1,
+                     *           "creditsCharged": 1,
+                     *           "creditsRefunded": 1,
+                     *           "upstreamCostUsd": 1,
+                     *           "revenueUsd": 1,
+                     *           "marginUsd": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OperatorUsageResponseDto"];
                 };
             };
             /** @description invalid_request */

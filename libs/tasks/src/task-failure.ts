@@ -15,20 +15,22 @@ export class TaskFailures {
    * crash anywhere leaves either all of it or none. The batch is locked first (see the lock
    * order in FencedWrites). The fenced update admits one writer, so a cancelled task is never
    * also refunded as failed; the ledger's unique index on task refunds is the backstop, and a
-   * refund it refuses means "already refunded", not an error. Returns null when the fence no
-   * longer holds.
+   * refund it refuses means "already refunded", not an error. `upstreamCostMicros`: what the
+   * upstream billed for the failed request (0 unless its type bills failures). Returns null when
+   * the fence no longer holds.
    */
-  fail(fence: Fence, message: string, code: TaskErrorCode): Promise<(TallyResult & { refunded: number }) | null> {
+  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<(TallyResult & { refunded: number }) | null> {
     return this.writes.inTransaction(fence.batchId, async (m) => {
       const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
       // No batch row means no task row either (they go together).
       if (!batch) return null;
       const rows = await queryRows<EndedRow>(
         m,
-        `UPDATE tasks t SET status = 'failed', error = $3, error_code = $4, finished_at = now(), updated_at = now()
+        `UPDATE tasks t SET status = 'failed', error = $3, error_code = $4, finished_at = now(), updated_at = now(),
+                upstream_cost_micros = t.upstream_cost_micros + $5
           WHERE id = $1 AND status = 'running' AND attempts = $2
           RETURNING t.id, t.batch_id, ${ENDED_TASK_COLUMNS}`,
-        [fence.taskId, fence.attempt, message, code],
+        [fence.taskId, fence.attempt, message, code, upstreamCostMicros],
       );
       if (rows.length === 0) return null;
       const accountId = rows[0].ended_account_id;

@@ -64,8 +64,8 @@ export class TaskStateStore {
   }
 
   /** TaskFailures.fail */
-  fail(fence: Fence, message: string, code: TaskErrorCode): Promise<(TallyResult & { refunded: number }) | null> {
-    return this.failures.fail(fence, message, code);
+  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<(TallyResult & { refunded: number }) | null> {
+    return this.failures.fail(fence, message, code, upstreamCostMicros);
   }
 
   /** TaskRequeues.requeue */

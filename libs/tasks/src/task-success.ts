@@ -13,6 +13,8 @@ export interface Success {
   width: number;
   height: number;
   previewUrl: string | null;
+  /** What the upstream charged for it, in micro-dollars (route `cost`); absent: 0, unpriced. */
+  upstreamCostMicros?: number;
 }
 
 /**
@@ -21,19 +23,20 @@ export interface Success {
  * successes of the same batches at once cannot deadlock. A task whose fence no longer holds
  * changes nothing and has no result row. $1 task ids, $2 attempts, $3 result URLs, $4 result
  * keys, $5 preview URLs (null where the run made none), $6 the tasks' batch ids, $7 and $8 the
- * results' widths and heights.
+ * results' widths and heights, $9 their upstream costs in micro-dollars.
  */
 const SUCCEED_GROUP: PreparedStatement = {
   name: 'kiln_succeed_group',
   text: `
 WITH input AS (
-  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $7::int[], $8::int[])
-    AS i(id, attempt, result_url, result_key, preview_url, width, height)
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::text[], $7::int[], $8::int[], $9::bigint[])
+    AS i(id, attempt, result_url, result_key, preview_url, width, height, cost_micros)
 ), locked AS (
   ${lockBatchesInIdOrder('id = ANY($6::uuid[])')}
 ), done AS (
   UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
          result_width = i.width, result_height = i.height, error = NULL, error_code = NULL,
+         upstream_cost_micros = t.upstream_cost_micros + i.cost_micros,
          finished_at = now(), updated_at = now()
     FROM input i
    WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
@@ -77,6 +80,7 @@ export class TaskSuccesses {
       batchIds,
       group.map((s) => s.width),
       group.map((s) => s.height),
+      group.map((s) => s.upstreamCostMicros ?? 0),
     ];
     // With someone listening, the outcomes go into the outbox in the same transaction; the
     // group stays one transaction whatever its size, so 1,000 successes cost a handful of

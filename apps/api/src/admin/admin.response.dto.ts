@@ -118,6 +118,24 @@ export class QueuesResponseDto {
   @ApiProperty({ type: [QueueStatsDto] }) queues: QueueStatsDto[];
 }
 
+/** docs/admin.md "Usage and margin": one group of the operator's usage report. */
+export class OperatorUsageRowDto {
+  @ApiPropertyOptional({ description: 'UTC day, YYYY-MM-DD (groupBy=day)' }) day?: string;
+  @ApiPropertyOptional({ type: 'string', nullable: true, description: 'Model key (groupBy=model)' }) model?: string | null;
+  @ApiPropertyOptional({ format: 'uuid', description: 'Account id (groupBy=account)' }) accountId?: string;
+  @ApiProperty({ type: 'integer', description: 'Tasks that succeeded in the window' }) images: number;
+  @ApiProperty({ type: 'integer', description: 'Tasks that failed for good (refunded) in the window' }) failed: number;
+  @ApiProperty({ type: 'integer', description: 'Credits charged (ledger batch_charge rows written in the window)' }) creditsCharged: number;
+  @ApiProperty({ type: 'integer', description: 'Credits refunded (ledger refund rows written in the window)' }) creditsRefunded: number;
+  @ApiProperty({ description: "What the window's ended tasks cost upstream, at their routes' list prices (route cost)" }) upstreamCostUsd: number;
+  @ApiProperty({ description: '(creditsCharged - creditsRefunded) x CREDIT_VALUE_USD' }) revenueUsd: number;
+  @ApiProperty({ description: 'revenueUsd - upstreamCostUsd' }) marginUsd: number;
+}
+
+export class OperatorUsageResponseDto {
+  @ApiProperty({ type: [OperatorUsageRowDto] }) rows: OperatorUsageRowDto[];
+}
+
 export class ProviderSettingDto {
   @ApiProperty({ example: 'baseUrl' }) name: string;
   @ApiProperty() required: boolean;
@@ -144,7 +162,7 @@ export class ProviderPresetDto {
   @ApiProperty({ enum: PROVIDER_TYPE_NAMES }) type: string;
   @ApiProperty({ type: 'object', additionalProperties: true, description: 'The route settings the preset expands to', example: { model: 'gpt-image-1' } })
   settings: Record<string, unknown>;
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, and a note", example: { usdPerImage: { '1K': 0.042 } } })
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost", example: { usdPerImage: { '1K': 0.042 }, readOn: '2026-11-20' } })
   cost?: Record<string, unknown>;
   @ApiPropertyOptional({ format: 'date', example: '2026-12-01', description: 'When the upstream announced it stops serving the model' }) retiresAt?: string;
   @ApiPropertyOptional() notes?: string;

@@ -113,6 +113,10 @@ export class TaskEntity {
   @Column({ name: 'upstream_submitted_at', type: 'timestamptz', nullable: true })
   upstreamSubmittedAt: Date | null;
 
+  /** What the task's upstream calls cost the operator, in micro-dollars (route `cost`); operators only. */
+  @Column({ name: 'upstream_cost_micros', type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string) => Number(v) } })
+  upstreamCostMicros: number;
+
   /**
    * Set while the task waits on its upstream in the pollers' hands (no worker holds it): not
    * polled before this time. Null otherwise.

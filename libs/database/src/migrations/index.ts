@@ -12,6 +12,7 @@ import { ContentPolicyTerms1763888400150 } from './1763888400150-content-policy-
 import { UpstreamRequests1763888400160 } from './1763888400160-upstream-requests';
 import { WebhookCircuits1763888400170 } from './1763888400170-webhook-circuits';
 import { BatchSeedAndOutputFormat1763888400180 } from './1763888400180-batch-seed-and-output-format';
+import { UpstreamCost1763888400240 } from './1763888400240-upstream-cost';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -31,4 +32,5 @@ export const ALL_MIGRATIONS: Function[] = [
   UpstreamRequests1763888400160,
   WebhookCircuits1763888400170,
   BatchSeedAndOutputFormat1763888400180,
+  UpstreamCost1763888400240,
 ];

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { billsFailure, CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -364,9 +364,13 @@ export class TaskRunnerService {
     result: { key: string; width: number; height: number },
     preview: StoredPreview | null,
   ): Promise<RunOutcome> {
+    // Priced by what the upstream made (its size, the batch's quality), as it bills.
+    const made = { resolution: batch.resolution, width: result.width, height: result.height, quality: batch.supportsQuality ? batch.quality : null };
+    const costMicros = upstreamCostMicros(batch.provider, made);
     const tally = await this.store.succeed({
       fence,
       batchId: batch.id,
+      upstreamCostMicros: costMicros,
       resultUrl: this.storage.publicUrl(result.key),
       resultKey: result.key,
       // What the provider made, which a route's size map may have changed from what was asked.
@@ -380,6 +384,7 @@ export class TaskRunnerService {
       return 'superseded';
     }
     await this.previews.recorded(preview, tally.previewUrl);
+    this.telemetry.upstreamCost(claim, costMicros);
     if (tally.finished) this.logger.log(`Batch ${claim.batchId} finished: ${tally.status}`);
     return 'succeeded';
   }
@@ -408,9 +413,18 @@ export class TaskRunnerService {
     return this.failForGood(claim, fence, message, startedAt, err);
   }
 
+  /** What the upstream billed for a request that failed (its type says which failures it bills), priced at the size asked. */
+  private billedFailureCost(claim: ClaimedTask, err: unknown): number {
+    const batch = claim.batch;
+    if (!batch || !billsFailure(batch.provider, err)) return 0;
+    return upstreamCostMicros(batch.provider, { resolution: batch.resolution, width: batch.width, height: batch.height, quality: batch.supportsQuality ? batch.quality : null });
+  }
+
   private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
-    const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code);
+    const costMicros = this.billedFailureCost(claim, err);
+    const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code, costMicros);
     if (!tally) return 'superseded';
+    this.telemetry.upstreamCost(claim, costMicros);
     this.telemetry.finished(claim, 'failed', startedAt, { err, refunded: tally.refunded });
     if (tally.finished) this.logger.log(`Batch of task ${fence.taskId} finished: ${tally.status}`);
     return 'failed';

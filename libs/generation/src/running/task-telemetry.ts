@@ -89,6 +89,12 @@ export class TaskTelemetry {
     }
   }
 
+  /** What a recorded success cost upstream (kiln_upstream_cost_usd_total; operators only). */
+  upstreamCost(claim: ClaimedTask, micros: number): void {
+    if (micros <= 0 || !claim.batch) return;
+    this.metrics.upstreamCostUsd.inc({ model: claim.batch.model, provider: metricsLabel(claim.batch.provider) }, micros / 1_000_000);
+  }
+
   /** The task is done for good (this attempt was its last): one line, the counters, route health. */
   finished(claim: ClaimedTask, outcome: Finished, startedAt: number, details: { err?: unknown; refunded?: number } = {}): void {
     const model = claim.batch?.model ?? 'unknown';

@@ -29,7 +29,7 @@ export const builtinType: SyncProviderType<BuiltinRoute> = {
       id: 'builtin/placeholder',
       type: 'builtin',
       settings: {},
-      cost: { usdPerImage: { '1K': 0, '2K': 0, '4K': 0 }, note: 'local CPU only' },
+      cost: { usdPerImage: { '1K': 0, '2K': 0, '4K': 0 }, readOn: '2026-11-20', note: 'local CPU only' },
       notes: 'Renders every ratio at every resolution, exactly the asked size',
       model: { resolutionsByRatio: EVERY_PAIR, maxRefImages: null, supportsRefImages: true, supportsQuality: true, supportsBackground: true },
     },

@@ -30,12 +30,14 @@ export const falType: QueueProviderType<FalRoute> = {
       aspectRatios: route.aspectRatios ?? FAL_DEFAULTS.aspectRatios,
       ratioArea: asked.width * asked.height,
     }),
+  // 422s (validation, content policy) and a completed run its safety checker flagged (no status).
+  billsFailure: (err) => err.status === 422 || (err.kind === 'content_refused' && err.status === undefined),
   presets: [
     {
       id: 'fal/fal-ai/flux/schnell',
       type: 'fal',
       settings: { model: 'fal-ai/flux/schnell', sizeInput: 'image_size' },
-      cost: { usdPerImage: { '1K': 0.003 }, note: 'USD 0.003 per megapixel, as listed by fal' },
+      cost: { usdPerImage: { '1K': 0.003 }, readOn: '2026-11-20', note: 'USD 0.003 per megapixel, as listed by fal' },
       notes: 'FLUX.1 [schnell], 1-4 steps; image_size {width, height}',
       model: FLUX_MODEL,
     },
@@ -43,7 +45,7 @@ export const falType: QueueProviderType<FalRoute> = {
       id: 'fal/fal-ai/flux/dev',
       type: 'fal',
       settings: { model: 'fal-ai/flux/dev', sizeInput: 'image_size' },
-      cost: { usdPerImage: { '1K': 0.025 }, note: 'USD 0.025 per megapixel, as listed by fal' },
+      cost: { usdPerImage: { '1K': 0.025 }, readOn: '2026-11-20', note: 'USD 0.025 per megapixel, as listed by fal' },
       notes: 'FLUX.1 [dev]; image_size {width, height}',
       model: FLUX_MODEL,
     },
@@ -51,7 +53,7 @@ export const falType: QueueProviderType<FalRoute> = {
       id: 'fal/fal-ai/flux-pro/v1.1-ultra',
       type: 'fal',
       settings: { model: 'fal-ai/flux-pro/v1.1-ultra', sizeInput: 'aspect_ratio' },
-      cost: { usdPerImage: { '1K': 0.06, '2K': 0.06 }, note: 'per image, up to 4 megapixels, as listed by fal' },
+      cost: { usdPerImage: { '1K': 0.06, '2K': 0.06 }, readOn: '2026-11-20', note: 'per image, up to 4 megapixels, as listed by fal' },
       notes: 'FLUX1.1 [pro] ultra: aspect_ratio, up to 4 MP',
       model: { ...FLUX_MODEL, resolutionsByRatio: { '1:1': ['1K', '2K'], '16:9': ['1K', '2K'], '9:16': ['1K', '2K'], '4:3': ['1K', '2K'], '3:4': ['1K', '2K'] } },
     },

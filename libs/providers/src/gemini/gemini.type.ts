@@ -1,4 +1,5 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import { costSetting, RouteCost } from '../cost';
 import { upstreamSettings } from '../route-settings';
 import { classifyGeminiError } from './gemini.errors';
 import { GeminiFakeUpstream } from './gemini.fake';
@@ -8,6 +9,8 @@ import { geminiMadeSize } from './gemini.sizes';
 export interface GeminiRoute extends UpstreamRouteSettings {
   type: 'gemini';
   preset?: string;
+  /** List price per image by resolution (cost.ts). */
+  cost?: RouteCost;
 }
 
 export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
@@ -23,7 +26,7 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
   mode: 'sync',
   summary:
     'Google Gemini API: POST {baseUrl}/models/{model}:generateContent, header x-goog-api-key; references as inlineData; the nearest of its ten ratios, imageSize on 3.x models',
-  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency],
+  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, costSetting({ bySize: false })],
   keyVariable: 'GEMINI_API_KEY',
   work: 'upstream',
   metricsLabel: 'gemini',
@@ -36,7 +39,7 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
       id: 'gemini/gemini-3.1-flash-image',
       type: 'gemini',
       settings: { baseUrl: GEMINI_DEFAULT_BASE_URL, model: 'gemini-3.1-flash-image' },
-      cost: { usdPerImage: { '1K': 0.039, '2K': 0.039, '4K': 0.078 }, note: 'list price per output image, November 2026' },
+      cost: { usdPerImage: { '1K': 0.039, '2K': 0.039, '4K': 0.078 }, readOn: '2026-11-20', note: 'list price per output image, November 2026' },
       notes: 'Generally available since 2026-05-28; one image per request, up to 14 references',
       model: { resolutionsByRatio: pairs(['1K', '2K', '4K']), maxRefImages: 14, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },
@@ -44,7 +47,7 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
       id: 'gemini/gemini-3-pro-image',
       type: 'gemini',
       settings: { baseUrl: GEMINI_DEFAULT_BASE_URL, model: 'gemini-3-pro-image' },
-      cost: { usdPerImage: { '1K': 0.134, '2K': 0.134, '4K': 0.24 }, note: 'list price per output image, November 2026' },
+      cost: { usdPerImage: { '1K': 0.134, '2K': 0.134, '4K': 0.24 }, readOn: '2026-11-20', note: 'list price per output image, November 2026' },
       notes: 'The pro model: better text rendering and composition, slower',
       model: { resolutionsByRatio: pairs(['1K', '2K', '4K']), maxRefImages: 14, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },

@@ -1,4 +1,5 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import { costSetting, RouteCost } from '../cost';
 import { checks, upstreamSettings } from '../route-settings';
 import { classifyOpenAiError } from './openai.errors';
 import { OpenAiFakeUpstream } from './openai.fake';
@@ -10,6 +11,8 @@ export interface OpenAiRoute extends UpstreamRouteSettings {
   preset?: string;
   /** Kiln "WxH" -> upstream size string; when absent, a known model's legal size or the exact pixel size is sent. */
   sizeMap?: Record<string, string>;
+  /** List price per image, by resolution or by upstream size and quality (cost.ts). */
+  cost?: RouteCost;
 }
 
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -38,6 +41,7 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     },
     shared.timeoutMs,
     shared.maxConcurrency,
+    costSetting({ bySize: true }),
   ],
   keyVariable: 'OPENAI_API_KEY',
   work: 'upstream',
@@ -51,14 +55,14 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
       id: 'openai/gpt-image-1',
       type: 'openai',
       settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1' },
-      cost: { usdPerImage: { '1K': 0.042 }, note: 'medium quality, 1024x1024; low 0.011, high 0.167; 1536x1024 costs about 1.5 x' },
+      cost: { usdPerImage: { '1K': 0.042 }, readOn: '2026-11-20', note: 'medium quality, 1024x1024; low 0.011, high 0.167; 1536x1024 costs about 1.5 x' },
       model: GPT_IMAGE_MODEL,
     },
     {
       id: 'openai/gpt-image-1-mini',
       type: 'openai',
       settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1-mini' },
-      cost: { usdPerImage: { '1K': 0.011 }, note: 'medium quality, 1024x1024; low 0.005, high 0.036' },
+      cost: { usdPerImage: { '1K': 0.011 }, readOn: '2026-11-20', note: 'medium quality, 1024x1024; low 0.005, high 0.036' },
       retiresAt: '2026-12-01',
       notes: 'OpenAI announced its shutdown for 2026-12-01',
       model: GPT_IMAGE_MODEL,

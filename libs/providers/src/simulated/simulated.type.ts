@@ -1,4 +1,5 @@
 import type { SyncProviderType } from '../provider-type';
+import { costSetting, RouteCost } from '../cost';
 import { checks, upstreamSettings } from '../route-settings';
 import { SimulatedProvider } from './simulated.provider';
 
@@ -10,6 +11,8 @@ export interface SimulatedRoute {
   rateLimitRate?: number;
   /** As the openai route's. */
   maxConcurrency?: number;
+  /** What the stood-in upstream would cost (cost.ts), so the usage report can be tried offline. */
+  cost?: RouteCost;
 }
 
 const latency = (l: unknown): string | null =>
@@ -33,6 +36,7 @@ export const simulatedType: SyncProviderType<SimulatedRoute> = {
     { name: 'failureRate', required: false, default: 0, description: 'Probability (0..1) of a non-retryable upstream failure', check: checks.rate },
     { name: 'rateLimitRate', required: false, default: 0, description: 'Probability (0..1) of a retryable 429', check: checks.rate },
     upstreamSettings({ keyVariable: '', modelExample: '' }).maxConcurrency,
+    costSetting({ bySize: false }),
   ],
   keyVariable: null,
   work: 'upstream',
