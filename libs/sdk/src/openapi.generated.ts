@@ -1781,6 +1781,7 @@ export interface components {
             /**
              * Format: uuid
              * @description Account id (groupBy=account)
+             * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
              */
             accountId?: string;
             /** @description Tasks that succeeded in the window */
@@ -7378,7 +7379,7 @@ export interface operations {
                      *         {
                      *           "day": "string",
                      *           "model": null,
-                     *           "accountId": "string",
+                     *           "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12",
                      *           "images": 1,
                      *           "failed": 1,
                      *           "creditsCharged": 1,

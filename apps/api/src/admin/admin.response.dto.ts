@@ -122,7 +122,7 @@ export class QueuesResponseDto {
 export class OperatorUsageRowDto {
   @ApiPropertyOptional({ description: 'UTC day, YYYY-MM-DD (groupBy=day)' }) day?: string;
   @ApiPropertyOptional({ type: 'string', nullable: true, description: 'Model key (groupBy=model)' }) model?: string | null;
-  @ApiPropertyOptional({ format: 'uuid', description: 'Account id (groupBy=account)' }) accountId?: string;
+  @ApiPropertyOptional({ format: 'uuid', example: '9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12', description: 'Account id (groupBy=account)' }) accountId?: string;
   @ApiProperty({ type: 'integer', description: 'Tasks that succeeded in the window' }) images: number;
   @ApiProperty({ type: 'integer', description: 'Tasks that failed for good (refunded) in the window' }) failed: number;
   @ApiProperty({ type: 'integer', description: 'Credits charged (ledger batch_charge rows written in the window)' }) creditsCharged: number;
