@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { EgressError, EgressPolicy, egressRequest, EgressResponse, formatBytes, isEgressError } from '@app/egress';
+import type { UpstreamErrorClassifier } from './provider-type';
 import { ProviderError, RenderResult } from './provider.types';
 import { sniffImageType } from './provider.utils';
 
@@ -147,6 +148,43 @@ export function originOf(baseUrl: string): string {
   } catch {
     return 'null'; // no origin: the exchange itself refuses the URL
   }
+}
+
+/** What a synchronous upstream needs to POST one render and read its answer. */
+export interface ImagePost {
+  url: string;
+  policy: EgressPolicy;
+  headers: Record<string, string>;
+  body: Buffer;
+  config: { apiKey: string; timeoutMs: number; maxImageBytes: number };
+  signal: AbortSignal | undefined;
+  /** The type's reading of a non-2xx answer (a refusal, a rate limit, a rejection...). */
+  classify: UpstreamErrorClassifier;
+}
+
+/**
+ * POSTs a render to a synchronous upstream whose answer carries the image in base64 (so the
+ * body may be 4/3 of the image cap plus a JSON envelope) and answers the body's text; a
+ * non-2xx answer is thrown as the type classifies it.
+ */
+export async function postForImagePayload(post: ImagePost): Promise<string> {
+  const { config } = post;
+  const res = await exchange('api', config, post.signal, () =>
+    egressRequest(post.url, {
+      policy: post.policy,
+      method: 'POST',
+      headers: post.headers,
+      body: post.body,
+      maxBytes: Math.ceil((config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES,
+      timeoutMs: config.timeoutMs,
+      signal: post.signal,
+    }),
+  );
+  const payload = res.body.toString('utf8');
+  if (res.status < 200 || res.status >= 300) {
+    throw post.classify({ status: res.status, headers: headersOf(res), text: payload }, { apiKey: config.apiKey });
+  }
+  return payload;
 }
 
 export function headersOf(res: EgressResponse): Headers {

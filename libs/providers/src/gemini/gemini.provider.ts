@@ -1,7 +1,7 @@
-import { EgressPolicy, egressRequest } from '@app/egress';
+import { EgressPolicy } from '@app/egress';
 import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
-import { checkedImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { checkedImage, postForImagePayload, upstreamPolicies } from '../upstream-http';
 import { classifyGeminiError, geminiNoImage } from './gemini.errors';
 import { geminiImageConfig } from './gemini.sizes';
 
@@ -55,21 +55,15 @@ export class GeminiProvider implements ImageProvider {
     throwIfAborted(req.signal);
     const url = `${this.baseUrl}/models/${encodeURIComponent(this.config.model)}:generateContent`;
     const body = Buffer.from(JSON.stringify(this.requestBody(req)));
-    const res = await exchange('api', this.config, req.signal, () =>
-      egressRequest(url, {
-        policy: this.apiPolicy,
-        method: 'POST',
-        headers: { 'x-goog-api-key': this.config.apiKey, 'content-type': 'application/json' },
-        body,
-        maxBytes: Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES,
-        timeoutMs: this.config.timeoutMs,
-        signal: req.signal,
-      }),
-    );
-    const payload = res.body.toString('utf8');
-    if (res.status < 200 || res.status >= 300) {
-      throw classifyGeminiError({ status: res.status, headers: headersOf(res), text: payload }, { apiKey: this.config.apiKey });
-    }
+    const payload = await postForImagePayload({
+      url,
+      policy: this.apiPolicy,
+      headers: { 'x-goog-api-key': this.config.apiKey, 'content-type': 'application/json' },
+      body,
+      config: this.config,
+      signal: req.signal,
+      classify: classifyGeminiError,
+    });
     reportProgress(req.onProgress, 60);
     const image = await checkedImage(firstInlineImage(payload), this.config.maxImageBytes);
     reportProgress(req.onProgress, 70);

@@ -1,7 +1,7 @@
-import { EgressPolicy, egressRequest } from '@app/egress';
+import { EgressPolicy } from '@app/egress';
 import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
-import { checkedImage, downloadImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { checkedImage, downloadImage, postForImagePayload, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 
 export { parseRetryAfter } from '../upstream-http';
@@ -101,21 +101,15 @@ export class OpenAiProvider implements ImageProvider {
       body = Buffer.from(await encoded.arrayBuffer());
     }
 
-    const res = await exchange('api', this.config, req.signal, () =>
-      egressRequest(url, {
-        policy: this.apiPolicy,
-        method: 'POST',
-        headers,
-        body,
-        maxBytes: Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES,
-        timeoutMs: this.config.timeoutMs,
-        signal: req.signal,
-      }),
-    );
-    const payload = res.body.toString('utf8');
-    if (res.status < 200 || res.status >= 300) {
-      throw classifyOpenAiError({ status: res.status, headers: headersOf(res), text: payload }, { apiKey: this.config.apiKey });
-    }
+    const payload = await postForImagePayload({
+      url,
+      policy: this.apiPolicy,
+      headers,
+      body,
+      config: this.config,
+      signal: req.signal,
+      classify: classifyOpenAiError,
+    });
     reportProgress(req.onProgress, 60);
 
     const first = parseFirstImage(payload);
