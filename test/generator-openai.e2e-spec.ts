@@ -339,7 +339,8 @@ describe('generator: the openai provider against a local upstream', () => {
       status: 'failed',
       attempts: 1,
       error: 'Upstream refused the request (400): Your request was rejected by the safety system',
-      error_code: 'upstream_rejected',
+      // A content policy refusal (the fake answers code content_policy_violation): v1.2's own code.
+      error_code: 'content_refused',
     });
     expect(upstream.requestsFor('Refused [400]')).toHaveLength(1);
   });

@@ -33,7 +33,8 @@ class Upstream {
       this.calls.set(prompt, n);
       const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
-      if (prompt.includes('[refuse]')) return json(400, { error: { message: 'Rejected by the safety system', code: 'content_policy_violation' } });
+      // A plain 400 (upstream_rejected); content refusals (content_refused) are generator-openai's.
+      if (prompt.includes('[refuse]')) return json(400, { error: { message: 'Rejected by the safety system', code: 'invalid_value' } });
       if (prompt.includes('[429-once]') && n === 1) return json(429, { error: { message: 'Rate limit reached' } }, { 'retry-after-ms': '100' });
       void sharp({ create: { width: 64, height: 64, channels: 3, background: '#336699' } })
         .png()

@@ -30,14 +30,22 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
       })
       .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
     this.feeder.start();
+    this.runner.startPolling();
     this.logger.log(`Consuming ${TASK_QUEUE} with ${concurrency} job(s) in flight`);
   }
 
-  /** Stop feeding and taking jobs, then let the ones in flight finish within the grace period. */
+  /**
+   * Stop feeding and taking jobs, then let the ones in flight finish within the grace period;
+   * tasks waiting on queue upstreams are given back for the next generator.
+   */
   async beforeApplicationShutdown(): Promise<void> {
     await this.feeder.stop();
     await this.queue.pause(true, true).catch(() => undefined);
+    // Polling stops first; tasks waiting upstream hold no worker and are given back after the
+    // drain (which finishes the images being collected) for the next generator to resume.
+    await this.runner.stopPolling();
     const { finished, interrupted } = await this.runner.drain(this.config.generator.shutdownGraceMs);
-    this.logger.log(`Drained: ${finished} task(s) finished, ${interrupted} given back to the queue`);
+    const released = await this.runner.releaseWaiting();
+    this.logger.log(`Drained: ${finished} task(s) finished, ${interrupted} given back to the queue, ${released} waiting upstream given back`);
   }
 }

@@ -6,7 +6,7 @@ import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
 import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
-import { MAX_ROUTE_CONCURRENCY } from '@app/providers';
+import { RouteSettingsError, upstreamUrl, validateRoute } from '@app/providers';
 
 export const CATALOG_DEFAULTS = {
   aspectRatio: '1:1',
@@ -99,7 +99,8 @@ export class CatalogService {
     const model = await this.get(key);
     const next: ModelEntity = { ...model, ...stripUndefined(patch) } as ModelEntity;
     validateModel(next);
-    if (patch.provider?.type === 'openai') await this.checkUpstreamAddress(patch.provider.baseUrl);
+    const address = patch.provider ? upstreamUrl(patch.provider) : null;
+    if (address) await this.checkUpstreamAddress(address);
     await this.models.save(next);
     return this.get(key);
   }
@@ -158,41 +159,12 @@ function validateModel(m: ModelEntity): void {
   validateProvider(m.provider);
 }
 
+/** The route's own type checks it (libs/providers registry); its refusals become invalid_request. */
 function validateProvider(p: ProviderRoute): void {
-  if (!p || typeof p !== 'object') throw invalidRequest('provider', 'not_an_object');
-  const rate = (v: unknown, field: string) => {
-    if (v !== undefined && (typeof v !== 'number' || v < 0 || v > 1)) throw invalidRequest(`provider.${field}`, 'out_of_range');
-  };
-  const concurrency = (v: unknown) => {
-    if (v !== undefined && (!Number.isInteger(v) || (v as number) < 1 || (v as number) > MAX_ROUTE_CONCURRENCY)) {
-      throw invalidRequest('provider.maxConcurrency', 'out_of_range');
-    }
-  };
-  switch (p.type) {
-    case 'builtin':
-      return;
-    case 'simulated': {
-      concurrency(p.maxConcurrency);
-      const l = p.latencyMs;
-      if (l !== undefined) {
-        const ok =
-          (typeof l === 'number' && l >= 0) ||
-          (typeof l === 'object' && l !== null && typeof l.min === 'number' && typeof l.max === 'number' && l.min >= 0 && l.max >= l.min);
-        if (!ok) throw invalidRequest('provider.latencyMs', 'invalid');
-      }
-      rate(p.failureRate, 'failureRate');
-      rate(p.rateLimitRate, 'rateLimitRate');
-      return;
-    }
-    case 'openai': {
-      if (typeof p.baseUrl !== 'string' || !/^https?:\/\/\S+$/.test(p.baseUrl)) throw invalidRequest('provider.baseUrl', 'not_a_url');
-      if (typeof p.model !== 'string' || p.model.length === 0) throw invalidRequest('provider.model', 'required');
-      if (p.apiKeyEnv !== undefined && !/^[A-Z][A-Z0-9_]*$/.test(p.apiKeyEnv)) throw invalidRequest('provider.apiKeyEnv', 'invalid');
-      if (p.timeoutMs !== undefined && (!Number.isInteger(p.timeoutMs) || p.timeoutMs < 1)) throw invalidRequest('provider.timeoutMs', 'invalid');
-      concurrency(p.maxConcurrency);
-      return;
-    }
-    default:
-      throw invalidRequest('provider.type', 'unknown_provider');
+  try {
+    validateRoute(p);
+  } catch (err) {
+    if (err instanceof RouteSettingsError) throw invalidRequest(err.field, err.reason);
+    throw err;
   }
 }

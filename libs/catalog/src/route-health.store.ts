@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ErrorCode, KilnError } from '@app/errors';
-import type { ProviderRoute } from '@app/providers';
+import { requiredKey, type ProviderRoute } from '@app/providers';
 import { RedisService } from '@app/redis';
 
 /** A generator that has not reported for this long is gone (it reports every ENV_REPORT_INTERVAL_MS). */
@@ -115,11 +115,6 @@ export class RouteHealthStore {
       clearTimeout(timer);
     }
   }
-}
-
-/** The environment variable a route's upstream key comes from, or null when it needs none. */
-export function requiredKey(route: ProviderRoute): string | null {
-  return route.type === 'openai' ? (route.apiKeyEnv ?? 'OPENAI_API_KEY') : null;
 }
 
 /** Not configured beats failing: a missing key explains the failures. */

@@ -167,6 +167,14 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   TASK_LEASE_MS?: number;
 
+  /** Most tasks waiting on queue upstreams (fal, Replicate, BFL) one generator's poller holds in memory; the rest wait in PostgreSQL. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(1) @Max(1_000_000)
+  UPSTREAM_POLLER_CAPACITY?: number;
+
+  /** A poller's hold on its waiting tasks, renewed while it lives; past it, another generator's poller takes them over. */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(500)
+  UPSTREAM_LEASE_MS?: number;
+
   /** Longest a client may take to send a whole request, headers and body (Node's default is 300 s). */
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_REQUEST_TIMEOUT_MS?: number;
@@ -237,8 +245,21 @@ export class EnvSchema {
 }
 
 /**
+ * Whether a variable holds an upstream key a provider route may name (`apiKeyEnv`): every
+ * `*_API_KEY` and `*_API_TOKEN` (Replicate's REPLICATE_API_TOKEN), and the few upstream keys
+ * named otherwise (fal's FAL_KEY). Kiln's own secrets (MINIO_SECRET_KEY, ...) never match,
+ * so no route can send one upstream. Each provider type's keyVariable must match
+ * (libs/testing/src/provider-registry.spec.ts checks).
+ */
+export function isUpstreamKeyName(name: string): boolean {
+  return /^[A-Z][A-Z0-9_]*_(API_KEY|API_TOKEN)$/.test(name) || UPSTREAM_KEYS_NAMED_OTHERWISE.includes(name);
+}
+
+const UPSTREAM_KEYS_NAMED_OTHERWISE = ['FAL_KEY'];
+
+/**
  * Variables that may instead be read from a file named by `<NAME>_FILE` (Docker and Compose
- * secrets), besides every provider key (`*_API_KEY`).
+ * secrets), besides every upstream key (isUpstreamKeyName).
  */
 export const SECRET_VARIABLES = [
   'ADMIN_TOKEN',
@@ -287,7 +308,7 @@ export function resolveSecretFiles(
   for (const [fileVar, file] of Object.entries(raw)) {
     if (!fileVar.endsWith('_FILE') || typeof file !== 'string' || file === '') continue;
     const name = fileVar.slice(0, -'_FILE'.length);
-    if (!SECRET_VARIABLES.includes(name) && !/^[A-Z][A-Z0-9_]*_API_KEY$/.test(name)) continue;
+    if (!SECRET_VARIABLES.includes(name) && !isUpstreamKeyName(name)) continue;
     if (raw[name] !== undefined && raw[name] !== '') {
       problems.push({ variable: fileVar, rule: `${name} is set too; set only one of them` });
       continue;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { availableCpus } from './cpus';
-import { ConfigProblem, ConfigurationError, EnvSchema, resolveSecretFiles, validateEnv } from './env.schema';
+import { ConfigProblem, ConfigurationError, EnvSchema, isUpstreamKeyName, resolveSecretFiles, validateEnv } from './env.schema';
 import { lookalikeWarnings } from './lookalike-variables';
 
 export interface KilnConfig {
@@ -70,6 +70,10 @@ export interface KilnConfig {
     stalledIntervalMs: number;
     /** A running task untouched this long whose job is not live (or dead) is re-enqueued by the reconciler. */
     taskLeaseMs: number;
+    /** Tasks waiting on queue upstreams one poller holds in memory (UpstreamPoller). */
+    upstreamPollerCapacity: number;
+    /** A poller's lease on its waiting tasks; a dead generator's are taken over once it passes. */
+    upstreamLeaseMs: number;
   };
   /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
   queue: {
@@ -104,7 +108,8 @@ export interface KilnConfig {
   openaiApiKey: string | null;
   /**
    * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
-   * name ends in `_API_KEY` (OPENAI_API_KEY included), so routes never read the environment.
+   * name is an upstream key's (isUpstreamKeyName: `*_API_KEY`, `*_API_TOKEN`, FAL_KEY), so
+   * routes never read the environment.
    */
   providerApiKeys: Record<string, string>;
   logLevel: string;
@@ -198,6 +203,8 @@ export function buildConfig(
       lockDurationMs: env.QUEUE_LOCK_DURATION_MS ?? 20000,
       stalledIntervalMs: env.QUEUE_STALLED_INTERVAL_MS ?? 30000,
       taskLeaseMs: env.TASK_LEASE_MS ?? 15000,
+      upstreamPollerCapacity: env.UPSTREAM_POLLER_CAPACITY ?? 10_000,
+      upstreamLeaseMs: env.UPSTREAM_LEASE_MS ?? 30_000,
     },
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,
@@ -254,8 +261,6 @@ function publicUrlWarnings(env: EnvSchema, driver: 'local' | 'minio'): string[] 
   return warnings;
 }
 
-const PROVIDER_KEY_NAME = /^[A-Z][A-Z0-9_]*_API_KEY$/;
-
 /** TRUST_PROXY as Express's `trust proxy` setting takes it (validated by the schema). */
 function trustProxyOf(value: string | undefined): boolean | number | string {
   if (value === undefined || value === 'false') return false;
@@ -266,7 +271,7 @@ function trustProxyOf(value: string | undefined): boolean | number | string {
 function providerApiKeys(raw: Record<string, unknown>): Record<string, string> {
   const keys: Record<string, string> = {};
   for (const [name, value] of Object.entries(raw)) {
-    if (PROVIDER_KEY_NAME.test(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
+    if (isUpstreamKeyName(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
   }
   return keys;
 }

@@ -1,5 +1,5 @@
 import { getMetadataStorage } from 'class-validator';
-import { EnvSchema, SECRET_VARIABLES } from './env.schema';
+import { EnvSchema, isUpstreamKeyName, SECRET_VARIABLES } from './env.schema';
 
 /** Prefixes only Kiln's own variables use: a name with one of them that Kiln does not read is a typo. */
 const KILN_PREFIXES = ['KILN_', 'GENERATOR_', 'TASK_', 'QUEUE_', 'MINIO_', 'UPSTREAM_', 'RENDER_', 'DISPATCH_', 'RETENTION_', 'ORPHAN_'];
@@ -22,7 +22,7 @@ export function lookalikeWarnings(raw: Record<string, unknown>, known: readonly 
   const secretFiles = new Set(SECRET_VARIABLES.map((name) => `${name}_FILE`));
   const warnings: string[] = [];
   for (const name of Object.keys(raw).sort()) {
-    if (exact.has(name) || secretFiles.has(name) || /_API_KEY(_FILE)?$/.test(name)) continue;
+    if (exact.has(name) || secretFiles.has(name) || isUpstreamKeyName(name.replace(/_FILE$/, ''))) continue;
     const nearest = nearestName(name, known);
     if (nearest) {
       warnings.push(`${name} is not a Kiln variable and is ignored; did you mean ${nearest}?`);

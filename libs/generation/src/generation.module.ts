@@ -8,6 +8,7 @@ import { UploadsModule } from '@app/uploads';
 import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
 import { ProviderRegistry } from './running/provider-registry';
 import { TaskRunnerService } from './running/task-runner.service';
+import { UpstreamPoller } from './running/upstream-poller.service';
 import { GeneratorEnvReporter, TaskTelemetry } from './running/task-telemetry';
 import { OrphanSweepService } from './upkeep/orphan-sweep.service';
 import { QueueFeeder } from './upkeep/queue-feeder.service';
@@ -36,8 +37,8 @@ export function configureSharp(renderConcurrency: number, cores: number): number
  */
 @Module({
   imports: [TasksModule, UploadsModule, CatalogModule, MetricsModule],
-  providers: [TaskRunnerService, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
-  exports: [TaskRunnerService, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  providers: [TaskRunnerService, UpstreamPoller, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  exports: [TaskRunnerService, UpstreamPoller, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

@@ -13,3 +13,4 @@ export * from './upkeep/queue-feeder.service';
 export * from './upkeep/retention.service';
 export * from './upkeep/orphan-sweep.service';
 export * from './running/task-telemetry';
+export * from './running/upstream-poller.service';

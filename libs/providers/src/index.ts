@@ -1,12 +1,44 @@
 export * from './provider.types';
+export * from './provider-type';
+export {
+  PROVIDER_TYPES,
+  PROVIDER_TYPE_NAMES,
+  providerType,
+  allPresets,
+  validateRoute,
+  withDefaults,
+  requiredKey,
+  routeLabel,
+  metricsLabel,
+  upstreamUrl,
+  rendersOnCpu,
+  routeShapes,
+  routeTypesInBrief,
+} from './registry';
+export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
 export type { PixelSize } from './image-size';
-export { BuiltinProvider } from './builtin.provider';
-export { OpenAiProvider } from './openai.provider';
-export type { OpenAiProviderConfig } from './openai.provider';
-export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated.provider';
-export type { SimulatedProviderConfig } from './simulated.provider';
+export { BuiltinProvider } from './builtin/builtin.provider';
+export { OpenAiProvider } from './openai/openai.provider';
+export type { OpenAiProviderConfig } from './openai/openai.provider';
+export type { OpenAiRoute } from './openai/openai.type';
+export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated/simulated.provider';
+export type { SimulatedProviderConfig } from './simulated/simulated.provider';
 export { createProvider } from './provider.factory';
 export type { ProviderFactoryDeps } from './provider.factory';
 export { sniffImageType } from './provider.utils';
-export { builtinFontRenders, BUILTIN_FONT } from './builtin-fonts';
+export { builtinFontRenders, BUILTIN_FONT } from './builtin/builtin-fonts';
+export { FakeHttpUpstream, fakePng } from './fake-upstream';
+export { createQueueProvider } from './provider.factory';
+export type { QueueRouteSettings, QueueProviderDeps } from './queue-route';
+export { DEFAULT_MAX_WAIT_MS, DEFAULT_POLL_INTERVAL_MS } from './queue-route';
+export { fitPixels, nearestRatio } from './queue-sizes';
+export type { PixelRange } from './queue-sizes';
+export { FalProvider, FAL_DEFAULTS } from './fal/fal.provider';
+export type { FalRoute } from './fal/fal.provider';
+export { ReplicateProvider, REPLICATE_DEFAULTS } from './replicate/replicate.provider';
+export type { ReplicateRoute } from './replicate/replicate.provider';
+export { BflProvider, BFL_DEFAULTS } from './bfl/bfl.provider';
+export type { BflRoute } from './bfl/bfl.provider';
+export { FakeQueueUpstream } from './fake-queue-upstream';
+export type { FakeQueueOptions, FakeSeen, QueueDialect } from './fake-queue-upstream';

@@ -1,8 +1,8 @@
-import { BuiltinProvider } from './builtin.provider';
-import { OpenAiProvider } from './openai.provider';
+import { BuiltinProvider } from './builtin/builtin.provider';
+import { OpenAiProvider } from './openai/openai.provider';
 import { createProvider, ProviderFactoryDeps } from './provider.factory';
 import { ProviderError, ProviderRoute, RenderRequest } from './provider.types';
-import { SimulatedProvider } from './simulated.provider';
+import { SimulatedProvider } from './simulated/simulated.provider';
 
 const request: RenderRequest = {
   prompt: 'p',
@@ -17,7 +17,7 @@ const request: RenderRequest = {
 };
 
 function deps(overrides: Partial<ProviderFactoryDeps> = {}): ProviderFactoryDeps {
-  return { openaiApiKey: () => 'sk-key', timeoutMs: 1000, upstream: { allowPrivate: false, maxImageBytes: 1024 * 1024 }, ...overrides };
+  return { apiKey: () => 'sk-key', timeoutMs: 1000, upstream: { allowPrivate: false, maxImageBytes: 1024 * 1024 }, ...overrides };
 }
 
 describe('createProvider', () => {
@@ -32,7 +32,7 @@ describe('createProvider', () => {
     const lookup = jest.fn().mockReturnValue('sk-key');
     const provider = createProvider(
       { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm', apiKeyEnv: 'ACME_KEY' },
-      deps({ openaiApiKey: lookup }),
+      deps({ apiKey: lookup }),
     );
     expect(provider).toBeInstanceOf(OpenAiProvider);
     expect(lookup).toHaveBeenCalledWith('ACME_KEY');
@@ -41,7 +41,7 @@ describe('createProvider', () => {
   it('fails each render, not the factory, when the key is missing', async () => {
     const provider = createProvider(
       { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' },
-      deps({ openaiApiKey: () => null }),
+      deps({ apiKey: () => null }),
     );
     const err = await provider.render(request).catch((e) => e);
     expect(err).toBeInstanceOf(ProviderError);

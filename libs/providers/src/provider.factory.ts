@@ -1,53 +1,43 @@
-import { BuiltinProvider } from './builtin.provider';
-import { OpenAiProvider } from './openai.provider';
-import { ImageProvider, ProviderError, ProviderRoute } from './provider.types';
-import { SimulatedProvider } from './simulated.provider';
+import type { ProviderContext, QueueImageProvider } from './provider-type';
+import { ImageProvider, ProviderError } from './provider.types';
+import { ProviderRoute, providerType, requiredKey, withDefaults } from './registry';
 
-export interface ProviderFactoryDeps {
+export interface ProviderFactoryDeps extends Omit<ProviderContext, 'apiKey'> {
   /**
-   * The upstream key held by the named environment variable (undefined: the default,
-   * OPENAI_API_KEY), or null when it is not set. Supplied by the config lib, which is the
-   * only code that reads the environment.
+   * The upstream key held by the named environment variable, or null when it is not set.
+   * Supplied by the config lib, which is the only code that reads the environment.
    */
-  openaiApiKey: (envName?: string) => string | null;
-  /** Upstream timeout when the route does not set its own. */
-  timeoutMs: number;
-  /** UPSTREAM_ALLOW_PRIVATE and UPSTREAM_MAX_IMAGE_BYTES (see OpenAiProviderConfig). */
-  upstream: { allowPrivate: boolean; maxImageBytes: number };
-  /** Only for tests: makes simulated routes deterministic. */
-  random?: () => number;
+  apiKey: (envName: string) => string | null;
 }
 
-/** The builtin renderer holds no state, so one instance serves every model routed to it. */
-const builtin = new BuiltinProvider();
-
+/**
+ * The provider for a synchronous route (its type's `create`, with defaults applied and the
+ * key looked up). Throws for a type Kiln does not know, and for a queue type, which the
+ * generator runs through submit/poll/fetch rather than one render call.
+ */
 export function createProvider(route: ProviderRoute, deps: ProviderFactoryDeps): ImageProvider {
-  switch (route.type) {
-    case 'builtin':
-      return builtin;
-    case 'openai': {
-      const apiKey = deps.openaiApiKey(route.apiKeyEnv);
-      if (!apiKey) return new UnconfiguredProvider(route.apiKeyEnv ?? 'OPENAI_API_KEY');
-      return new OpenAiProvider({
-        baseUrl: route.baseUrl,
-        apiKey,
-        model: route.model,
-        sizeMap: route.sizeMap,
-        timeoutMs: route.timeoutMs ?? deps.timeoutMs,
-        allowPrivate: deps.upstream.allowPrivate,
-        maxImageBytes: deps.upstream.maxImageBytes,
-      });
-    }
-    case 'simulated':
-      return new SimulatedProvider(
-        { latencyMs: route.latencyMs, failureRate: route.failureRate, rateLimitRate: route.rateLimitRate },
-        deps.random,
-      );
-    default: {
-      const unknown: never = route;
-      throw new Error(`Unknown provider route type: ${JSON.stringify((unknown as { type?: unknown }).type)}`);
-    }
-  }
+  const def = providerType((route as { type?: unknown })?.type);
+  if (!def) throw new Error(`Unknown provider route type: ${JSON.stringify((route as { type?: unknown })?.type)}`);
+  if (def.mode !== 'sync') throw new Error(`Provider route type ${def.type} is a queue type: it has no single render call`);
+  const envName = requiredKey(route);
+  const apiKey = envName ? deps.apiKey(envName) : '';
+  if (apiKey === null || (envName && !apiKey)) return new UnconfiguredProvider(envName!);
+  const { apiKey: _lookup, ...rest } = deps;
+  return def.create(withDefaults(route), { ...rest, apiKey });
+}
+
+/**
+ * The provider for a queue route (fal, replicate, bfl): submit, poll, fetch. A missing key
+ * throws not_configured (the task fails, refunded: an operator must set it).
+ */
+export function createQueueProvider(route: ProviderRoute, deps: ProviderFactoryDeps): QueueImageProvider {
+  const def = providerType((route as { type?: unknown })?.type);
+  if (!def || def.mode !== 'queue') throw new Error(`Provider route type ${JSON.stringify((route as { type?: unknown })?.type)} is not a queue type`);
+  const envName = requiredKey(route);
+  const apiKey = envName ? deps.apiKey(envName) : null;
+  if (!apiKey) throw new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
+  const { apiKey: _lookup, ...rest } = deps;
+  return def.create(withDefaults(route), { ...rest, apiKey });
 }
 
 /**

@@ -47,8 +47,19 @@ export interface ImageProvider {
   render(req: RenderRequest): Promise<RenderResult>;
 }
 
-/** not_configured: the route lacks its key or usable settings (an operator must fix it; the request is not at fault). */
-export type ProviderErrorKind = 'rate_limited' | 'upstream_error' | 'timeout' | 'bad_request' | 'invalid_response' | 'not_configured';
+/**
+ * not_configured: the route lacks its key or usable settings (an operator must fix it; the request is not at fault).
+ * content_refused: the upstream's content policy refused this request or its image (each type's error
+ * classification says which answers are refusals); asking again would be refused again.
+ */
+export type ProviderErrorKind =
+  | 'rate_limited'
+  | 'upstream_error'
+  | 'timeout'
+  | 'bad_request'
+  | 'content_refused'
+  | 'invalid_response'
+  | 'not_configured';
 
 /** Whether a kind is worth retrying when the thrower does not say otherwise. */
 const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
@@ -56,6 +67,7 @@ const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
   upstream_error: true,
   timeout: true,
   bad_request: false,
+  content_refused: false,
   invalid_response: false,
   not_configured: false,
 };
@@ -95,31 +107,8 @@ export function isProviderError(err: unknown): err is ProviderError {
   return err instanceof ProviderError;
 }
 
-/**
- * How the catalog routes a model; stored as JSON on each model and snapshotted on each batch.
- */
 /** Most concurrent upstream calls a route may allow per model. */
 export const MAX_ROUTE_CONCURRENCY = 10_000;
 
-export type ProviderRoute =
-  | { type: 'builtin' }
-  | {
-      type: 'openai';
-      baseUrl: string;
-      model: string;
-      /** Name of the environment variable holding the upstream key (default OPENAI_API_KEY). */
-      apiKeyEnv?: string;
-      /** Kiln "WxH" -> upstream size string; when absent the exact pixel size is sent. */
-      sizeMap?: Record<string, string>;
-      timeoutMs?: number;
-      /** Concurrent upstream calls for this model, across all generators (default MODEL_CONCURRENCY_CAP). */
-      maxConcurrency?: number;
-    }
-  | {
-      type: 'simulated';
-      latencyMs?: number | { min: number; max: number };
-      failureRate?: number;
-      rateLimitRate?: number;
-      /** As the openai route's. */
-      maxConcurrency?: number;
-    };
+/** How the catalog routes a model: defined per type, each in its folder, listed in registry.ts. */
+export type { ProviderRoute } from './registry';

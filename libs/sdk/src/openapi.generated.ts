@@ -1109,7 +1109,7 @@ export interface components {
              * @description Why it failed, to branch on; null unless failed
              * @enum {string|null}
              */
-            errorCode: "upstream_rejected" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
         };
         BatchDetailResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -1310,7 +1310,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
              * @example {
              *       "type": "builtin"
              *     }
@@ -1371,7 +1371,7 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
@@ -1410,7 +1410,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
              * @example {
              *       "type": "builtin"
              *     }

@@ -14,6 +14,7 @@ export * from './task-success';
 export * from './task-failure';
 export * from './task-requeue';
 export * from './task-state.store';
+export * from './upstream-wait.store';
 export * from './tasks.module';
 export * from './batch-changes';
 export * from './batch-tally';

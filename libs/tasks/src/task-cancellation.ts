@@ -21,7 +21,8 @@ export interface CancelledTasks {
 
 /**
  * Every task of the batch not in its provider's hands (`pending`, `queued`, and `running`
- * but not sent: its worker still waits for a slot) becomes `cancelled`; one refund row
+ * but not sent: its worker still waits for a slot; never one a queue upstream has accepted,
+ * even between two attempts: that request runs on) becomes `cancelled`; one refund row
  * carries their price, and the batch's tally counts them, sets cancelledAt and bumps its
  * version. With `only`, just that attempt of one task (a retry given back after the batch
  * was cancelled: between attempts, it is in no provider's hands either).
@@ -41,7 +42,7 @@ export async function cancelUnsentTasks(
     ? await queryRows<{ id: string }>(
         m,
         `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
-          WHERE id = $2 AND batch_id = $1 AND status = 'running' AND attempts = $3
+          WHERE id = $2 AND batch_id = $1 AND status = 'running' AND attempts = $3 AND upstream_request_id IS NULL
           RETURNING id`,
         [batchId, only.taskId, only.attempt],
       )
@@ -49,6 +50,7 @@ export async function cancelUnsentTasks(
         m,
         `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
           WHERE batch_id = $1 AND (status IN ('pending', 'queued') OR (status = 'running' AND sent_at IS NULL))
+            AND upstream_request_id IS NULL
           RETURNING id`,
         [batchId],
       );

@@ -34,6 +34,16 @@ export interface ClaimedTask {
   resultToken: string;
   /** Null only if the batch row is gone (a manual repair): the run then fails as internal. */
   batch: RenderBatch | null;
+  /** The queue upstream's request this task already made (to resume, never to submit again); null if none. */
+  upstream: UpstreamRequest | null;
+}
+
+/** A request a queue upstream accepted for a task (see upstream-wait.store.ts). */
+export interface UpstreamRequest {
+  requestId: string;
+  /** What polling and fetching it needs, as the route's type wrote it. */
+  handle: Record<string, string>;
+  submittedAt: Date;
 }
 
 /**
@@ -54,13 +64,18 @@ WITH input AS (
 ), locked AS (
   ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))')}
 ), claimed AS (
-  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, progress = 0, sent_at = NULL,
+  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1,
+         -- A task with an upstream request stays sent: it is resumed, never sent again.
+         progress = CASE WHEN t.upstream_request_id IS NULL THEN 0 ELSE t.progress END,
+         sent_at = CASE WHEN t.upstream_request_id IS NULL THEN NULL ELSE t.sent_at END,
+         upstream_poll_at = NULL, upstream_lease_until = NULL, upstream_poller = NULL,
          started_at = COALESCE(t.started_at, now()), updated_at = now(),
          result_token = COALESCE(t.result_token, i.token)
     FROM input i
    WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
      AND t.batch_id IN (SELECT id FROM locked)
-   RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token
+   RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
+             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at
 ), touched AS (
   UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
    WHERE id IN (SELECT batch_id FROM claimed)
@@ -121,8 +136,8 @@ function parseUuidArray(value: unknown): string[] {
   return [];
 }
 
-/** A CLAIM_GROUP row as a claim. */
-function claimedTaskOf(row: Record<string, any>): ClaimedTask {
+/** A CLAIM_GROUP row (or a row with the same columns) as a claim. */
+export function claimedTaskOf(row: Record<string, any>): ClaimedTask {
   return {
     id: row.id,
     batchId: row.batch_id,
@@ -134,6 +149,9 @@ function claimedTaskOf(row: Record<string, any>): ClaimedTask {
     attempts: row.attempts,
     resultToken: row.result_token,
     batch: row.batch_found ? renderBatchOf(row) : null,
+    upstream: row.upstream_request_id
+      ? { requestId: row.upstream_request_id, handle: row.upstream_handle ?? {}, submittedAt: new Date(row.upstream_submitted_at) }
+      : null,
   };
 }
 

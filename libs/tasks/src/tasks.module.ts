@@ -4,6 +4,7 @@ import { BatchChangePublisher } from './batch-changes';
 import { BatchCancellation } from './task-cancellation';
 import { TaskDispatchService } from './task-dispatch.service';
 import { TaskStateStore } from './task-state.store';
+import { UpstreamWaitStore } from './upstream-wait.store';
 
 /**
  * The task row and its queue: dispatch (pending <-> queued, the jobs) and the fenced state
@@ -12,7 +13,7 @@ import { TaskStateStore } from './task-state.store';
  */
 @Module({
   imports: [BillingModule],
-  providers: [TaskDispatchService, TaskStateStore, BatchCancellation, BatchChangePublisher],
-  exports: [TaskDispatchService, TaskStateStore, BatchCancellation, BatchChangePublisher],
+  providers: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, BatchCancellation, BatchChangePublisher],
+  exports: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, BatchCancellation, BatchChangePublisher],
 })
 export class TasksModule {}

@@ -190,7 +190,8 @@ export async function download(t: TestApp, url: string): Promise<{ status: numbe
 
 /** Routes a seeded model (admin API); returns a function that puts it back on builtin. */
 export async function routeModel(t: TestApp, key: string, provider: ProviderRoute): Promise<() => Promise<void>> {
-  await t.admin('patch', `/v1/admin/models/${key}`).send({ provider }).expect(200);
+  const res = await t.admin('patch', `/v1/admin/models/${key}`).send({ provider });
+  if (res.status !== 200) throw new Error(`PATCH /v1/admin/models/${key} answered ${res.status}: ${JSON.stringify(res.body)}`);
   return async () => {
     await t.admin('patch', `/v1/admin/models/${key}`).send({ provider: { type: 'builtin' } }).expect(200);
   };

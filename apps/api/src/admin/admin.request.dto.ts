@@ -19,6 +19,7 @@ import {
 import { MAX_IMAGES_PER_BATCH, MAX_REF_IMAGES } from '@app/catalog';
 import type { ProviderRoute, Resolution } from '@app/database';
 import { ACCOUNT_STATUSES } from '@app/database';
+import { routeShapes } from '@app/providers';
 
 const PLANS = ['free', 'starter', 'studio', 'scale'] as const;
 
@@ -84,7 +85,7 @@ export class UpdateModelRequestDto {
   @ApiPropertyOptional({
     type: 'object',
     additionalProperties: true,
-    description: '{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
+    description: `${routeShapes()}; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)`,
   })
   @IsOptional() @IsObject()
   provider?: ProviderRoute;

@@ -2,6 +2,7 @@ import { ApiProperty } from '@nestjs/swagger';
 import { PLAN_KEYS } from '@app/database';
 import { RESOLUTIONS } from '@app/geometry';
 import { AccountDto } from '../common/account.response.dto';
+import { PROVIDER_TYPE_NAMES, routeTypesInBrief } from '@app/providers';
 
 /*
  * Wire shapes of the operator routes that answer catalog and plan rows as stored. Documented
@@ -32,9 +33,9 @@ export class AdminModelDto {
     type: 'object',
     additionalProperties: true,
     required: ['type'],
-    properties: { type: { type: 'string', enum: ['builtin', 'openai', 'simulated'] } },
+    properties: { type: { type: 'string', enum: PROVIDER_TYPE_NAMES } },
     example: { type: 'builtin' },
-    description: 'Provider routing: builtin; openai (baseUrl, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)',
+    description: `Provider routing: ${routeTypesInBrief()}`,
   })
   provider: Record<string, unknown>;
   @ApiProperty({ type: 'integer' }) sortOrder: number;

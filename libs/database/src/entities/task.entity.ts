@@ -6,12 +6,13 @@ export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'fail
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 /**
- * Why a task failed: the upstream refused the request (a 400, a content policy), stayed
+ * Why a task failed: the upstream refused the request (a 400), refused its content
+ * (content_refused: the upstream's own content policy, not retried), stayed
  * unavailable (429, 5xx, timeouts) until the attempts ran out, the route lacks its key or
  * settings, or Kiln itself could not complete it.
  */
 /** Why a task failed, for clients to branch on (the API's enum of it). */
-export const TASK_ERROR_CODES = ['upstream_rejected', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
+export const TASK_ERROR_CODES = ['upstream_rejected', 'content_refused', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
 @Entity({ name: 'tasks' })
@@ -21,6 +22,7 @@ export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 @Index('tasks_result_retention_idx', ['finishedAt'], { where: `result_key IS NOT NULL` })
 @Index('tasks_result_key_idx', ['resultKey'], { where: `result_key IS NOT NULL` })
 @Index('tasks_result_token_idx', ['resultToken'], { unique: true })
+@Index('tasks_upstream_waiting_idx', ['upstreamPollAt'], { where: `status = 'running' AND upstream_poll_at IS NOT NULL` })
 export class TaskEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -94,6 +96,36 @@ export class TaskEntity {
    */
   @Column({ name: 'sent_at', type: 'timestamptz', nullable: true })
   sentAt: Date | null;
+
+  /**
+   * A queue upstream's id for the current request (fal, Replicate, BFL), written as soon as the
+   * submit answers: a redelivery, a crash recovery or a retry after Kiln's own trouble
+   * resumes it instead of paying for it again. Cleared only when the upstream fails it.
+   * Shown to operators, never to account holders.
+   */
+  @Column({ name: 'upstream_request_id', type: 'text', nullable: true })
+  upstreamRequestId: string | null;
+
+  /** What polling and fetching the request needs (status and result URLs), as the route's type wrote it. */
+  @Column({ name: 'upstream_handle', type: 'jsonb', nullable: true })
+  upstreamHandle: Record<string, string> | null;
+
+  @Column({ name: 'upstream_submitted_at', type: 'timestamptz', nullable: true })
+  upstreamSubmittedAt: Date | null;
+
+  /**
+   * Set while the task waits on its upstream in the pollers' hands (no worker holds it): not
+   * polled before this time. Null otherwise.
+   */
+  @Column({ name: 'upstream_poll_at', type: 'timestamptz', nullable: true })
+  upstreamPollAt: Date | null;
+
+  /** The generator whose poller holds the waiting task, and until when (it renews; past it, another takes over). */
+  @Column({ name: 'upstream_lease_until', type: 'timestamptz', nullable: true })
+  upstreamLeaseUntil: Date | null;
+
+  @Column({ name: 'upstream_poller', type: 'text', nullable: true })
+  upstreamPoller: string | null;
 
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt: Date | null;

@@ -9,6 +9,7 @@ import { TaskDetailsAndIdempotencyKeys1763888400030 } from './1763888400030-task
 import { CancelAndBatchVersions1763888400031 } from './1763888400031-cancel-and-batch-versions';
 import { Webhooks1763888400140 } from './1763888400140-webhooks';
 import { ContentPolicyTerms1763888400150 } from './1763888400150-content-policy-terms';
+import { UpstreamRequests1763888400160 } from './1763888400160-upstream-requests';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -25,4 +26,5 @@ export const ALL_MIGRATIONS: Function[] = [
   CancelAndBatchVersions1763888400031,
   Webhooks1763888400140,
   ContentPolicyTerms1763888400150,
+  UpstreamRequests1763888400160,
 ];

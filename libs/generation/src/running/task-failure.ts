@@ -44,6 +44,7 @@ export interface ClassifiedFailure {
  */
 const CODE_BY_PROVIDER_ERROR: Record<ProviderErrorKind, TaskErrorCode> = {
   bad_request: 'upstream_rejected',
+  content_refused: 'content_refused',
   rate_limited: 'upstream_unavailable',
   upstream_error: 'upstream_unavailable',
   timeout: 'upstream_unavailable',

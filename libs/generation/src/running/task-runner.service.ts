@@ -3,9 +3,9 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult } from '@app/providers';
+import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
@@ -14,6 +14,7 @@ import { ProgressReporter } from './progress-reporter';
 import { ProviderRegistry } from './provider-registry';
 import { shutdownInterrupter } from './shutdown-interrupter';
 import { TaskTelemetry } from './task-telemetry';
+import { UpstreamPoller, WaitingTask } from './upstream-poller.service';
 import { retryDelayMs } from './retry-policy';
 import { classifyFailure, describeError, exhaustedMessage, oneLine, ShutdownInterruption, TaskFailure } from './task-failure';
 
@@ -31,6 +32,8 @@ export type RunOutcome =
   | 'unsent'
   /** Given back to the queue because this generator is shutting down. */
   | 'requeued'
+  /** Accepted by its queue upstream (or resumed) and handed to the poller: no worker waits on it. */
+  | 'waiting'
   /** Nothing to do: the task is terminal (a duplicate or late delivery) or does not exist. */
   | 'skipped'
   /** Another worker took the task over mid-run; this run's work was discarded. */
@@ -44,6 +47,13 @@ const EXTENSION: Record<RenderResult['contentType'], string> = {
 
 /** How long in-flight runs get to record their give-back once the grace period is over. */
 const REQUEUE_GRACE_MS = 5000;
+
+/**
+ * Tries at recording a submit's answer when PostgreSQL fails: the upstream already took the
+ * request, and a retry without its id would pay for it again.
+ */
+const RECORD_TRIES = 5;
+const RECORD_BACKOFF_MS = 500;
 
 /**
  * One task's whole lifecycle for one job delivery: claim (fenced), render through the
@@ -74,10 +84,30 @@ export class TaskRunnerService {
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
     private readonly telemetry: TaskTelemetry,
+    private readonly waits: UpstreamWaitStore,
+    private readonly poller: UpstreamPoller,
   ) {
     this.interrupting = shutdownInterrupter(config.generator.concurrency);
     this.renderSlots = new PrioritySemaphore(config.generator.renderConcurrency);
     this.previews = new BatchPreviews(storage, this.renderSlots);
+  }
+
+  /** Starts the poller of tasks waiting on queue upstreams; what it hands back runs here. */
+  startPolling(): void {
+    this.poller.start({
+      done: (task, done) => void this.track(this.collect(task, done)),
+      failed: (task, err) => void this.track(this.upstreamFailed(task, err)),
+    });
+  }
+
+  /** Stops polling: nothing more is handed to this runner (before drain). */
+  stopPolling(): Promise<void> {
+    return this.poller.pause();
+  }
+
+  /** Gives the waiting tasks back for the next generator (after drain). */
+  releaseWaiting(): Promise<number> {
+    return this.poller.releaseAll();
   }
 
   get inFlightCount(): number {
@@ -85,10 +115,18 @@ export class TaskRunnerService {
   }
 
   run(taskId: string): Promise<RunOutcome> {
-    const run = this.claimAndAttempt(taskId);
+    return this.track(this.claimAndAttempt(taskId));
+  }
+
+  /** Runs counted for the drain: job deliveries, and the poller's collections and failures. */
+  private track(run: Promise<RunOutcome>): Promise<RunOutcome> {
     this.inFlight.add(run);
     const forget = (): void => void this.inFlight.delete(run);
-    run.then(forget, forget);
+    run.then(forget, (err) => {
+      forget();
+      // Only a poller's runs get here unobserved: the database could not record an outcome.
+      this.logger.warn(`A run could not record its outcome: ${describeError(err)}; the task is resumed later`);
+    });
     return run;
   }
 
@@ -138,7 +176,12 @@ export class TaskRunnerService {
     try {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
-      const result = await this.render(claim, fence, batch, progress);
+      const queued = this.providers.forQueueRoute(batch.provider);
+      if (queued) {
+        progress.stop();
+        return await this.handToUpstream(claim, fence, batch, queued);
+      }
+      const result = await this.render(claim, fence, batch, this.providers.forRoute(batch.provider), progress);
       resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
       preview = stored.preview;
@@ -157,10 +200,14 @@ export class TaskRunnerService {
   }
 
   /** The image, within the local or the model's concurrency limits (see renderWithin). */
-  private async render(claim: ClaimedTask, fence: Fence, batch: RenderBatch, progress: ProgressReporter): Promise<RenderResult> {
+  private async render(claim: ClaimedTask, fence: Fence, batch: RenderBatch, provider: ImageProvider, progress: ProgressReporter): Promise<RenderResult> {
+    const request = await this.renderRequest(claim, batch, progress);
+    return this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+  }
+
+  private async renderRequest(claim: ClaimedTask, batch: RenderBatch, progress: ProgressReporter | null): Promise<RenderRequest> {
     const references = await this.loadReferences(claim.refUploadIds);
-    const provider = this.providers.forRoute(batch.provider);
-    const request: RenderRequest = {
+    return {
       prompt: claim.prompt,
       seed: claim.seed,
       width: batch.width,
@@ -171,9 +218,112 @@ export class TaskRunnerService {
       background: batch.supportsBackground ? batch.background : null,
       references,
       signal: this.interrupting.signal,
-      onProgress: (pct) => progress.report(pct),
+      onProgress: (pct) => progress?.report(pct),
     };
-    return this.renderWithin(claim, fence, batch, provider, request, priorityOf(claim));
+  }
+
+  /**
+   * A queue upstream's task: submitted within the model's slot (the fenced send first, as for
+   * any upstream call), its request recorded in PostgreSQL before anything waits on it, then
+   * handed to the poller, and this worker is free. A task that already has a request (a
+   * redelivery, a crash recovery, a retry after Kiln's own trouble) is resumed, never
+   * submitted again.
+   */
+  private async handToUpstream(claim: ClaimedTask, fence: Fence, batch: RenderBatch, provider: QueueImageProvider): Promise<RunOutcome> {
+    if (claim.upstream) {
+      const pollAt = new Date();
+      const hold = this.poller.hold(pollAt);
+      if (!(await this.waits.resume(fence, hold))) return 'superseded';
+      const submission = { requestId: claim.upstream.requestId, state: claim.upstream.handle };
+      if (hold.poller) this.poller.adopt(this.waitingTask(claim, fence, submission, provider, claim.upstream.submittedAt.getTime()), pollAt.getTime());
+      return 'waiting';
+    }
+    const request = await this.renderRequest(claim, batch, null);
+    const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
+    const lease = await this.limiter.acquire(batch.model, { priority: priorityOf(claim), signal: this.interrupting.signal, cap });
+    let submission: UpstreamSubmission;
+    try {
+      if (!(await this.store.send(fence))) throw new NotSent();
+      submission = await this.timed(claim, () => provider.submit(request));
+    } finally {
+      lease.release();
+    }
+    const submittedAt = Date.now();
+    const pollAt = new Date(submittedAt + provider.pollIntervalMs);
+    const hold = this.poller.hold(pollAt);
+    if (!(await this.recordSubmission(fence, submission, hold))) {
+      this.logger.warn(`Task ${claim.id} was taken over while ${submission.requestId} was submitted; that request is left to finish unused`);
+      return 'superseded';
+    }
+    if (hold.poller) this.poller.adopt(this.waitingTask(claim, fence, submission, provider, submittedAt), pollAt.getTime());
+    return 'waiting';
+  }
+
+  /** Retries the write through PostgreSQL's passing trouble: losing the id would mean paying twice. */
+  private async recordSubmission(fence: Fence, submission: UpstreamSubmission, hold: ReturnType<UpstreamPoller['hold']>): Promise<boolean> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.waits.recordSubmission({ fence, requestId: submission.requestId, handle: submission.state, hold });
+      } catch (err) {
+        if (tries >= RECORD_TRIES) throw err;
+        this.logger.warn(`Recording upstream request ${submission.requestId} of task ${fence.taskId} failed (${describeError(err)}); trying again`);
+        await new Promise((resolve) => setTimeout(resolve, RECORD_BACKOFF_MS * tries));
+      }
+    }
+  }
+
+  private waitingTask(claim: ClaimedTask, fence: Fence, submission: UpstreamSubmission, provider: QueueImageProvider, submittedAt: number): WaitingTask {
+    return { claim, fence, submission, provider, submittedAt };
+  }
+
+  /**
+   * The poller found the image made: fetch it within the model's slot, store it and record
+   * the success. A failure of Kiln's own (storage, database) or a passing one of the download
+   * gives the task back to the queue with its request kept, so the next attempt resumes it.
+   */
+  private async collect(task: WaitingTask, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RunOutcome> {
+    const { claim, fence } = task;
+    const startedAt = Date.now();
+    let resultKey: string | null = null;
+    let preview: StoredPreview | null = null;
+    try {
+      const batch = claim.batch!;
+      const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
+      const lease = await this.limiter.acquire(batch.model, { priority: priorityOf(claim), signal: this.interrupting.signal, cap });
+      let result: RenderResult;
+      try {
+        result = await this.timed(claim, () => task.provider.fetchResult(task.submission, { signal: this.interrupting.signal }, done));
+      } finally {
+        lease.release();
+      }
+      resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
+      const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
+      preview = stored.preview;
+      if (stored.failed) throw stored.failed.err;
+      const outcome = await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview);
+      if (outcome === 'succeeded') this.telemetry.finished(claim, 'succeeded', startedAt);
+      return outcome;
+    } catch (err) {
+      await this.previews.discard(claim.batchId, preview);
+      const outcome = await this.afterFailure(claim, fence, err, startedAt);
+      if (outcome === 'failed' && resultKey) await this.removeQuietly([resultKey]);
+      return outcome;
+    } finally {
+      this.poller.collected(task);
+    }
+  }
+
+  /**
+   * The upstream's own failure answer (or a task the poller could not take up): a retryable
+   * one forgets the request, so the next attempt submits anew; a refusal fails the task.
+   */
+  private async upstreamFailed(task: Pick<WaitingTask, 'claim' | 'fence'>, err: unknown): Promise<RunOutcome> {
+    const { claim, fence } = task;
+    const failure = classifyFailure(err);
+    if (failure.retryable && !failure.internal && fence.attempt < this.config.generator.maxAttempts) {
+      if (!(await this.waits.forget(fence))) return 'superseded';
+    }
+    return this.afterFailure(claim, fence, err, Date.now());
   }
 
   /**
@@ -293,7 +443,7 @@ export class TaskRunnerService {
       if (!(await this.store.send(fence))) throw new NotSent();
       return this.timed(claim, () => provider.render(request));
     };
-    if (batch.provider.type === 'builtin') {
+    if (rendersOnCpu(batch.provider)) {
       return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
     }
     const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
@@ -306,7 +456,7 @@ export class TaskRunnerService {
   }
 
   /** The render alone, not its wait for a slot: kiln_render_* and kiln_upstream_* latencies. */
-  private async timed(claim: ClaimedTask, render: () => Promise<RenderResult>): Promise<RenderResult> {
+  private async timed<T>(claim: ClaimedTask, render: () => Promise<T>): Promise<T> {
     const started = process.hrtime.bigint();
     let ok = false;
     try {

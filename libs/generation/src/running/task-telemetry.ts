@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { ENV_REPORT_INTERVAL_MS, RouteHealthStore, RouteOutcome } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { isProviderError, ProviderRoute } from '@app/providers';
+import { isProviderError, metricsLabel, rendersOnCpu, routeLabel } from '@app/providers';
 import { ClaimedTask } from '@app/tasks';
 import { classifyFailure, describeError } from './task-failure';
 
@@ -23,11 +23,6 @@ export function failureCode(err: unknown): string {
 /** The provider error's own kind (rate_limited, timeout, bad_request, ...), for logs; null otherwise. */
 export function upstreamKind(err: unknown): string | null {
   return isProviderError(err) ? err.kind : null;
-}
-
-/** Where a route sends its calls, for logs: never a key. */
-export function routeLabel(route: ProviderRoute): string {
-  return route.type === 'openai' ? `openai ${route.baseUrl} (${route.model})` : route.type;
 }
 
 type Finished = 'succeeded' | 'failed';
@@ -51,22 +46,22 @@ export class TaskTelemetry {
 
   started(claim: ClaimedTask): void {
     if (!claim.batch) return;
-    this.metrics.tasksStarted.inc({ model: claim.batch.model, provider: claim.batch.provider.type });
+    this.metrics.tasksStarted.inc({ model: claim.batch.model, provider: metricsLabel(claim.batch.provider) });
   }
 
-  /** One render call's time: builtin renders are local CPU work, the others upstream calls. */
+  /** One render call's time: local types (builtin) are CPU work, the others upstream calls. */
   rendered(claim: ClaimedTask, seconds: number, ok: boolean): void {
     if (!claim.batch) return;
     const { model, provider } = claim.batch;
     const outcome = ok ? 'ok' : 'error';
-    if (provider.type === 'builtin') this.metrics.renderDuration.observe({ model, outcome }, seconds);
-    else this.metrics.upstreamDuration.observe({ model, provider: provider.type, outcome }, seconds);
+    if (rendersOnCpu(provider)) this.metrics.renderDuration.observe({ model, outcome }, seconds);
+    else this.metrics.upstreamDuration.observe({ model, provider: metricsLabel(provider), outcome }, seconds);
   }
 
   /** A failed attempt, retried or not: the metrics and the warn or error line it deserves. */
   attemptFailed(claim: ClaimedTask, err: unknown, retrying: boolean): void {
     const model = claim.batch?.model ?? 'unknown';
-    const provider = claim.batch?.provider.type ?? 'unknown';
+    const provider = claim.batch ? metricsLabel(claim.batch.provider) : 'unknown';
     const code = failureCode(err);
     if (retrying) this.metrics.taskRetries.inc({ model, provider, error_code: code });
     if (isProviderError(err) && err.status === 429) this.metrics.upstreamRateLimited.inc({ model, provider });
@@ -97,7 +92,7 @@ export class TaskTelemetry {
   /** The task is done for good (this attempt was its last): one line, the counters, route health. */
   finished(claim: ClaimedTask, outcome: Finished, startedAt: number, details: { err?: unknown; refunded?: number } = {}): void {
     const model = claim.batch?.model ?? 'unknown';
-    const provider = claim.batch?.provider.type ?? 'unknown';
+    const provider = claim.batch ? metricsLabel(claim.batch.provider) : 'unknown';
     const errorCode = details.err === undefined ? null : failureCode(details.err);
     if (outcome === 'succeeded') {
       this.metrics.tasksSucceeded.inc({ model, provider });

@@ -40,7 +40,8 @@ interface OrphanCandidate {
  * jobs (flushed, a failed add, a job Bull gave up on after repeated stalls), so every pass
  * (`pending` tasks are the feeder's, QueueFeeder): gives a job again to `queued` tasks
  * whose job is gone and to `running` tasks whose worker is gone (untouched for a lease and
- * no live job); and settles batches whose tasks are all terminal but which were never
+ * no live job; tasks waiting on a queue upstream are the pollers', UpstreamPoller, which
+ * take over a dead generator's by their own leases); and settles batches whose tasks are all terminal but which were never
  * marked finished. Every action is idempotent (deterministic job ids, fenced updates), so a
  * pass racing the workers or another replica's pass does no harm; the Redis lock only
  * saves the work.
@@ -99,6 +100,7 @@ export class TaskReconcilerService {
     const running: OrphanCandidate[] = await this.db.query(
       `SELECT id, seq, status, attempts FROM tasks
         WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
+          AND upstream_poll_at IS NULL
         ORDER BY updated_at LIMIT $2`,
       [this.config.generator.taskLeaseMs, this.passLimit],
     );

@@ -2,7 +2,7 @@ import { AddressInfo } from 'node:net';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import sharp from 'sharp';
 import { OpenAiProvider, OpenAiProviderConfig, parseRetryAfter } from './openai.provider';
-import { ProviderError, RenderRequest } from './provider.types';
+import { ProviderError, RenderRequest } from '../provider.types';
 
 const API_KEY = 'sk-test-secret-0123456789';
 

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
-import { ImageProvider, ProviderError, RenderRequest, RenderResult } from './provider.types';
-import { reportProgress, sleep, throwIfAborted } from './provider.utils';
+import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
+import { reportProgress, sleep, throwIfAborted } from '../provider.utils';
 
 export interface SimulatedProviderConfig {
   /** A fixed latency, or uniform between min and max (ms). Default 0. */

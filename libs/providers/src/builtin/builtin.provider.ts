@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from './provider.types';
-import { reportProgress, throwIfAborted } from './provider.utils';
+import { ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from '../provider.types';
+import { reportProgress, throwIfAborted } from '../provider.utils';
 
 /** Far above any catalog size (21:9 at 4K would be 6256 px wide); guards against a typo costing gigabytes. */
 const MAX_EDGE = 8192;

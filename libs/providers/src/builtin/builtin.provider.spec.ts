@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { BuiltinProvider } from './builtin.provider';
-import { pixelSize } from './image-size';
-import { ProviderError, RenderRequest, RenderResolution } from './provider.types';
+import { pixelSize } from '../image-size';
+import { ProviderError, RenderRequest, RenderResolution } from '../provider.types';
 
 const provider = new BuiltinProvider();
 

@@ -1,0 +1,52 @@
+import type { ProviderPreset, QueueProviderType } from '../provider-type';
+import { queueMadeSize, queueSettings } from '../queue-route';
+import { fakeBfl } from './bfl.fake';
+import { BFL_DEFAULTS, bflLabel, BflProvider, BflRoute } from './bfl.provider';
+
+const RATIOS_1K: Record<string, '1K'[]> = { '1:1': ['1K'], '4:3': ['1K'], '3:4': ['1K'], '3:2': ['1K'], '2:3': ['1K'], '16:9': ['1K'], '9:16': ['1K'] };
+
+/** Black Forest Labs' API; spec extensions v1.2 section 1. */
+export const bflType: QueueProviderType<BflRoute> = {
+  type: 'bfl',
+  mode: 'queue',
+  summary: 'Black Forest Labs: POST {baseUrl}/{model} (x-key) {prompt, width, height, seed}, poll polling_url until Ready; result.sample',
+  settings: queueSettings({
+    defaultBaseUrl: BFL_DEFAULTS.baseUrl,
+    keyVariable: BFL_DEFAULTS.apiKeyEnv,
+    modelExample: 'flux-pro-1.1',
+    sizeInputs: ['width_height', 'aspect_ratio'],
+    defaultSizeInput: BFL_DEFAULTS.sizeInput,
+    defaultReferenceInput: BFL_DEFAULTS.referenceInput,
+  }),
+  keyVariable: BFL_DEFAULTS.apiKeyEnv,
+  work: 'upstream',
+  metricsLabel: 'bfl',
+  describe: (route) => `${bflLabel(route)} ${route.baseUrl ?? BFL_DEFAULTS.baseUrl}`,
+  upstreamUrl: (route) => route.baseUrl ?? BFL_DEFAULTS.baseUrl,
+  sizeFor: (route, asked) =>
+    queueMadeSize(route.sizeInput ?? BFL_DEFAULTS.sizeInput, asked, {
+      pixelRange: route.pixelRange ?? BFL_DEFAULTS.pixelRange,
+      aspectRatios: route.aspectRatios ?? BFL_DEFAULTS.aspectRatios,
+      ratioArea: 1024 * 1024,
+    }),
+  presets: [
+    {
+      id: 'bfl/flux-pro-1.1',
+      type: 'bfl',
+      settings: { model: 'flux-pro-1.1', sizeInput: 'width_height' },
+      cost: { usdPerImage: { '1K': 0.04 }, note: 'as listed by Black Forest Labs' },
+      notes: 'FLUX1.1 [pro]: width and height 256-1440, multiples of 32; one reference as image_prompt',
+      model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
+    },
+    {
+      id: 'bfl/flux-kontext-pro',
+      type: 'bfl',
+      settings: { model: 'flux-kontext-pro', sizeInput: 'aspect_ratio', referenceInput: 'input_image' },
+      cost: { usdPerImage: { '1K': 0.04 }, note: 'as listed by Black Forest Labs' },
+      notes: 'FLUX.1 Kontext [pro]: edits one input_image; aspect_ratio',
+      model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
+    },
+  ] satisfies ProviderPreset[],
+  create: (route, context) => new BflProvider(route, { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, ...context.upstream }),
+  testing: { fake: () => fakeBfl() },
+};

@@ -1,0 +1,77 @@
+import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import { checks, upstreamSettings } from '../route-settings';
+import { OpenAiFakeUpstream } from './openai.fake';
+import { OpenAiProvider } from './openai.provider';
+import { openAiMadeSize, openAiUpstreamSize } from './openai.sizes';
+
+export interface OpenAiRoute extends UpstreamRouteSettings {
+  type: 'openai';
+  preset?: string;
+  /** Kiln "WxH" -> upstream size string; when absent, a known model's legal size or the exact pixel size is sent. */
+  sizeMap?: Record<string, string>;
+}
+
+export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
+
+const shared = upstreamSettings({ defaultBaseUrl: OPENAI_DEFAULT_BASE_URL, keyVariable: 'OPENAI_API_KEY', modelExample: 'gpt-image-1' });
+
+/** What gpt-image-1, -1-mini and -1.5 make honestly: 1024x1024, 1536x1024, 1024x1536, so 1:1, 3:2 and 2:3 at 1K. */
+const GPT_IMAGE_1_PAIRS: Record<string, ('1K' | '2K' | '4K')[]> = { '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] };
+const GPT_IMAGE_MODEL = { resolutionsByRatio: GPT_IMAGE_1_PAIRS, maxRefImages: 16, supportsRefImages: true, supportsQuality: true, supportsBackground: true };
+
+/** Any OpenAI-compatible images endpoint (OpenAI itself, or a compatible server). */
+export const openaiType: SyncProviderType<OpenAiRoute> = {
+  type: 'openai',
+  mode: 'sync',
+  summary: 'Any OpenAI-compatible images endpoint: POST {baseUrl}/images/generations, /images/edits with references; Authorization: Bearer',
+  settings: [
+    shared.baseUrl,
+    shared.model,
+    shared.apiKeyEnv,
+    {
+      name: 'sizeMap',
+      required: false,
+      description:
+        'Kiln "WxH" -> the upstream size string to send instead. Without an entry, gpt-image-1/-1-mini/-1.5 get their nearest legal size (ratio, then area) and other models the exact "WxH"',
+      check: checks.anything,
+    },
+    shared.timeoutMs,
+    shared.maxConcurrency,
+  ],
+  keyVariable: 'OPENAI_API_KEY',
+  work: 'upstream',
+  metricsLabel: 'openai',
+  describe: (route) => `openai ${route.baseUrl} (${route.model})`,
+  upstreamUrl: (route) => route.baseUrl,
+  sizeFor: (route, asked) => openAiMadeSize(route, asked),
+  presets: [
+    {
+      id: 'openai/gpt-image-1',
+      type: 'openai',
+      settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1' },
+      cost: { usdPerImage: { '1K': 0.042 }, note: 'medium quality, 1024x1024; low 0.011, high 0.167; 1536x1024 costs about 1.5 x' },
+      model: GPT_IMAGE_MODEL,
+    },
+    {
+      id: 'openai/gpt-image-1-mini',
+      type: 'openai',
+      settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1-mini' },
+      cost: { usdPerImage: { '1K': 0.011 }, note: 'medium quality, 1024x1024; low 0.005, high 0.036' },
+      retiresAt: '2026-12-01',
+      notes: 'OpenAI announced its shutdown for 2026-12-01',
+      model: GPT_IMAGE_MODEL,
+    },
+  ],
+  create: (route, context) =>
+    new OpenAiProvider({
+      baseUrl: route.baseUrl,
+      apiKey: context.apiKey,
+      model: route.model,
+      sizeMap: route.sizeMap,
+      upstreamSize: (asked) => openAiUpstreamSize(route, asked),
+      timeoutMs: route.timeoutMs ?? context.timeoutMs,
+      allowPrivate: context.upstream.allowPrivate,
+      maxImageBytes: context.upstream.maxImageBytes,
+    }),
+  testing: { fake: () => new OpenAiFakeUpstream() },
+};

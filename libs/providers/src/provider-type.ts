@@ -1,0 +1,271 @@
+import type { PixelSize } from './image-size';
+import type { ImageProvider, ProviderError, RenderRequest, RenderResolution, RenderResult } from './provider.types';
+
+/**
+ * What one provider type is, whole: everything Kiln needs to validate, build, watch,
+ * document and test a route of that type. Each type lives in its own folder
+ * (`libs/providers/src/<type>/`) and exports one of these; `registry.ts` lists them, and
+ * the catalog, route health, telemetry, the admin DTOs and OpenAPI read only from there.
+ *
+ * Adding a type is one folder and one line in `registry.ts`; `registry.spec.ts` refuses an
+ * entry without a settings schema, presets or a fake upstream.
+ */
+export type ProviderTypeDefinition<R extends RouteBase = RouteBase> = SyncProviderType<R> | QueueProviderType<R>;
+
+/** Every route is a JSON object with a `type`; the rest are the type's settings. */
+export interface RouteBase {
+  type: string;
+  /** The preset a route was expanded from, kept as a label only (a later preset change never alters the route). */
+  preset?: string;
+}
+
+/** The settings every upstream (non-local) type shares. */
+export interface UpstreamRouteSettings {
+  baseUrl: string;
+  model: string;
+  /** Name of the environment variable holding the upstream key (default: the type's keyVariable). */
+  apiKeyEnv?: string;
+  timeoutMs?: number;
+  /** Concurrent upstream calls for this model, across all generators (default MODEL_CONCURRENCY_CAP). */
+  maxConcurrency?: number;
+}
+
+interface ProviderTypeBase<R extends RouteBase> {
+  /** The route's `type`, never renamed once deployed: it is stored in models and batch snapshots. */
+  readonly type: R['type'];
+  /** One line for GET /v1/admin/providers, OpenAPI and docs/providers.md. */
+  readonly summary: string;
+  /**
+   * The route settings schema, in the order they are checked and documented. A route's
+   * fields not listed here are kept as given (the catalog has always stored routes as sent).
+   */
+  readonly settings: readonly RouteSetting[];
+  /**
+   * The environment variable holding the upstream key when the route names none (`apiKeyEnv`),
+   * null for types that call no upstream. The config lib reads it and its `<NAME>_FILE` form;
+   * its name must be one the config recognises as an upstream key (registry.spec checks).
+   */
+  readonly keyVariable: string | null;
+  /**
+   * Where the work happens: `local-cpu` renders take one of the generator's render slots
+   * (kiln_render_* metrics); `upstream` calls wait on the model's concurrency limiter
+   * (maxConcurrency, kiln_upstream_* metrics). simulated stands in for an upstream.
+   */
+  readonly work: 'local-cpu' | 'upstream';
+  /** The `provider` label on kiln_tasks_*, kiln_upstream_* metrics for routes of this type. */
+  readonly metricsLabel: string;
+  /** Where a route sends its calls, for logs and health: never a key. */
+  describe(route: R): string;
+  /** The address the catalog egress-checks when an operator sets the route; null: none. */
+  upstreamUrl(route: R): string | null;
+  /** Known upstream models, as data with dates (they move fast). At least one per type. */
+  readonly presets: readonly ProviderPreset[];
+  /**
+   * The size the route's upstream makes for Kiln's pixel size of a pair (api.md "Pixel
+   * sizes"), by the same rule the type's request mapping sends: the catalog offers only the
+   * pairs where it is honest (size-rules.ts isHonest). null: the upstream makes what is asked,
+   * or the route's sizeMap names something Kiln cannot measure ("auto"), the operator's call.
+   * Optional: a type without it makes every size.
+   */
+  sizeFor?(route: R, asked: SizeAsked): PixelSize | null;
+  /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
+  readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
+}
+
+/** A type whose upstream answers the image in the same exchange (builtin, simulated, openai, gemini). */
+export interface SyncProviderType<R extends RouteBase> extends ProviderTypeBase<R> {
+  readonly mode: 'sync';
+  create(route: R, context: ProviderContext): ImageProvider;
+}
+
+/** A type whose upstream queues the work (fal, replicate, bfl): see QueueImageProvider. */
+export interface QueueProviderType<R extends RouteBase> extends ProviderTypeBase<R> {
+  readonly mode: 'queue';
+  create(route: R, context: ProviderContext): QueueImageProvider;
+}
+
+/** One ratio x resolution pair of the catalog and Kiln's exact pixel size for it. */
+export interface SizeAsked extends PixelSize {
+  aspectRatio: string;
+  resolution: RenderResolution;
+}
+
+/**
+ * What `create` gets: the route comes with its defaults applied (`withDefaults`), and the
+ * key is already looked up (a route whose key is missing never reaches `create`: the factory
+ * answers not_configured for it). The config lib is the only code that reads the environment.
+ */
+export interface ProviderContext {
+  /** The upstream key (the value of the route's apiKeyEnv or the type's keyVariable); '' for local types. */
+  apiKey: string;
+  /** Upstream timeout when the route does not set its own (PROVIDER_TIMEOUT_MS). */
+  timeoutMs: number;
+  /** UPSTREAM_ALLOW_PRIVATE and UPSTREAM_MAX_IMAGE_BYTES. */
+  upstream: { allowPrivate: boolean; maxImageBytes: number };
+  /** Only for tests: makes simulated routes deterministic. */
+  random?: () => number;
+}
+
+/** One setting of a route type: its schema entry, its check and its documentation. */
+export interface RouteSetting {
+  name: string;
+  /** Absent and required: the check is called with undefined and names the reason. */
+  required: boolean;
+  /** Applied by `withDefaults` (and shown in GET /v1/admin/providers) when the route omits it. */
+  default?: unknown;
+  description: string;
+  /** null when the value is acceptable, else the reason (invalid_request `reason`, field `provider.<name>`). */
+  check(value: unknown): string | null;
+}
+
+/**
+ * A known upstream model for a type. The id is `<type>/<upstream model id>`; `settings` are
+ * the route settings it expands to (type excluded). Stored routes are expanded copies, so
+ * changing a preset here never changes a model already routed with it.
+ */
+export interface ProviderPreset {
+  id: string;
+  type: string;
+  settings: Record<string, unknown>;
+  /** The upstream's list price, as it states it (e.g. { usdPerImage: { '1K': 0.039 } }). */
+  cost?: { usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>; note?: string };
+  /** ISO date the upstream announced it stops serving the model. */
+  retiresAt?: string;
+  notes?: string;
+  /** What a model created `fromPreset` takes: the pairs it can honestly make, caps and supports. */
+  model: {
+    resolutionsByRatio: Record<string, ('1K' | '2K' | '4K')[]>;
+    maxRefImages: number | null;
+    supportsRefImages: boolean;
+    supportsQuality: boolean;
+    supportsBackground: boolean;
+  };
+}
+
+/** Thrown by route validation: the catalog answers invalid_request with this field (e.g. `provider.baseUrl`) and reason. */
+export class RouteSettingsError extends Error {
+  constructor(
+    readonly field: string,
+    readonly reason: string,
+  ) {
+    super(`Invalid ${field}: ${reason}`);
+    this.name = 'RouteSettingsError';
+  }
+}
+
+/**
+ * A queue-style upstream (fal, Replicate, BFL): the work is submitted, then waited for, then
+ * fetched. The split exists so Kiln never pays twice (spec section 2):
+ *
+ * 1. `submit` sends the request and resolves as soon as the upstream accepted it. The caller
+ *    writes the returned `UpstreamSubmission` to PostgreSQL (through libs/tasks) BEFORE it
+ *    waits on it; a crash after that point resumes the same submission, never submits again.
+ * 2. `poll` asks once how the request is doing and returns at once: it never waits for the
+ *    result. The caller decides when to ask again (`pollIntervalMs`), holding no worker slot
+ *    in between, so thousands of tasks may wait at once.
+ * 3. `fetchResult` downloads the finished image (through libs/egress, like every upstream
+ *    byte) and says what it really is.
+ *
+ * Failures are ProviderErrors, as for `ImageProvider.render`: `retryable` says whether a new
+ * attempt is worth it; an upstream's own failure answer (status failed) starts a new submit,
+ * Kiln's own trouble (network to the upstream, storage, database) resumes the submission.
+ * A content refusal is a ProviderError of kind `content_refused`.
+ */
+export interface QueueImageProvider {
+  /** How long to wait between two polls of one request (the route's setting, or the type's default). */
+  readonly pollIntervalMs: number;
+  /**
+   * The longest a request may wait upstream; past it the task fails (never resubmitted: the
+   * upstream may still bill it). Added by the queue types (fal, replicate, bfl).
+   */
+  readonly maxWaitMs: number;
+  /** Sends the request once. Everything needed to resume it later is in the answer. */
+  submit(req: RenderRequest): Promise<UpstreamSubmission>;
+  /** One status check, answered at once. */
+  poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll>;
+  /**
+   * The finished image; call only after `poll` answered `done`, with what it answered (the
+   * queue types read the result's image URL while polling, where the request's own failure
+   * answer is told apart from passing trouble).
+   */
+  fetchResult(submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal' | 'onProgress'>, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RenderResult>;
+}
+
+/** What is persisted for a submitted request: plain JSON, so it survives in a jsonb column. */
+export interface UpstreamSubmission {
+  /** The upstream's own id for the request (shown to operators). */
+  requestId: string;
+  /** URLs or anything else the upstream answered that later calls need (status_url, polling_url, urls.get, ...). */
+  state: Record<string, string>;
+}
+
+/**
+ * One poll's answer. The queue types answer passing trouble of the poll itself (429, 5xx, a
+ * timeout) as `waiting` (with the upstream's Retry-After), and the request's own failure
+ * answer as `failed`, so the poller never mistakes one for the other: a retryable `failed`
+ * starts a new submit (a new attempt), a non-retryable one (a content refusal) fails the task.
+ */
+export type UpstreamPoll =
+  | {
+      state: 'waiting';
+      /** Coarse progress 0-100 when the upstream says. */ progressPct?: number;
+      /** The upstream's own status word. */ upstreamStatus?: string;
+      /** Poll no sooner than this (the upstream's Retry-After on a 429). */ retryAfterMs?: number;
+    }
+  | { state: 'done'; /** Where the made image is, when the poll already read it. */ resultUrl?: string }
+  | { state: 'failed'; error: ProviderError };
+
+/** Whether a provider built for a route runs through submit/poll/fetch. */
+export function isQueueProvider(provider: unknown): provider is QueueImageProvider {
+  return (
+    typeof provider === 'object' &&
+    provider !== null &&
+    typeof (provider as QueueImageProvider).submit === 'function' &&
+    typeof (provider as QueueImageProvider).poll === 'function'
+  );
+}
+
+/** An upstream answer, as a type's error classification sees it. */
+export interface UpstreamAnswer {
+  status: number;
+  headers: Headers;
+  /** The body as text (JSON for every upstream Kiln knows). */
+  text: string;
+}
+
+/**
+ * A type's error classification: an upstream answer that is not a success -> the ProviderError
+ * the generator acts on (retry, wait Retry-After, fail with content_refused, ...). Each type
+ * has its own in its folder (e.g. openai/openai.errors.ts), since each says "refused"
+ * differently.
+ */
+export type UpstreamErrorClassifier = (answer: UpstreamAnswer, secrets: { apiKey: string }) => ProviderError;
+
+/** What a fake saw: enough to assert method, path, auth header and body. */
+export interface CapturedRequest {
+  method: string;
+  /** Path and query, as sent. */
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
+
+/** How a fake answers one request; `hang` never answers (for timeouts). */
+export type FakeAnswer =
+  | { status: number; headers?: Record<string, string>; body: string | Buffer }
+  | 'hang';
+
+/**
+ * A type's test double on 127.0.0.1: it speaks the upstream's protocol well enough for the
+ * type's provider and the e2e tests. By default each request gets a success with a real
+ * image of the asked size; `answerNext` queues other answers (errors, refusals, non-images).
+ */
+export interface FakeUpstream {
+  /** The route baseUrl pointing at the fake (valid after start). */
+  readonly baseUrl: string;
+  readonly requests: CapturedRequest[];
+  start(): Promise<string>;
+  stop(): Promise<void>;
+  /** The next requests get these answers, in order; then the default again. */
+  answerNext(...answers: (FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>))[]): void;
+}

@@ -1,0 +1,178 @@
+import type { UpstreamPoll, UpstreamSubmission } from './provider-type';
+import { ProviderError, RenderRequest, RenderResult } from './provider.types';
+import { sleep, throwIfAborted } from './provider.utils';
+import type { RouteSetting } from './provider-type';
+import { UpstreamHttp } from './queue-http';
+import { fitPixels, nearestRatio, PixelRange } from './queue-sizes';
+import { checks, upstreamSettings } from './route-settings';
+
+/** Poll interval and longest wait when a route does not set them. */
+export const DEFAULT_POLL_INTERVAL_MS = 1000;
+export const DEFAULT_MAX_WAIT_MS = 30 * 60_000;
+
+/** Settings every queue type's route has (spec: extensions v1.2, section 1). */
+export interface QueueRouteSettings {
+  /** The upstream model id (fal `fal-ai/flux/schnell`, Replicate `owner/name`, BFL `flux-pro-1.1`). */
+  model: string;
+  /** Defaulted per type; https and public unless UPSTREAM_ALLOW_PRIVATE. */
+  baseUrl?: string;
+  /** The variable holding the key (defaulted per type: FAL_KEY, REPLICATE_API_TOKEN, BFL_API_KEY; each may come from `<NAME>_FILE`). */
+  apiKeyEnv?: string;
+  /** Each upstream call (submit, poll, download). */
+  timeoutMs?: number;
+  /** Concurrent submits and downloads for this model across all generators; waiting tasks hold none. */
+  maxConcurrency?: number;
+  /** Between two polls of one request (default 1 s). */
+  pollIntervalMs?: number;
+  /** The longest a request may wait upstream before the task fails (default 30 min). */
+  maxWaitMs?: number;
+  /** Extra input fields sent as they are (an upstream model's own options). */
+  input?: Record<string, unknown>;
+  /** The preset the route was expanded from, kept as a label. */
+  preset?: string;
+}
+
+/** What a queue type is built with: its key, read by the config lib, and the upstream limits. */
+export interface QueueProviderDeps {
+  apiKey: string;
+  /** The route's timeoutMs, else PROVIDER_TIMEOUT_MS. */
+  timeoutMs: number;
+  allowPrivate: boolean;
+  maxImageBytes: number;
+}
+
+/** Shared by the queue types: HTTP, the poll interval and the longest wait. */
+export abstract class QueueProviderBase {
+  readonly queue = true as const;
+  readonly pollIntervalMs: number;
+  readonly maxWaitMs: number;
+  protected readonly http: UpstreamHttp;
+
+  protected constructor(label: string, defaultBaseUrl: string, route: QueueRouteSettings, deps: QueueProviderDeps) {
+    this.pollIntervalMs = route.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.maxWaitMs = route.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+    this.http = new UpstreamHttp({
+      label,
+      baseUrl: route.baseUrl ?? defaultBaseUrl,
+      apiKey: deps.apiKey,
+      timeoutMs: deps.timeoutMs,
+      allowPrivate: deps.allowPrivate,
+      maxImageBytes: deps.maxImageBytes,
+    });
+  }
+
+  abstract submit(req: RenderRequest): Promise<UpstreamSubmission>;
+  abstract poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll>;
+
+  /** The made image at the URL the poll read; no key sent, through the egress checks. */
+  fetchResult(_submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal'>, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RenderResult> {
+    if (!done.resultUrl) throw new ProviderError('invalid_response', `${this.http.label} answered without an image URL`);
+    return this.http.image(done.resultUrl, req.signal);
+  }
+
+  /** Submit, poll, fetch in one call (the generator instead records the submission and frees its worker). */
+  async render(req: RenderRequest): Promise<RenderResult> {
+    const submission = await this.submit(req);
+    const deadline = Date.now() + this.maxWaitMs;
+    for (;;) {
+      throwIfAborted(req.signal);
+      if (Date.now() > deadline) throw new ProviderError('timeout', `${this.http.label} did not make the image within ${this.maxWaitMs} ms`, { retryable: false });
+      const polled = await this.poll(submission, req.signal);
+      if (polled.state === 'done') return this.fetchResult(submission, req, polled);
+      if (polled.state === 'failed') throw polled.error;
+      await sleep(Math.max(this.pollIntervalMs, polled.retryAfterMs ?? 0), req.signal);
+    }
+  }
+
+  /** A poll that met passing trouble (429, 5xx, timeouts, the network) waits and polls again; anything else is the request's failure. */
+  protected pollTrouble(err: unknown): { state: 'waiting'; retryAfterMs?: number } | { state: 'failed'; error: ProviderError } {
+    if (err instanceof ProviderError) {
+      if (err.retryable) return { state: 'waiting', retryAfterMs: err.retryAfterMs };
+      return { state: 'failed', error: err };
+    }
+    throw err;
+  }
+}
+
+/** The settings schema of a queue type: the upstream ones (spec 1), then polling, sizes, references, extra input. */
+export function queueSettings(opts: {
+  defaultBaseUrl: string;
+  keyVariable: string;
+  modelExample: string;
+  sizeInputs: readonly string[];
+  defaultSizeInput: string;
+  defaultReferenceInput: string;
+}): RouteSetting[] {
+  const shared = upstreamSettings(opts);
+  const field = (v: unknown) => (typeof v === 'string' && /^[a-z_]+$/.test(v) ? null : 'invalid');
+  return [
+    shared.baseUrl,
+    shared.model,
+    shared.apiKeyEnv,
+    shared.timeoutMs,
+    shared.maxConcurrency,
+    {
+      name: 'pollIntervalMs',
+      required: false,
+      default: DEFAULT_POLL_INTERVAL_MS,
+      description: 'Between two polls of one request, in ms (at least 100); a waiting task holds no worker meanwhile',
+      check: (v) => (Number.isInteger(v) && (v as number) >= 100 ? null : 'out_of_range'),
+    },
+    {
+      name: 'maxWaitMs',
+      required: false,
+      default: DEFAULT_MAX_WAIT_MS,
+      description: 'The longest a request may wait upstream before the task fails and is refunded (never submitted again)',
+      check: checks.positiveInteger,
+    },
+    {
+      name: 'sizeInput',
+      required: false,
+      default: opts.defaultSizeInput,
+      description: `How the upstream model takes its size: ${opts.sizeInputs.join(' or ')}`,
+      check: (v) => (typeof v === 'string' && opts.sizeInputs.includes(v) ? null : 'invalid'),
+    },
+    {
+      name: 'pixelRange',
+      required: false,
+      description: 'For pixel sizes: { min, max, multiple } of each side (the nearest legal size keeps the ratio)',
+      check: (v) => {
+        const r = v as PixelRange;
+        return r && [r.min, r.max, r.multiple].every((n) => Number.isInteger(n) && n >= 1) && r.min <= r.max ? null : 'invalid';
+      },
+    },
+    {
+      name: 'aspectRatios',
+      required: false,
+      description: 'For aspect_ratio: the ratios ("w:h") the model takes; the nearest is sent',
+      check: (v) => (Array.isArray(v) && v.length > 0 && v.every((r) => typeof r === 'string' && /^\d+:\d+$/.test(r)) ? null : 'invalid'),
+    },
+    {
+      name: 'referenceInput',
+      required: false,
+      default: opts.defaultReferenceInput,
+      description: 'The input field taking reference images',
+      check: field,
+    },
+    {
+      name: 'input',
+      required: false,
+      description: "Extra input fields sent as they are (the upstream model's own options)",
+      check: (v) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'not_an_object'),
+    },
+  ];
+}
+
+/** Kiln's size a route's upstream makes: the nearest legal pixel size, or the nearest ratio at about `area` pixels. */
+export function queueMadeSize(
+  sizeInput: string,
+  asked: { width: number; height: number },
+  opts: { pixelRange: PixelRange; aspectRatios: readonly string[]; ratioArea: number },
+): { width: number; height: number } {
+  if (sizeInput === 'aspect_ratio') {
+    const [w, h] = nearestRatio(asked.width, asked.height, opts.aspectRatios).split(':').map(Number);
+    const width = Math.round(Math.sqrt((opts.ratioArea * w) / h) / 16) * 16;
+    return { width, height: Math.round((width * h) / w / 16) * 16 };
+  }
+  return fitPixels(asked.width, asked.height, opts.pixelRange);
+}

@@ -1,0 +1,116 @@
+import { bflType } from './bfl/bfl.type';
+import { builtinType } from './builtin/builtin.type';
+import { falType } from './fal/fal.type';
+import { openaiType } from './openai/openai.type';
+import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
+import { RouteSettingsError } from './provider-type';
+import { replicateType } from './replicate/replicate.type';
+import { simulatedType } from './simulated/simulated.type';
+
+/**
+ * Every provider type Kiln knows, one line each, in the order docs, OpenAPI and
+ * GET /v1/admin/providers list them. Adding a type is a folder under libs/providers/src/
+ * and a line here; the catalog, route health, telemetry, the factory and the admin API
+ * read everything else from the type's definition (provider-type.ts).
+ */
+export const PROVIDER_TYPES = [builtinType, openaiType, simulatedType, falType, replicateType, bflType] as const;
+
+type RouteOf<D> = D extends { create(route: infer R, context: ProviderContext): unknown } ? R : never;
+
+/** How the catalog routes a model; stored as JSON on each model and snapshotted on each batch. */
+export type ProviderRoute = RouteOf<(typeof PROVIDER_TYPES)[number]>;
+
+export type ProviderTypeName = ProviderRoute['type'];
+
+export const PROVIDER_TYPE_NAMES: ProviderTypeName[] = PROVIDER_TYPES.map((t) => t.type);
+
+const BY_NAME = new Map<string, ProviderTypeDefinition>(PROVIDER_TYPES.map((t) => [t.type, t as unknown as ProviderTypeDefinition]));
+
+/** The definition of a route's type; undefined for a type Kiln does not know. */
+export function providerType(type: unknown): ProviderTypeDefinition | undefined {
+  return typeof type === 'string' ? BY_NAME.get(type) : undefined;
+}
+
+function definitionOf(route: ProviderRoute): ProviderTypeDefinition<RouteBase> {
+  const def = providerType(route?.type);
+  if (!def) throw new RouteSettingsError('provider.type', 'unknown_provider');
+  return def;
+}
+
+/** Every preset of every type, in registry order. */
+export function allPresets(): ProviderPreset[] {
+  return PROVIDER_TYPES.flatMap((t) => [...t.presets]);
+}
+
+/**
+ * Checks a route against its type's settings schema, in the schema's order; throws a
+ * RouteSettingsError naming the first bad field (`provider.<name>`) and why. Fields the
+ * schema does not list are left alone, as the catalog always has.
+ */
+export function validateRoute(route: unknown): asserts route is ProviderRoute {
+  if (!route || typeof route !== 'object' || Array.isArray(route)) throw new RouteSettingsError('provider', 'not_an_object');
+  const def = definitionOf(route as ProviderRoute);
+  const fields = route as Record<string, unknown>;
+  for (const setting of def.settings) {
+    const value = fields[setting.name];
+    if (value === undefined && !setting.required) continue;
+    const reason = setting.check(value);
+    if (reason) throw new RouteSettingsError(`provider.${setting.name}`, reason);
+  }
+}
+
+/** The route with every omitted setting that has a default filled in. */
+export function withDefaults<R extends ProviderRoute>(route: R): R {
+  const filled: Record<string, unknown> = { ...route };
+  for (const setting of definitionOf(route).settings) {
+    if (filled[setting.name] === undefined && setting.default !== undefined) filled[setting.name] = setting.default;
+  }
+  return filled as R;
+}
+
+/** The environment variable a route's upstream key comes from, or null when it needs none (or its type is unknown). */
+export function requiredKey(route: ProviderRoute): string | null {
+  const def = providerType(route?.type);
+  if (!def || def.keyVariable === null) return null;
+  return (route as { apiKeyEnv?: string }).apiKeyEnv ?? def.keyVariable;
+}
+
+/** Where a route sends its calls, for logs: never a key. */
+export function routeLabel(route: ProviderRoute): string {
+  const def = providerType(route?.type);
+  return def ? def.describe(withDefaults(route)) : String(route?.type);
+}
+
+/** The `provider` label of a route's metrics. */
+export function metricsLabel(route: ProviderRoute): string {
+  return providerType(route?.type)?.metricsLabel ?? 'unknown';
+}
+
+/** The address an operator's route sends to, for the catalog's egress check; null for local types. */
+export function upstreamUrl(route: ProviderRoute): string | null {
+  return definitionOf(route).upstreamUrl(withDefaults(route));
+}
+
+/** Whether a route renders on the generator's own CPU (a render slot) rather than waiting on an upstream. */
+export function rendersOnCpu(route: ProviderRoute): boolean {
+  return providerType(route?.type)?.work === 'local-cpu';
+}
+
+/**
+ * The route shapes for the admin API's OpenAPI description, e.g.
+ * `{ type: "builtin" } | { type: "openai", baseUrl, model, apiKeyEnv?, ... }`.
+ */
+export function routeShapes(): string {
+  return PROVIDER_TYPES.map((t) => {
+    const fields = t.settings.map((s) => (s.required ? s.name : `${s.name}?`));
+    return `{ type: "${t.type}"${fields.map((f) => `, ${f}`).join('')} }`;
+  }).join(' | ');
+}
+
+/** The route types in one line, e.g. `builtin; openai (baseUrl, model, apiKeyEnv?, ...)`. */
+export function routeTypesInBrief(): string {
+  return PROVIDER_TYPES.map((t) => {
+    const fields = t.settings.map((s) => (s.required ? s.name : `${s.name}?`));
+    return fields.length ? `${t.type} (${fields.join(', ')})` : t.type;
+  }).join('; ');
+}

@@ -1,0 +1,58 @@
+import type { RouteSetting } from './provider-type';
+import { MAX_ROUTE_CONCURRENCY } from './provider.types';
+
+/**
+ * The checks route settings share, each answering null or the invalid_request reason the
+ * catalog has always given for it (reasons are part of the admin API: never rename one).
+ */
+export const checks = {
+  url: (v: unknown) => (typeof v === 'string' && /^https?:\/\/\S+$/.test(v) ? null : 'not_a_url'),
+  nonEmptyString: (v: unknown) => (typeof v === 'string' && v.length > 0 ? null : 'required'),
+  envName: (v: unknown) => (typeof v === 'string' && /^[A-Z][A-Z0-9_]*$/.test(v) ? null : 'invalid'),
+  positiveInteger: (v: unknown) => (Number.isInteger(v) && (v as number) >= 1 ? null : 'invalid'),
+  concurrency: (v: unknown) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= MAX_ROUTE_CONCURRENCY ? null : 'out_of_range'),
+  rate: (v: unknown) => (typeof v === 'number' && v >= 0 && v <= 1 ? null : 'out_of_range'),
+  /** Kiln "WxH" -> upstream size string. */
+  sizeMap: (v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((s) => typeof s === 'string') ? null : 'invalid',
+  anything: () => null,
+};
+
+/** baseUrl, model, apiKeyEnv, timeoutMs, maxConcurrency: what every upstream type takes (spec 1). */
+export function upstreamSettings(opts: { defaultBaseUrl?: string; keyVariable: string; modelExample: string }): {
+  baseUrl: RouteSetting;
+  model: RouteSetting;
+  apiKeyEnv: RouteSetting;
+  timeoutMs: RouteSetting;
+  maxConcurrency: RouteSetting;
+} {
+  return {
+    baseUrl: {
+      name: 'baseUrl',
+      required: opts.defaultBaseUrl === undefined,
+      ...(opts.defaultBaseUrl !== undefined ? { default: opts.defaultBaseUrl } : {}),
+      description: 'The upstream API root; https and a public address unless UPSTREAM_ALLOW_PRIVATE=true',
+      check: checks.url,
+    },
+    model: { name: 'model', required: true, description: `The upstream model id, e.g. ${opts.modelExample}`, check: checks.nonEmptyString },
+    apiKeyEnv: {
+      name: 'apiKeyEnv',
+      required: false,
+      default: opts.keyVariable,
+      description: `The environment variable holding the upstream key (or its <NAME>_FILE form) on the generators`,
+      check: checks.envName,
+    },
+    timeoutMs: {
+      name: 'timeoutMs',
+      required: false,
+      description: 'Budget for one upstream call in ms (default PROVIDER_TIMEOUT_MS)',
+      check: checks.positiveInteger,
+    },
+    maxConcurrency: {
+      name: 'maxConcurrency',
+      required: false,
+      description: 'Concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
+      check: checks.concurrency,
+    },
+  };
+}

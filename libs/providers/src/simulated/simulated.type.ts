@@ -1,0 +1,60 @@
+import type { SyncProviderType } from '../provider-type';
+import { checks, upstreamSettings } from '../route-settings';
+import { SimulatedProvider } from './simulated.provider';
+
+export interface SimulatedRoute {
+  type: 'simulated';
+  preset?: string;
+  latencyMs?: number | { min: number; max: number };
+  failureRate?: number;
+  rateLimitRate?: number;
+  /** As the openai route's. */
+  maxConcurrency?: number;
+}
+
+const latency = (l: unknown): string | null =>
+  (typeof l === 'number' && l >= 0) ||
+  (typeof l === 'object' &&
+    l !== null &&
+    typeof (l as { min: unknown }).min === 'number' &&
+    typeof (l as { max: unknown }).max === 'number' &&
+    (l as { min: number }).min >= 0 &&
+    (l as { max: number }).max >= (l as { min: number }).min)
+    ? null
+    : 'invalid';
+
+/** For tests and benchmarks: an upstream stand-in with latency and failure rates, rendering tiny real PNGs locally. */
+export const simulatedType: SyncProviderType<SimulatedRoute> = {
+  type: 'simulated',
+  mode: 'sync',
+  summary: 'For tests and benchmarks: waits a latency, fails or rate-limits at the given rates, else returns a small real PNG (longer side 64 px)',
+  settings: [
+    { name: 'latencyMs', required: false, default: 0, description: 'A fixed latency in ms, or { min, max } drawn uniformly', check: latency },
+    { name: 'failureRate', required: false, default: 0, description: 'Probability (0..1) of a non-retryable upstream failure', check: checks.rate },
+    { name: 'rateLimitRate', required: false, default: 0, description: 'Probability (0..1) of a retryable 429', check: checks.rate },
+    upstreamSettings({ keyVariable: '', modelExample: '' }).maxConcurrency,
+  ],
+  keyVariable: null,
+  work: 'upstream',
+  metricsLabel: 'simulated',
+  describe: () => 'simulated',
+  upstreamUrl: () => null,
+  presets: [
+    {
+      id: 'simulated/realistic',
+      type: 'simulated',
+      settings: { latencyMs: { min: 2000, max: 8000 }, failureRate: 0.01, rateLimitRate: 0.02 },
+      notes: 'About the latency and failure rates of a hosted image model, for load tests',
+      model: {
+        resolutionsByRatio: Object.fromEntries(['1:1', '2:3', '3:2', '9:16', '16:9'].map((r) => [r, ['1K', '2K'] as ('1K' | '2K')[]])),
+        maxRefImages: null,
+        supportsRefImages: true,
+        supportsQuality: false,
+        supportsBackground: false,
+      },
+    },
+  ],
+  create: (route, context) =>
+    new SimulatedProvider({ latencyMs: route.latencyMs, failureRate: route.failureRate, rateLimitRate: route.rateLimitRate }, context.random),
+  testing: { callsNoUpstream: true },
+};

@@ -1,0 +1,89 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { isUpstreamKeyName } from '@app/config';
+import { PROVIDER_TYPES, ProviderTypeDefinition, RouteBase } from '@app/providers';
+
+const PROVIDERS_SRC = path.resolve(__dirname, '../../providers/src');
+
+/** What every registry entry must carry for "adding a type is one folder plus one registry line" to hold. */
+function registryProblems(types: readonly ProviderTypeDefinition<RouteBase>[]): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const t of types) {
+    const name = t.type || '(no type)';
+    if (seen.has(t.type)) problems.push(`${name}: listed twice`);
+    seen.add(t.type);
+    if (!Array.isArray(t.settings)) problems.push(`${name}: no settings schema`);
+    else if (t.settings.some((s) => typeof s.check !== 'function' || !s.name || !s.description)) problems.push(`${name}: a setting without name, description or check`);
+    if (!Array.isArray(t.presets) || t.presets.length === 0) problems.push(`${name}: no presets`);
+    else {
+      for (const p of t.presets) {
+        if (p.type !== t.type || !p.id.startsWith(`${t.type}/`)) problems.push(`${name}: preset ${p.id} is not of its type`);
+        if (!p.model || Object.keys(p.model.resolutionsByRatio ?? {}).length === 0) problems.push(`${name}: preset ${p.id} offers no pairs`);
+      }
+    }
+    const testing = t.testing as { fake?: unknown; callsNoUpstream?: unknown } | undefined;
+    if (!testing || (typeof testing.fake !== 'function' && testing.callsNoUpstream !== true)) problems.push(`${name}: no fake upstream`);
+    if (testing?.callsNoUpstream === true && t.keyVariable !== null) problems.push(`${name}: calls no upstream yet needs a key`);
+    if (t.keyVariable !== null && !isUpstreamKeyName(t.keyVariable)) problems.push(`${name}: ${t.keyVariable} is not read by the config as an upstream key`);
+    if (!t.metricsLabel) problems.push(`${name}: no metrics label`);
+    if (typeof t.create !== 'function') problems.push(`${name}: no create`);
+  }
+  return problems;
+}
+
+describe('provider registry', () => {
+  const types = PROVIDER_TYPES as unknown as ProviderTypeDefinition<RouteBase>[];
+
+  it('every type carries its settings schema, presets, fake upstream, key and label', () => {
+    expect(types.length).toBeGreaterThanOrEqual(3);
+    expect(registryProblems(types)).toEqual([]);
+  });
+
+  it('every type folder under libs/providers/src is in the registry, and every registry type has its folder', () => {
+    const folders = fs
+      .readdirSync(PROVIDERS_SRC, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name)
+      .sort();
+    expect(folders).toEqual(types.map((t) => t.type).sort());
+    for (const t of types) expect(fs.existsSync(path.join(PROVIDERS_SRC, t.type, `${t.type}.type.ts`))).toBe(true);
+  });
+
+  it('preset ids are unique across types', () => {
+    const ids = types.flatMap((t) => t.presets.map((p) => p.id));
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('each fake starts on 127.0.0.1 and records what it is sent', async () => {
+    for (const t of types) {
+      if (!('fake' in t.testing)) continue;
+      const fake = t.testing.fake();
+      const base = await fake.start();
+      try {
+        expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+/);
+        await fetch(`${base}/anything`, { method: 'POST', body: '{}' }).then((r) => r.arrayBuffer());
+        expect(fake.requests).toHaveLength(1);
+      } finally {
+        await fake.stop();
+      }
+    }
+  });
+
+  describe('refuses', () => {
+    const good = types.find((t) => t.type === 'openai')!;
+
+    it('an entry without settings schema, presets or fake', () => {
+      const without = (change: object) => registryProblems([{ ...good, ...change } as ProviderTypeDefinition<RouteBase>]);
+      expect(without({ settings: undefined })).toEqual(['openai: no settings schema']);
+      expect(without({ presets: [] })).toEqual(['openai: no presets']);
+      expect(without({ testing: {} })).toEqual(['openai: no fake upstream']);
+    });
+
+    it('a key variable the config would not read', () => {
+      expect(registryProblems([{ ...good, keyVariable: 'MINIO_SECRET_KEY' } as ProviderTypeDefinition<RouteBase>])).toEqual([
+        'openai: MINIO_SECRET_KEY is not read by the config as an upstream key',
+      ]);
+    });
+  });
+});
