@@ -111,6 +111,7 @@ export function queueSettings(opts: {
     shared.apiKeyEnv,
     shared.timeoutMs,
     shared.maxConcurrency,
+    shared.ratePerMinute,
     {
       name: 'pollIntervalMs',
       required: false,

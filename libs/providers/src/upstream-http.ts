@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { EgressError, EgressPolicy, egressRequest, EgressResponse, formatBytes, isEgressError } from '@app/egress';
-import { ProviderError, RenderResult } from './provider.types';
+import { ProviderError, RenderResult, UpstreamRateHeaders } from './provider.types';
 import { sniffImageType } from './provider.utils';
 
 /**
@@ -168,6 +168,39 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
+}
+
+/**
+ * OpenAI's request budget headers (x-ratelimit-remaining-requests, -limit-requests,
+ * -reset-requests, the reset a duration such as "1s", "6m0s" or "250ms"); undefined when the
+ * answer carries none of them. Token budgets (-tokens) are not paced: images are counted in requests.
+ */
+export function parseRateHeaders(headers: Headers): UpstreamRateHeaders | undefined {
+  const count = (name: string): number | undefined => {
+    const v = headers.get(name)?.trim();
+    return v && /^\d+$/.test(v) ? Number(v) : undefined;
+  };
+  const remaining = count('x-ratelimit-remaining-requests');
+  const limit = count('x-ratelimit-limit-requests');
+  const reset = headers.get('x-ratelimit-reset-requests');
+  const resetMs = reset ? parseDurationMs(reset.trim()) : undefined;
+  if (remaining === undefined && limit === undefined && resetMs === undefined) return undefined;
+  return { remaining, limit, resetMs };
+}
+
+/** "1h2m3.5s", "20ms", "6m0s", or bare seconds ("2"): Go-style durations as OpenAI sends them. */
+export function parseDurationMs(value: string): number | undefined {
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number(value) * 1000);
+  const unit: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+  let total = 0;
+  let rest = value;
+  while (rest.length > 0) {
+    const m = /^(\d+(?:\.\d+)?)(ms|h|m|s)/.exec(rest);
+    if (!m) return undefined;
+    total += Number(m[1]) * unit[m[2]];
+    rest = rest.slice(m[0].length);
+  }
+  return value.length > 0 ? Math.round(total) : undefined;
 }
 
 /** An upstream's message made safe to show: one line, short, the key scrubbed. */

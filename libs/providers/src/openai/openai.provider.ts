@@ -1,7 +1,7 @@
 import { EgressPolicy, egressRequest } from '@app/egress';
 import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
-import { checkedImage, downloadImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { checkedImage, downloadImage, exchange, headersOf, JSON_ENVELOPE_BYTES, parseRateHeaders, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 
 export { parseRetryAfter } from '../upstream-http';
@@ -126,7 +126,8 @@ export class OpenAiProvider implements ImageProvider {
     const image = await checkedImage(data, this.config.maxImageBytes);
     // The remainder of the bar belongs to the caller, which still has to store the file.
     reportProgress(req.onProgress, 70);
-    return image;
+    const rateHeaders = parseRateHeaders(headersOf(res));
+    return rateHeaders ? { ...image, rateHeaders } : image;
   }
 }
 

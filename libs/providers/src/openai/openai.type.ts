@@ -37,6 +37,7 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     },
     shared.timeoutMs,
     shared.maxConcurrency,
+    shared.ratePerMinute,
   ],
   keyVariable: 'OPENAI_API_KEY',
   work: 'upstream',
