@@ -78,8 +78,8 @@ describe('route pacing shared through Redis', () => {
 
   const newModel = () => `paced-${++models}`;
 
-  it('two generators share one limit: with OpenAI headers, no call goes past the remaining count', async () => {
-    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 20, latencyMs: 200, openAiHeaders: true });
+  it('two generators share one limit: with OpenAI headers answered within the reset, no call goes past the remaining count', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true });
     const [a, b] = [generator(), generator()];
     const route = { model: newModel(), maxConcurrency: 50 };
     const started = Date.now();
@@ -93,6 +93,19 @@ describe('route pacing shared through Redis', () => {
     // 41 calls at 10 a second: at least four window resets.
     expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
   });
+
+  it('answers slower than the reset (as images are) still place the windows: few 429s, every call done', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 1300, openAiHeaders: true });
+    const [a, b] = [generator(), generator()];
+    const route = { model: newModel(), maxConcurrency: 50 };
+    expect(await calls(a, route, provider, 1)[0]).toBe('ok');
+    const results = await Promise.all([...calls(a, route, provider, 30), ...calls(b, route, provider, 30)]);
+    expect(results.every((r) => r === 'ok')).toBe(true);
+    expect(fake.accepted).toBe(61);
+    // Without pacing, 60 calls at once against 10 a second: 50 refused in the first second alone.
+    expect(fake.refused).toBeLessThanOrEqual(20);
+  });
+
 
   it('a 429 storm (no headers) shrinks the shared window to about what the upstream takes, clean answers grow it back; the 429s reach no caller', async () => {
     const { fake, provider } = await upstream({ perSecond: 100_000, maxConcurrent: 100_000, latencyMs: 100, openAiHeaders: false });

@@ -25,6 +25,8 @@ import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 const PACE_KEY_TTL_MS = 10 * 60_000;
 /** Multiplicative decrease: the window after a round's first self-caused 429. */
 export const PACING_BETA = 0.9;
+/** Added to an upstream's reset: it counted the call a little after Kiln started it. */
+const RESET_MARGIN_MS = 50;
 /** The window of a route nothing is known of yet (slow start: it doubles each clean round). */
 export const INITIAL_WINDOW = 8;
 
@@ -33,14 +35,21 @@ const ADMIT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max, rpm = tonumber(ARGV[1]), tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'pause', 'budget', 'budgetUntil', 'limit', 'tokens', 'tokensAt', 'window')
+local h = redis.call('HMGET', KEYS[1], 'pause', 'budget', 'budgetUntil', 'limit', 'tokens', 'tokensAt', 'window', 'span')
 local window = h[7] or tostring(math.min(max, ${INITIAL_WINDOW}))
 local pause = tonumber(h[1]) or 0
 if pause > now then return {pause - now, 0, now, window} end
 local budget, budgetUntil, limit = tonumber(h[2]), tonumber(h[3]) or 0, tonumber(h[4])
+local span = tonumber(h[8])
 if budget and budgetUntil <= now then
-  -- The window reset: its full limit is spendable until an answer says otherwise.
-  if limit then budget = limit; budgetUntil = now + 3600000 else budget = nil end
+  -- The upstream's window reset: the next one holds its full limit until its own reset
+  -- (windows of the longest reset seen), until an answer says otherwise.
+  if limit and span and span > 0 then
+    budgetUntil = budgetUntil + (math.floor((now - budgetUntil) / span) + 1) * span
+    budget = limit
+  else
+    budget = nil
+  end
 end
 if budget and budget <= 0 then return {math.max(1, budgetUntil - now), 0, now, window} end
 local tokens = nil
@@ -73,7 +82,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local outcome, max, seq, startedAt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local remaining, limit, resetMs, retryAfter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local inFlight = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') - 1
-local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold')
+local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span')
 local window = math.min(max, tonumber(h[1]) or math.min(max, ${INITIAL_WINDOW}))
 local cutAt, starts, threshold = tonumber(h[2]) or 0, tonumber(h[3]) or seq, tonumber(h[5]) or max
 if outcome == 'refused' then
@@ -95,11 +104,24 @@ if retryAfter >= 0 then
   redis.call('HSET', KEYS[1], 'pause', pause)
 end
 if limit >= 0 then redis.call('HSET', KEYS[1], 'limit', limit) end
-if remaining >= 0 then
-  -- Calls started after this one are not counted in its remaining yet.
-  local left = remaining - math.max(0, starts - seq)
-  local untilMs = now + (resetMs >= 0 and resetMs or 1000)
-  redis.call('HSET', KEYS[1], 'budget', left, 'budgetUntil', untilMs)
+local span = math.max(tonumber(h[7]) or 0, resetMs)
+if resetMs >= 0 then redis.call('HSET', KEYS[1], 'span', span) end
+if remaining >= 0 and resetMs >= 0 then
+  -- The upstream counted this call when it arrived, a little after it started here, and its
+  -- reset counts from then: the margin keeps Kiln's idea of the reset from falling early.
+  local untilMs = startedAt + resetMs + ${RESET_MARGIN_MS}
+  local current = tonumber(h[6])
+  if untilMs > now then
+    -- Calls started after this one (all in the same window) are not counted in its remaining.
+    redis.call('HSET', KEYS[1], 'budget', remaining - math.max(0, starts - seq), 'budgetUntil', untilMs)
+  elseif not current then
+    -- An answer slower than the reset tells only where windows fall: ADMIT rolls it forward.
+    redis.call('HSET', KEYS[1], 'budget', 0, 'budgetUntil', untilMs)
+  elseif span > 0 then
+    -- The same boundary rolled to the current window: estimates err early, keep the later.
+    local rolled = untilMs + math.floor((current - untilMs) / span + 0.5) * span
+    if rolled > current and rolled - current < span / 2 then redis.call('HSET', KEYS[1], 'budgetUntil', rolled) end
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
 return tostring(window)`;
