@@ -64,7 +64,7 @@ describe('route pacing shared through Redis', () => {
   /** `count` calls through one generator's pacer; each resolves or rejects like a task's attempt. */
   function calls(g: Generator, route: { model: string; maxConcurrency: number; ratePerMinute?: number }, provider: OpenAiProvider, count: number) {
     return Array.from({ length: count }, () =>
-      g.pacer.run(route, { onRefusal: () => g.refusals++ }, () => provider.render(request)).then(
+      g.pacer.run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () => provider.render(request)).then(
         () => 'ok' as const,
         (err: unknown) => err,
       ),

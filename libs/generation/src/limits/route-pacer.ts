@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 import { KilnMetrics } from '@app/metrics';
 import { isProviderError, UpstreamRateHeaders } from '@app/providers';
 import { RedisService } from '@app/redis';
@@ -138,6 +139,11 @@ const FALLBACK_MS = 5000;
 
 export interface PaceRoute {
   model: string;
+  /**
+   * Where the calls go (routeLabel: type, address, upstream model; never a key): what is
+   * learned of one upstream is not applied to the next one an operator routes the model to.
+   */
+  upstream: string;
   maxConcurrency: number;
   ratePerMinute?: number;
 }
@@ -216,8 +222,8 @@ export class RoutePacer {
     private readonly metrics: KilnMetrics,
   ) {}
 
-  paceKey(model: string): string {
-    return this.redis.key('route-pace', model);
+  paceKey(route: Pick<PaceRoute, 'model' | 'upstream'>): string {
+    return this.redis.key('route-pace', route.model, createHash('sha256').update(route.upstream).digest('hex').slice(0, 16));
   }
 
   /**
@@ -302,7 +308,7 @@ export class RoutePacer {
           this.redis.client.eval(
             ANSWERED,
             2,
-            this.paceKey(route.model),
+            this.paceKey(route),
             this.limiter.slotsKey(route.model),
             outcome.kind,
             route.maxConcurrency,
@@ -327,7 +333,7 @@ export class RoutePacer {
     if (Date.now() >= this.fallbackUntil) {
       try {
         const [waitMs, seq, now, window] = (await this.bounded(
-          this.redis.client.eval(ADMIT, 1, this.paceKey(route.model), route.maxConcurrency, route.ratePerMinute ?? 0),
+          this.redis.client.eval(ADMIT, 1, this.paceKey(route), route.maxConcurrency, route.ratePerMinute ?? 0),
         )) as (number | string)[];
         this.windowMoved(route, Number(window));
         if (Number(waitMs) > 0) return { waitMs: Number(waitMs) };

@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { ImageProvider, QueueImageProvider, ReferenceImage, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, routeLabel, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -452,7 +452,7 @@ export class TaskRunnerService {
     const maxConcurrency = ('maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined) ?? this.limiter.cap;
     const ratePerMinute = 'ratePerMinute' in batch.provider ? batch.provider.ratePerMinute : undefined;
     return this.pacer.run(
-      { model: batch.model, maxConcurrency, ratePerMinute },
+      { model: batch.model, upstream: routeLabel(batch.provider), maxConcurrency, ratePerMinute },
       {
         priority,
         signal: this.interrupting.signal,
