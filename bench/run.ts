@@ -3,7 +3,8 @@
  * Redis prefix, DATA_DIR, ADMIN_TOKEN and port), runs the scenarios of issue 6 with their
  * same-run baselines, writes the results and removes everything it created.
  *
- *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks rate-limited
+ *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks
+ *                    upstream-queue rate-limited
  *                    (default: all, in this order; webhooks runs the first pipeline size with
  *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
@@ -40,6 +41,7 @@ import { longPoll } from './scenarios/long-poll';
 import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
+import { upstreamQueue } from './scenarios/upstream-queue';
 import { rateLimited } from './scenarios/rate-limited';
 import { webhooks } from './scenarios/webhooks';
 
@@ -56,6 +58,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   latency: latencyBound,
   memory,
   webhooks,
+  'upstream-queue': upstreamQueue,
   'rate-limited': rateLimited,
 };
 

@@ -55,7 +55,7 @@ describe('generator process: queue upstreams survive SIGKILL and SIGTERM without
 
   async function batchOn(fake: FakeQueueUpstream, dialect: QueueDialect, prompts: string[]): Promise<string> {
     const a = await api.account({ plan: 'scale', credits: 10_000 });
-    const route = { type: dialect, baseUrl: fake.baseUrl, model: MODEL[dialect], pollIntervalMs: 200 } as ProviderRoute;
+    const route = { preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fake.baseUrl, pollIntervalMs: 200 } as unknown as ProviderRoute;
     const restore = await routeModel(api, 'eta-image', route);
     try {
       return await createBatch(api, a, { model: 'eta-image', prompts });

@@ -52,8 +52,9 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   const fakes = {} as Record<QueueDialect, FakeQueueUpstream>;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-gen-queue-'));
 
+  /** By preset (the model's pairs narrow to what it makes honestly), on the type's fake. */
   const route = (dialect: QueueDialect, extra: Record<string, unknown> = {}): ProviderRoute =>
-    ({ type: dialect, baseUrl: fakes[dialect].baseUrl, model: MODEL[dialect], pollIntervalMs: 100, ...extra }) as ProviderRoute;
+    ({ preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fakes[dialect].baseUrl, pollIntervalMs: 100, ...extra }) as unknown as ProviderRoute;
 
   async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
     const restore = await routeModel(api, model, r);
@@ -127,6 +128,9 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
       const [row] = await taskRows(api, id);
       expect(row.upstream_request_id).toMatch(/^req-/);
       expect(row.attempts).toBe(1);
+      // Operators see the upstream's request id; the owner (above) never does.
+      const admin = await api.admin('get', `/v1/admin/batches/${id}`).expect(200);
+      expect(admin.body.tasks[0]).toMatchObject({ id: tasks[0].id, upstreamRequestId: row.upstream_request_id });
     });
 
     it.each(dialect === 'fal' ? ['[refuse]', '[refuse-submit]', '[nsfw]'] : ['[refuse]', '[refuse-submit]'])(

@@ -116,9 +116,10 @@ export class KilnStack {
       // The webhooks scenario's receiver is on 127.0.0.1; a key of this run's own seals its secrets.
       WEBHOOK_SECRET_KEY: this.webhookSecretKey,
       WEBHOOK_ALLOW_PRIVATE: 'true',
-      // The rate-limited scenario's fake OpenAI upstream is on 127.0.0.1 too.
+      // The rate-limited and upstream-queue scenarios' fake upstreams are on 127.0.0.1 too.
       UPSTREAM_ALLOW_PRIVATE: 'true',
       OPENAI_API_KEY: 'sk-bench-fake-upstream',
+      FAL_KEY: 'bench-fal-key',
       ...extra,
     };
   }

@@ -20,6 +20,7 @@ import { WebhooksModule } from '@app/webhooks';
 import { AdminAccountsController } from './admin/admin-accounts.controller';
 import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
+import { AdminProvidersController } from './admin/admin-providers.controller';
 import { AdminPlansController } from './admin/admin-plans.controller';
 import { AdminQueuesController } from './admin/admin-queues.controller';
 import { AdminSupportController } from './admin/admin-support.controller';
@@ -98,6 +99,7 @@ function accessLogResponse(res: { statusCode: number }) {
     WebhooksController,
     AdminAccountsController,
     AdminModelsController,
+    AdminProvidersController,
     AdminPlansController,
     AdminQueuesController,
     AdminSupportController,

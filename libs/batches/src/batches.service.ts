@@ -20,6 +20,7 @@ import {
   NewBatch,
   NewTask,
   selectTaskViews,
+  selectUpstreamRequestIds,
   TaskDispatchService,
   TaskView,
 } from '@app/tasks';
@@ -213,10 +214,14 @@ export class BatchesService {
   }
 
   /** Any account's batch, for operators (support): the polling view and whose it is. */
-  async detailForOperator(batchId: string): Promise<{ accountId: string; batch: BatchView; tasks: BatchTask[] }> {
+  /** As the owner polls it, plus whose it is and each task's queue-upstream request id (operators only). */
+  async detailForOperator(
+    batchId: string,
+  ): Promise<{ accountId: string; batch: BatchView; tasks: BatchTask[]; upstreamRequestIds: Map<string, string> }> {
     const [owner]: { account_id: string }[] = isUuid(batchId) ? await this.db.query(`SELECT account_id FROM batches WHERE id = $1`, [batchId]) : [];
     if (!owner) throw notFound('Batch');
-    return { accountId: owner.account_id, ...(await this.detail(owner.account_id, batchId)) };
+    const [detail, upstreamRequestIds] = await Promise.all([this.detail(owner.account_id, batchId), selectUpstreamRequestIds(this.db, batchId)]);
+    return { accountId: owner.account_id, ...detail, upstreamRequestIds };
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */

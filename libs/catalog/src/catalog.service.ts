@@ -6,7 +6,7 @@ import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
 import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
-import { RouteSettingsError, upstreamUrl, validateRoute } from '@app/providers';
+import { expandRoute, pairsRouteCannotMake, presetById, RouteSettingsError, upstreamUrl, validateRoute } from '@app/providers';
 
 export const CATALOG_DEFAULTS = {
   aspectRatio: '1:1',
@@ -39,13 +39,30 @@ export const CATALOG_LIMITS = {
 } as const;
 
 export interface ModelPatch {
+  displayName?: string;
+  blurb?: string;
   creditCost?: Partial<Record<Resolution, number>>;
   resolutionsByRatio?: Record<string, Resolution[]>;
   enabled?: boolean;
+  supportsRefImages?: boolean;
   maxRefImages?: number | null;
+  supportsQuality?: boolean;
+  supportsBackground?: boolean;
   maxPromptLength?: number;
+  /** A route, or `{ preset, ...overrides }` (see resolveRoute). */
   provider?: ProviderRoute;
 }
+
+/** A new model: every field of a patch, a key, and optionally the preset that gives pairs, caps, supports and route. */
+export interface NewModel extends ModelPatch {
+  key: string;
+  displayName: string;
+  creditCost: Partial<Record<Resolution, number>>;
+  fromPreset?: string;
+}
+
+/** Model keys: what clients type in `model`, and part of URLs. */
+const MODEL_KEY = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 /** How long an edit waits for the base URL's host name to resolve before accepting it unchecked. */
 const BASE_URL_LOOKUP_TIMEOUT_MS = 3000;
@@ -94,15 +111,71 @@ export class CatalogService {
     return model;
   }
 
-  /** Operator edit. Validates the combination so the catalog never offers an unpriced size. */
+  /**
+   * Operator edit. Validates the combination so the catalog never offers an unpriced size,
+   * nor a pair its route cannot make (honest sizes). A route given by preset narrows the
+   * model's pairs to what it can make, unless the same edit sets the pairs itself.
+   */
   async update(key: string, patch: ModelPatch): Promise<ModelEntity> {
     const model = await this.get(key);
-    const next: ModelEntity = { ...model, ...stripUndefined(patch) } as ModelEntity;
+    const provider = patch.provider !== undefined ? resolveRoute(patch.provider) : undefined;
+    const next: ModelEntity = { ...model, ...stripUndefined({ ...patch, provider }) } as ModelEntity;
+    if (provider?.preset && patch.resolutionsByRatio === undefined) next.resolutionsByRatio = narrowedPairs(next.resolutionsByRatio, provider);
     validateModel(next);
-    const address = patch.provider ? upstreamUrl(patch.provider) : null;
-    if (address) await this.checkUpstreamAddress(address);
+    if (provider !== undefined || patch.resolutionsByRatio !== undefined) checkHonestSizes(next);
+    if (provider) await this.checkRouteAddress(provider);
     await this.models.save(next);
     return this.get(key);
+  }
+
+  /**
+   * A new model (POST /v1/admin/models). `fromPreset` gives the pairs (narrowed to the priced
+   * resolutions), caps, supports and route the request does not set; without it the route
+   * defaults to builtin. Listed after every existing model.
+   */
+  async create(input: NewModel): Promise<ModelEntity> {
+    if (typeof input.key !== 'string' || !MODEL_KEY.test(input.key)) throw invalidRequest('key', 'invalid');
+    if (!input.creditCost || typeof input.creditCost !== 'object' || Array.isArray(input.creditCost)) throw invalidRequest('creditCost', 'required');
+    if (await this.models.findOne({ where: { key: input.key } })) throw invalidRequest('key', 'taken', `Invalid key: a model ${input.key} exists already`);
+    const preset = input.fromPreset !== undefined ? presetById(input.fromPreset) : undefined;
+    if (input.fromPreset !== undefined && !preset) throw invalidRequest('fromPreset', 'unknown_preset');
+    const provider = resolveRoute(input.provider ?? (preset ? { preset: preset.id } : { type: 'builtin' }));
+    const priced = Object.keys(input.creditCost ?? {});
+    const presetPairs = preset
+      ? Object.fromEntries(
+          Object.entries(preset.model.resolutionsByRatio)
+            .map(([ratio, list]) => [ratio, list.filter((r) => priced.includes(r))])
+            .filter(([, list]) => list.length > 0),
+        )
+      : undefined;
+    const [{ next: sortOrder }] = await this.models.query(`SELECT COALESCE(MAX(sort_order), 0) + 1 AS next FROM models`);
+    const model = this.models.create({
+      key: input.key,
+      displayName: input.displayName,
+      blurb: input.blurb ?? '',
+      creditCost: input.creditCost,
+      resolutionsByRatio: input.resolutionsByRatio ?? presetPairs ?? {},
+      supportsRefImages: input.supportsRefImages ?? preset?.model.supportsRefImages ?? true,
+      maxRefImages: input.maxRefImages !== undefined ? input.maxRefImages : (preset?.model.maxRefImages ?? null),
+      supportsQuality: input.supportsQuality ?? preset?.model.supportsQuality ?? false,
+      supportsBackground: input.supportsBackground ?? preset?.model.supportsBackground ?? false,
+      maxPromptLength: input.maxPromptLength ?? 4000,
+      enabled: input.enabled ?? true,
+      provider,
+      sortOrder: Number(sortOrder),
+    });
+    if (typeof model.displayName !== 'string' || model.displayName.trim() === '') throw invalidRequest('displayName', 'required');
+    validateModel(model);
+    checkHonestSizes(model);
+    await this.checkRouteAddress(provider);
+    // TypeORM's deep-partial type does not follow the route union past a few types; the row is whole.
+    await this.models.insert(model as Parameters<Repository<ModelEntity>['insert']>[0]);
+    return this.get(input.key);
+  }
+
+  private async checkRouteAddress(route: ProviderRoute): Promise<void> {
+    const address = upstreamUrl(route);
+    if (address) await this.checkUpstreamAddress(address);
   }
 
   /**
@@ -161,10 +234,53 @@ function validateModel(m: ModelEntity): void {
 
 /** The route's own type checks it (libs/providers registry); its refusals become invalid_request. */
 function validateProvider(p: ProviderRoute): void {
+  asInvalidRequest(() => validateRoute(p));
+}
+
+/**
+ * The route an operator's input stands for: a preset (`{ "preset": id, ...overrides }`)
+ * expanded to its type and every setting, stored so; anything else as given. Bad input is
+ * invalid_request (field provider.preset or provider.<setting>).
+ */
+export function resolveRoute(input: unknown): ProviderRoute {
+  return asInvalidRequest(() => {
+    const route = expandRoute(input);
+    validateRoute(route);
+    return route;
+  });
+}
+
+function asInvalidRequest<T>(work: () => T): T {
   try {
-    validateRoute(p);
+    return work();
   } catch (err) {
     if (err instanceof RouteSettingsError) throw invalidRequest(err.field, err.reason);
     throw err;
   }
+}
+
+/** Honest sizes: a pair is offered only if the route makes it (docs/providers.md). */
+function checkHonestSizes(m: ModelEntity): void {
+  const refused = pairsRouteCannotMake(m.provider, m.resolutionsByRatio);
+  if (refused.length === 0) return;
+  const pairs = refused.map((p) => `${p.ratio} at ${p.resolution}`);
+  throw new KilnError(
+    ErrorCode.InvalidRequest,
+    `Invalid resolutionsByRatio: the route cannot make ${pairs.join(', ')} (another ratio, or a smaller image than is charged); offer only the pairs it makes`,
+    { field: 'resolutionsByRatio', reason: 'route_cannot_make', pairs },
+  );
+}
+
+/** The pairs of `pairs` the route makes; none left is refused, since the model would offer nothing. */
+function narrowedPairs(pairs: Record<string, Resolution[]>, route: ProviderRoute): Record<string, Resolution[]> {
+  const refused = new Set(pairsRouteCannotMake(route, pairs).map((p) => `${p.ratio}@${p.resolution}`));
+  const kept = Object.fromEntries(
+    Object.entries(pairs)
+      .map(([ratio, list]) => [ratio, list.filter((r) => !refused.has(`${ratio}@${r}`))] as const)
+      .filter(([, list]) => list.length > 0),
+  );
+  if (Object.keys(kept).length === 0) {
+    throw invalidRequest('resolutionsByRatio', 'route_makes_none', 'Invalid resolutionsByRatio: the route makes none of the pairs this model offers; set resolutionsByRatio in the same edit');
+  }
+  return kept;
 }

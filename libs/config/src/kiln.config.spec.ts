@@ -82,6 +82,15 @@ describe('container settings', () => {
     expect(() => buildConfig({ MINIO_SECRET_KEY_FILE: '/missing' }, noFiles)).toThrow(/MINIO_SECRET_KEY_FILE="\/missing": cannot read it \(ENOENT\)/);
   });
 
+  it('reads every upstream key variable and its _FILE form (GEMINI_API_KEY, REPLICATE_API_TOKEN, FAL_KEY), never Kiln secrets', () => {
+    const read = (file: string) => `${file.split('/').pop()}-value\n`;
+    const c = buildConfig(
+      { GEMINI_API_KEY_FILE: '/run/secrets/gemini', REPLICATE_API_TOKEN: 'r8-x', FAL_KEY_FILE: '/run/secrets/fal', MINIO_SECRET_KEY: 'minio-secret' },
+      read,
+    );
+    expect(c.providerApiKeys).toEqual({ GEMINI_API_KEY: 'gemini-value', REPLICATE_API_TOKEN: 'r8-x', FAL_KEY: 'fal-value' });
+  });
+
   it('leaves other *_FILE variables alone', () => {
     expect(() => buildConfig({ SOME_OTHER_FILE: '/missing' }, noFiles)).not.toThrow();
   });

@@ -29,6 +29,10 @@ interface FakeRequest {
   input: Record<string, unknown>;
   readyAt: number;
   polls: number;
+  submittedAt: number;
+  lastPollAt: number;
+  /** Shortest time between two polls of this request. */
+  minGapMs: number;
   /** The request's own outcome once made. */
   outcome: 'ok' | 'refused' | 'failed' | 'nsfw' | 'not-image' | 'private-url' | 'no-image';
 }
@@ -90,6 +94,23 @@ export class FakeQueueUpstream implements FakeUpstream {
     await new Promise((resolve) => this.server.close(resolve));
   }
 
+  /**
+   * Polling as the upstream saw it: status checks per request and per poll interval (polls
+   * over the time from submit to the last poll), and the shortest gap between two polls of
+   * one request.
+   */
+  pollingStats(intervalMs: number): { requests: number; polls: number; pollsPerInterval: number; minGapMs: number } {
+    let polls = 0;
+    let intervals = 0;
+    let minGapMs = Infinity;
+    for (const r of this.made.values()) {
+      polls += r.polls;
+      if (r.lastPollAt > 0) intervals += Math.max(1, (r.lastPollAt - r.submittedAt) / intervalMs);
+      minGapMs = Math.min(minGapMs, r.minGapMs);
+    }
+    return { requests: this.made.size, polls, pollsPerInterval: intervals > 0 ? polls / intervals : 0, minGapMs };
+  }
+
   submitsFor(prompt: string): number {
     return this.submitsByPrompt.get(prompt) ?? 0;
   }
@@ -112,7 +133,7 @@ export class FakeQueueUpstream implements FakeUpstream {
     const url = new URL(req.url ?? '/', this.root);
     if (this.recordBodies) {
       this.seen.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body, at: Date.now() });
-      this.requests.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body: Buffer.concat(chunks) });
+      this.requests.push({ method: req.method ?? '', path: `${url.pathname}${url.search}`, headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() });
     }
     const scripted = this.scripted.shift();
     if (scripted) {
@@ -170,7 +191,8 @@ export class FakeQueueUpstream implements FakeUpstream {
               : prompt.includes('[no-image]')
                 ? 'no-image'
                 : 'ok';
-    this.made.set(id, { id, prompt, input, readyAt: Date.now() + (this.options.queueMs ?? 300), polls: 0, outcome });
+    const now = Date.now();
+    this.made.set(id, { id, prompt, input, readyAt: now + (this.options.queueMs ?? 300), polls: 0, outcome, submittedAt: now, lastPollAt: 0, minGapMs: Infinity });
 
     if (this.dialect === 'fal') {
       const app = `${this.root}/${this.appOf(res.req.url ?? '')}/requests/${id}`;
@@ -198,7 +220,14 @@ export class FakeQueueUpstream implements FakeUpstream {
     this.polls++;
     const request = this.made.get(id);
     if (!request) return json(res, 404, { detail: 'Request not found' });
-    request.polls++;
+    const now = Date.now();
+    // Result reads (fal's GET .../requests/{id}) are not polls: only status checks count.
+    const isStatusCheck = this.dialect !== 'fal' || url.pathname.endsWith('/status');
+    if (isStatusCheck) {
+      if (request.lastPollAt > 0) request.minGapMs = Math.min(request.minGapMs, now - request.lastPollAt);
+      request.lastPollAt = now;
+      request.polls++;
+    }
     if (request.prompt.includes('[poll-500]') && request.polls <= 2) return json(res, 500, { detail: 'Poll failed' });
     const ready = Date.now() >= request.readyAt;
     const imageUrl = this.imageUrlOf(request);

@@ -52,7 +52,13 @@ export abstract class FakeHttpUpstream implements FakeUpstream {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const captured: CapturedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
+    const captured: CapturedRequest = {
+      method: req.method ?? '',
+      path: req.url ?? '',
+      headers: req.headers,
+      body: Buffer.concat(chunks),
+      receivedAt: Date.now(),
+    };
     this.requests.push(captured);
     const next = this.queued.shift();
     const answer = next === undefined ? await this.defaultAnswer(captured) : typeof next === 'function' ? await next(captured) : next;

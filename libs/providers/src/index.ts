@@ -14,7 +14,15 @@ export {
   rendersOnCpu,
   routeShapes,
   routeTypesInBrief,
+  presetById,
+  expandRoute,
+  pairsRouteCannotMake,
+  routeWarnings,
+  providerCatalog,
+  RETIREMENT_WARNING_DAYS,
 } from './registry';
+export type { RouteWarning } from './registry';
+export { isHonest, nearestSize } from './size-rules';
 export type { ProviderRoute, ProviderTypeName } from './registry';
 export { pixelSize, parseAspectRatio } from './image-size';
 export type { PixelSize } from './image-size';
@@ -22,6 +30,11 @@ export { BuiltinProvider } from './builtin/builtin.provider';
 export { OpenAiProvider } from './openai/openai.provider';
 export type { OpenAiProviderConfig } from './openai/openai.provider';
 export type { OpenAiRoute } from './openai/openai.type';
+export { GeminiProvider } from './gemini/gemini.provider';
+export type { GeminiProviderConfig } from './gemini/gemini.provider';
+export type { GeminiRoute } from './gemini/gemini.type';
+export { GeminiFakeUpstream } from './gemini/gemini.fake';
+export { OpenAiFakeUpstream } from './openai/openai.fake';
 export { SimulatedProvider, SIMULATED_LONG_EDGE } from './simulated/simulated.provider';
 export type { SimulatedProviderConfig } from './simulated/simulated.provider';
 export { createProvider } from './provider.factory';

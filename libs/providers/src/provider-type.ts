@@ -70,6 +70,12 @@ interface ProviderTypeBase<R extends RouteBase> {
    * Optional: a type without it makes every size.
    */
   sizeFor?(route: R, asked: SizeAsked): PixelSize | null;
+  /**
+   * The type's error classification (UpstreamErrorClassifier): how its upstream's failure
+   * answers become ProviderErrors, content refusals (content_refused) included. The type's
+   * provider applies it; it is listed here so each type's refusals are found in one place.
+   */
+  readonly classifyError?: UpstreamErrorClassifier;
   /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
   readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
 }
@@ -250,6 +256,8 @@ export interface CapturedRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body: Buffer;
+  /** Date.now() when the request had fully arrived. */
+  receivedAt: number;
 }
 
 /** How a fake answers one request; `hang` never answers (for timeouts). */

@@ -68,6 +68,9 @@ export class UpstreamHttp {
         maxBytes: MAX_ANSWER_BYTES,
         timeoutMs,
         signal: options.signal,
+        // Polls come back to the same host every interval, thousands of requests at once:
+        // reusing connections (pooled by checked address) saves a handshake per poll.
+        keepAlive: true,
       }),
     );
     const text = res.body.toString('utf8');

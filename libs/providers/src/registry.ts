@@ -1,10 +1,14 @@
 import { bflType } from './bfl/bfl.type';
 import { builtinType } from './builtin/builtin.type';
 import { falType } from './fal/fal.type';
+import { geminiType } from './gemini/gemini.type';
 import { openaiType } from './openai/openai.type';
+import { pixelSize } from './image-size';
 import type { ProviderContext, ProviderPreset, ProviderTypeDefinition, RouteBase } from './provider-type';
 import { RouteSettingsError } from './provider-type';
 import { replicateType } from './replicate/replicate.type';
+import type { RenderResolution } from './provider.types';
+import { isHonest } from './size-rules';
 import { simulatedType } from './simulated/simulated.type';
 
 /**
@@ -13,7 +17,7 @@ import { simulatedType } from './simulated/simulated.type';
  * and a line here; the catalog, route health, telemetry, the factory and the admin API
  * read everything else from the type's definition (provider-type.ts).
  */
-export const PROVIDER_TYPES = [builtinType, openaiType, simulatedType, falType, replicateType, bflType] as const;
+export const PROVIDER_TYPES = [builtinType, openaiType, geminiType, simulatedType, falType, replicateType, bflType] as const;
 
 type RouteOf<D> = D extends { create(route: infer R, context: ProviderContext): unknown } ? R : never;
 
@@ -113,4 +117,86 @@ export function routeTypesInBrief(): string {
     const fields = t.settings.map((s) => (s.required ? s.name : `${s.name}?`));
     return fields.length ? `${t.type} (${fields.join(', ')})` : t.type;
   }).join('; ');
+}
+
+/** A preset by id (`<type>/<upstream model id>`); undefined when Kiln does not know it. */
+export function presetById(id: unknown): ProviderPreset | undefined {
+  return typeof id === 'string' ? allPresets().find((p) => p.id === id) : undefined;
+}
+
+/**
+ * The route an operator's input stands for: `{ "preset": id, ...overrides }` expands to the
+ * preset's type and settings with the overrides on top, every default filled in, and
+ * `preset` kept as a label, so a later change of the preset list never changes it. A route
+ * without a preset is returned as given. Throws RouteSettingsError for an unknown preset or
+ * an override of another type; the result still has to pass validateRoute.
+ */
+export function expandRoute(input: unknown): unknown {
+  if (!input || typeof input !== 'object' || Array.isArray(input) || !('preset' in input)) return input;
+  const { preset: id, ...overrides } = input as Record<string, unknown>;
+  const preset = presetById(id);
+  if (!preset) throw new RouteSettingsError('provider.preset', 'unknown_preset');
+  if (overrides.type !== undefined && overrides.type !== preset.type) throw new RouteSettingsError('provider.type', 'not_the_preset_type');
+  return withDefaults({ ...preset.settings, ...overrides, type: preset.type, preset: preset.id } as unknown as ProviderRoute);
+}
+
+/**
+ * The ratio x resolution pairs a route cannot make honestly (size-rules.ts isHonest): what
+ * its upstream makes for Kiln's size of the pair is another ratio or too small. Empty for a
+ * type that makes every size.
+ */
+export function pairsRouteCannotMake(route: ProviderRoute, resolutionsByRatio: Record<string, RenderResolution[]>): { ratio: string; resolution: RenderResolution }[] {
+  const def = providerType(route?.type);
+  if (!def?.sizeFor) return [];
+  const expanded = withDefaults(route);
+  const refused: { ratio: string; resolution: RenderResolution }[] = [];
+  for (const [ratio, resolutions] of Object.entries(resolutionsByRatio)) {
+    for (const resolution of resolutions) {
+      const asked = pixelSize(ratio, resolution);
+      const made = def.sizeFor(expanded, { ...asked, aspectRatio: ratio, resolution });
+      if (made && !isHonest(asked, made)) refused.push({ ratio, resolution });
+    }
+  }
+  return refused;
+}
+
+/** How close a preset's retirement must be before GET /v1/admin/models warns about it. */
+export const RETIREMENT_WARNING_DAYS = 30;
+
+export interface RouteWarning {
+  code: 'preset_retired' | 'preset_retiring';
+  preset: string;
+  retiresAt: string;
+  message: string;
+}
+
+/** Warnings about a stored route: its preset's upstream model has retired, or retires within 30 days. */
+export function routeWarnings(route: ProviderRoute, now: Date = new Date()): RouteWarning[] {
+  const preset = presetById((route as RouteBase)?.preset);
+  if (!preset?.retiresAt) return [];
+  const retires = Date.parse(preset.retiresAt);
+  if (retires <= now.getTime()) {
+    return [{ code: 'preset_retired', preset: preset.id, retiresAt: preset.retiresAt, message: `The upstream model of ${preset.id} was retired on ${preset.retiresAt}: route this model elsewhere` }];
+  }
+  if (retires - now.getTime() <= RETIREMENT_WARNING_DAYS * 24 * 3600 * 1000) {
+    return [{ code: 'preset_retiring', preset: preset.id, retiresAt: preset.retiresAt, message: `The upstream model of ${preset.id} retires on ${preset.retiresAt}: route this model elsewhere before then` }];
+  }
+  return [];
+}
+
+/** GET /v1/admin/providers: every type with its settings, and every preset. */
+export function providerCatalog(): {
+  types: { type: string; mode: 'sync' | 'queue'; summary: string; keyVariable: string | null; settings: { name: string; required: boolean; default?: unknown; description: string }[] }[];
+  presets: ProviderPreset[];
+} {
+  return {
+    types: PROVIDER_TYPES.map((t) => ({
+      type: t.type,
+      mode: t.mode,
+      summary: t.summary,
+      keyVariable: t.keyVariable,
+      settings: t.settings.map((s) => ({ name: s.name, required: s.required, ...(s.default !== undefined ? { default: s.default } : {}), description: s.description })),
+    })),
+    presets: allPresets(),
+  };
 }

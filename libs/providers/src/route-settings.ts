@@ -15,7 +15,6 @@ export const checks = {
   /** Kiln "WxH" -> upstream size string. */
   sizeMap: (v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((s) => typeof s === 'string') ? null : 'invalid',
-  anything: () => null,
 };
 
 /** baseUrl, model, apiKeyEnv, timeoutMs, maxConcurrency: what every upstream type takes (spec 1). */

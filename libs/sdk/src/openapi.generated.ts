@@ -307,10 +307,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every model, enabled or not, with its provider routing and its route's health as the generators see it (routeHealth; 503 when Redis is down) */
+        /** Every model, enabled or not, with its provider routing, its route's health as the generators see it (routeHealth; 503 when Redis is down) and routeWarnings (a preset retiring) */
         get: operations["listAdminModels"];
         put?: never;
-        post?: never;
+        /** Create a model (optionally fromPreset); offered to clients at once when enabled */
+        post: operations["createAdminModel"];
         delete?: never;
         options?: never;
         head?: never;
@@ -330,8 +331,25 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        /** Edit prices, sizes, caps, enabled or provider routing; applies to later batches */
+        /** Edit names, prices, sizes, caps, supports, enabled or provider routing; applies to later batches */
         patch: operations["updateAdminModel"];
+        trace?: never;
+    };
+    "/v1/admin/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Route types with their settings, and presets with list price and retirement date, for PATCH/POST /v1/admin/models */
+        get: operations["listAdminProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/admin/plans": {
@@ -1310,14 +1328,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "simulated";
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1356,11 +1374,32 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
+            /** @description Things to act on about the route: its preset's upstream model retired, or retires within 30 days. Empty when none */
+            routeWarnings: {
+                /** @enum {string} */
+                code: "preset_retired" | "preset_retiring";
+                /** @example openai/gpt-image-1-mini */
+                preset: string;
+                /**
+                 * Format: date
+                 * @example 2026-12-01
+                 */
+                retiresAt: string;
+                message: string;
+            }[];
         };
         AdminModelListResponseDto: {
             models: components["schemas"]["AdminModelWithHealthDto"][];
         };
-        UpdateModelRequestDto: {
+        CreateModelRequestDto: {
+            displayName?: string;
+            blurb?: string;
+            /**
+             * @example {
+             *       "1K": 4,
+             *       "2K": 8
+             *     }
+             */
             creditCost?: {
                 [key: string]: number;
             };
@@ -1368,13 +1407,26 @@ export interface components {
                 [key: string]: string[];
             };
             enabled?: boolean;
+            supportsRefImages?: boolean;
+            supportsQuality?: boolean;
+            supportsBackground?: boolean;
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? }; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description What clients pass as `model`; never changes
+             * @example studio-flash
+             */
+            key: string;
+            /**
+             * @description Take the pairs (those at priced resolutions), caps, supports and route from this preset, unless set here
+             * @example gemini/gemini-3.1-flash-image
+             */
+            fromPreset?: string;
         };
         AdminModelDto: {
             /** @example eta-image */
@@ -1410,14 +1462,14 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
              */
             provider?: {
                 /** @enum {string} */
-                type: "builtin" | "openai" | "simulated";
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
             } & {
                 [key: string]: unknown;
             };
@@ -1427,6 +1479,94 @@ export interface components {
         };
         AdminModelResponseDto: {
             model: components["schemas"]["AdminModelDto"];
+        };
+        UpdateModelRequestDto: {
+            displayName?: string;
+            blurb?: string;
+            creditCost?: {
+                [key: string]: number;
+            };
+            resolutionsByRatio?: {
+                [key: string]: string[];
+            };
+            enabled?: boolean;
+            supportsRefImages?: boolean;
+            supportsQuality?: boolean;
+            supportsBackground?: boolean;
+            /** @description null: no declared cap (the ceiling of 16 applies) */
+            maxRefImages?: number | null;
+            maxPromptLength?: number;
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            provider?: {
+                [key: string]: unknown;
+            };
+        };
+        ProviderSettingDto: {
+            /** @example baseUrl */
+            name: string;
+            required: boolean;
+            /**
+             * @description Applied when the route omits the setting
+             * @example 30000
+             */
+            default?: Record<string, never>;
+            description: string;
+        };
+        ProviderTypeDto: {
+            /** @enum {string} */
+            type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
+            /**
+             * @description sync: one exchange answers the image; queue: submitted, then polled
+             * @enum {string}
+             */
+            mode: "sync" | "queue";
+            summary: string;
+            /** @description The environment variable the key comes from by default (apiKeyEnv overrides); null: no key */
+            keyVariable: string | null;
+            settings: components["schemas"]["ProviderSettingDto"][];
+        };
+        ProviderPresetDto: {
+            /**
+             * @description <type>/<upstream model id>
+             * @example openai/gpt-image-1
+             */
+            id: string;
+            /** @enum {string} */
+            type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
+            /**
+             * @description The route settings the preset expands to
+             * @example {
+             *       "model": "gpt-image-1"
+             *     }
+             */
+            settings: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description The upstream's list price: usdPerImage by resolution, and a note
+             * @example {
+             *       "usdPerImage": {
+             *         "1K": 0.042
+             *       }
+             *     }
+             */
+            cost?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date
+             * @description When the upstream announced it stops serving the model
+             */
+            retiresAt?: string;
+            notes?: string;
+            /** @description What a model created fromPreset takes: resolutionsByRatio (the pairs it makes honestly), maxRefImages, supportsRefImages, supportsQuality, supportsBackground */
+            model: {
+                [key: string]: unknown;
+            };
+        };
+        ProvidersResponseDto: {
+            types: components["schemas"]["ProviderTypeDto"][];
+            presets: components["schemas"]["ProviderPresetDto"][];
         };
         PlanDto: {
             /** @enum {string} */
@@ -1470,10 +1610,51 @@ export interface components {
         QueuesResponseDto: {
             queues: components["schemas"]["QueueStatsDto"][];
         };
+        AdminTaskDto: {
+            id: string;
+            batchId: string;
+            prompt: string;
+            /** @enum {string} */
+            status: "pending" | "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** @description 0 while pending/queued, 1..99 while running, 100 when succeeded */
+            progress: number;
+            /** @description One public URL once succeeded, else empty */
+            resultUrls: string[];
+            /** @description Short reason when failed */
+            error: string | null;
+            /**
+             * @description 1-based position in the batch: prompt order, then reference image, then copy
+             * @example 1
+             */
+            index: number;
+            /**
+             * @description 0-based index into the batch's prompts
+             * @example 0
+             */
+            promptIndex: number;
+            /** @description The reference URL this task pairs with under refMode "each", else null */
+            refImage: string | null;
+            /**
+             * @description 1-based copy number within its prompt (and reference) combination
+             * @example 1
+             */
+            copy: number;
+            /** @description Pixel width of the stored image as it really is; null until succeeded */
+            width: number | null;
+            /** @description Pixel height of the stored image; null until succeeded */
+            height: number | null;
+            /**
+             * @description Why it failed, to branch on; null unless failed
+             * @enum {string|null}
+             */
+            errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            /** @description The queue upstream's request id (fal, Replicate, BFL) for the task's current attempt, to look it up upstream; null for other routes */
+            upstreamRequestId: string | null;
+        };
         AdminBatchResponseDto: {
             batch: components["schemas"]["BatchDto"];
             /** @description In fan-out order: prompt, then reference image, then copy */
-            tasks: components["schemas"]["TaskDto"][];
+            tasks: components["schemas"]["AdminTaskDto"][];
             /** Format: uuid */
             accountId: string;
         };
@@ -5440,12 +5621,189 @@ export interface operations {
                      *           "routeHealth": {
                      *             "state": "ok",
                      *             "lastSuccessAt": "2026-01-31T12:00:00.000Z"
-                     *           }
+                     *           },
+                     *           "routeWarnings": [
+                     *             {
+                     *               "code": "preset_retired",
+                     *               "preset": "openai/gpt-image-1-mini",
+                     *               "retiresAt": "2026-12-01",
+                     *               "message": "string"
+                     *             }
+                     *           ]
                      *         }
                      *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AdminModelListResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createAdminModel: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "displayName": "string",
+                 *       "blurb": "string",
+                 *       "creditCost": {
+                 *         "1K": 4,
+                 *         "2K": 8
+                 *       },
+                 *       "resolutionsByRatio": {},
+                 *       "enabled": true,
+                 *       "supportsRefImages": true,
+                 *       "supportsQuality": true,
+                 *       "supportsBackground": true,
+                 *       "maxRefImages": null,
+                 *       "maxPromptLength": 1,
+                 *       "provider": {},
+                 *       "key": "studio-flash",
+                 *       "fromPreset": "gemini/gemini-3.1-flash-image"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateModelRequestDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "model": {
+                     *         "key": "eta-image",
+                     *         "displayName": "Eta Image",
+                     *         "blurb": "string",
+                     *         "creditCost": {
+                     *           "1K": 5,
+                     *           "2K": 10
+                     *         },
+                     *         "resolutionsByRatio": {
+                     *           "1:1": [
+                     *             "1K",
+                     *             "2K"
+                     *           ]
+                     *         },
+                     *         "supportsRefImages": true,
+                     *         "maxRefImages": null,
+                     *         "supportsQuality": true,
+                     *         "supportsBackground": true,
+                     *         "maxPromptLength": 1,
+                     *         "enabled": true,
+                     *         "provider": {
+                     *           "type": "builtin"
+                     *         },
+                     *         "sortOrder": 1,
+                     *         "updatedAt": "string"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AdminModelResponseDto"];
                 };
             };
             /** @description invalid_request */
@@ -5558,9 +5916,14 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "displayName": "string",
+                 *       "blurb": "string",
                  *       "creditCost": {},
                  *       "resolutionsByRatio": {},
                  *       "enabled": true,
+                 *       "supportsRefImages": true,
+                 *       "supportsQuality": true,
+                 *       "supportsBackground": true,
                  *       "maxRefImages": null,
                  *       "maxPromptLength": 1,
                  *       "provider": {}
@@ -5607,6 +5970,158 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["AdminModelResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listAdminProviders: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "types": [
+                     *         {
+                     *           "type": "builtin",
+                     *           "mode": "sync",
+                     *           "summary": "string",
+                     *           "keyVariable": null,
+                     *           "settings": [
+                     *             {
+                     *               "name": "baseUrl",
+                     *               "required": true,
+                     *               "default": 30000,
+                     *               "description": "string"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "presets": [
+                     *         {
+                     *           "id": "openai/gpt-image-1",
+                     *           "type": "builtin",
+                     *           "settings": {
+                     *             "model": "gpt-image-1"
+                     *           },
+                     *           "cost": {
+                     *             "usdPerImage": {
+                     *               "1K": 0.042
+                     *             }
+                     *           },
+                     *           "retiresAt": "string",
+                     *           "notes": "string",
+                     *           "model": {}
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProvidersResponseDto"];
                 };
             };
             /** @description invalid_request */
@@ -6176,7 +6691,8 @@ export interface operations {
                      *           "copy": 1,
                      *           "width": null,
                      *           "height": null,
-                     *           "errorCode": "upstream_rejected"
+                     *           "errorCode": "upstream_rejected",
+                     *           "upstreamRequestId": null
                      *         }
                      *       ],
                      *       "accountId": "string"

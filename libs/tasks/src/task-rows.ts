@@ -110,3 +110,15 @@ export async function selectExpiredResults(db: DataSource, cutoff: Date, limit: 
 export async function clearResultKeys(db: DataSource, taskIds: string[]): Promise<void> {
   await db.query(`UPDATE tasks SET result_key = NULL WHERE id = ANY($1::uuid[])`, [taskIds]);
 }
+
+/**
+ * Each of a batch's tasks' queue-upstream request id (fal, Replicate, BFL), for operators
+ * only: account holders never see it. Tasks without one are absent.
+ */
+export async function selectUpstreamRequestIds(db: DataSource, batchId: string): Promise<Map<string, string>> {
+  const rows: { id: string; request_id: string }[] = await db.query(
+    `SELECT id, upstream_request_id AS request_id FROM tasks WHERE batch_id = $1 AND upstream_request_id IS NOT NULL`,
+    [batchId],
+  );
+  return new Map(rows.map((r) => [r.id, r.request_id]));
+}

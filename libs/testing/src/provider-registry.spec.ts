@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isUpstreamKeyName } from '@app/config';
-import { PROVIDER_TYPES, ProviderTypeDefinition, RouteBase } from '@app/providers';
+import { expandRoute, metricsLabel, pairsRouteCannotMake, PROVIDER_TYPES, ProviderRoute, ProviderTypeDefinition, routeLabel, RouteBase, routeWarnings } from '@app/providers';
 
 const PROVIDERS_SRC = path.resolve(__dirname, '../../providers/src');
 
@@ -48,6 +48,31 @@ describe('provider registry', () => {
       .sort();
     expect(folders).toEqual(types.map((t) => t.type).sort());
     for (const t of types) expect(fs.existsSync(path.join(PROVIDERS_SRC, t.type, `${t.type}.type.ts`))).toBe(true);
+  });
+
+  it('each type labels its metrics and logs itself', () => {
+    const gemini = { type: 'gemini', model: 'gemini-3.1-flash-image' } as ProviderRoute;
+    expect(metricsLabel(gemini)).toBe('gemini');
+    expect(routeLabel(gemini)).toBe('gemini https://generativelanguage.googleapis.com/v1beta (gemini-3.1-flash-image)');
+    expect(metricsLabel({ type: 'builtin' })).toBe('builtin');
+    expect(metricsLabel({ type: 'carrier-pigeon' } as unknown as ProviderRoute)).toBe('unknown');
+  });
+
+  it('routeWarnings: a preset retiring within 30 days, or retired; nothing before, nor without a preset', () => {
+    const mini = expandRoute({ preset: 'openai/gpt-image-1-mini' }) as ProviderRoute;
+    expect(routeWarnings(mini, new Date('2026-10-01T00:00:00Z'))).toEqual([]);
+    expect(routeWarnings(mini, new Date('2026-11-05T00:00:00Z'))).toEqual([expect.objectContaining({ code: 'preset_retiring', retiresAt: '2026-12-01' })]);
+    expect(routeWarnings(mini, new Date('2026-12-02T00:00:00Z'))).toEqual([expect.objectContaining({ code: 'preset_retired' })]);
+    expect(routeWarnings({ type: 'openai', model: 'gpt-image-1-mini' } as ProviderRoute, new Date('2026-12-02T00:00:00Z'))).toEqual([]);
+  });
+
+  it('every preset can honestly make the pairs it offers', () => {
+    for (const t of types) {
+      for (const p of t.presets) {
+        const route = expandRoute({ preset: p.id }) as ProviderRoute;
+        expect({ preset: p.id, refused: pairsRouteCannotMake(route, p.model.resolutionsByRatio) }).toEqual({ preset: p.id, refused: [] });
+      }
+    }
   });
 
   it('preset ids are unique across types', () => {

@@ -36,7 +36,9 @@ export class AdminSupportController {
   @ApiNotFoundResponse({ description: 'not_found', type: ErrorResponseDto })
   async batch(@Param('id') id: string): Promise<AdminBatchResponseDto> {
     const found = await this.batches.detailForOperator(id);
-    return { accountId: found.accountId, ...BatchDetailResponseDto.from(found) };
+    const detail = BatchDetailResponseDto.from(found);
+    const tasks = detail.tasks.map((t) => ({ ...t, upstreamRequestId: found.upstreamRequestIds.get(t.id) ?? null }));
+    return { accountId: found.accountId, ...detail, tasks };
   }
 
   @Get('keys/:idOrHint')

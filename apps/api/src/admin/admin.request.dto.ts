@@ -9,6 +9,7 @@ import {
   IsObject,
   IsOptional,
   IsString,
+  Matches,
   Max,
   MaxLength,
   Min,
@@ -62,6 +63,14 @@ export class CreditsRequestDto {
 }
 
 export class UpdateModelRequestDto {
+  @ApiPropertyOptional({ maxLength: 100 })
+  @IsOptional() @IsString() @IsNotEmpty() @MaxLength(100)
+  displayName?: string;
+
+  @ApiPropertyOptional({ maxLength: 500 })
+  @IsOptional() @IsString() @MaxLength(500)
+  blurb?: string;
+
   @ApiPropertyOptional({ type: 'object', additionalProperties: { type: 'integer' } })
   @IsOptional() @IsObject()
   creditCost?: Partial<Record<Resolution, number>>;
@@ -74,6 +83,10 @@ export class UpdateModelRequestDto {
   @IsOptional() @IsBoolean()
   enabled?: boolean;
 
+  @ApiPropertyOptional() @IsOptional() @IsBoolean() supportsRefImages?: boolean;
+  @ApiPropertyOptional() @IsOptional() @IsBoolean() supportsQuality?: boolean;
+  @ApiPropertyOptional() @IsOptional() @IsBoolean() supportsBackground?: boolean;
+
   @ApiPropertyOptional({ type: 'integer', nullable: true, maximum: MAX_REF_IMAGES, description: `null: no declared cap (the ceiling of ${MAX_REF_IMAGES} applies)` })
   @IsOptional() @ValidateIf((_, v) => v !== null) @IsInt() @Min(0) @Max(MAX_REF_IMAGES)
   maxRefImages?: number | null;
@@ -85,10 +98,31 @@ export class UpdateModelRequestDto {
   @ApiPropertyOptional({
     type: 'object',
     additionalProperties: true,
-    description: `${routeShapes()}; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)`,
+    description: `${routeShapes()}; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)`,
   })
   @IsOptional() @IsObject()
   provider?: ProviderRoute;
+}
+
+export class CreateModelRequestDto extends UpdateModelRequestDto {
+  @ApiProperty({ example: 'studio-flash', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', description: 'What clients pass as `model`; never changes' })
+  @IsString() @Matches(/^[a-z0-9][a-z0-9._-]{0,63}$/)
+  key: string;
+
+  @ApiProperty({ maxLength: 100 })
+  @IsString() @IsNotEmpty() @MaxLength(100)
+  declare displayName: string;
+
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, example: { '1K': 4, '2K': 8 } })
+  @IsObject()
+  declare creditCost: Partial<Record<Resolution, number>>;
+
+  @ApiPropertyOptional({
+    example: 'gemini/gemini-3.1-flash-image',
+    description: 'Take the pairs (those at priced resolutions), caps, supports and route from this preset, unless set here',
+  })
+  @IsOptional() @IsString()
+  fromPreset?: string;
 }
 
 export class UpdatePlanRequestDto {

@@ -1,8 +1,8 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { PLAN_KEYS } from '@app/database';
 import { RESOLUTIONS } from '@app/geometry';
 import { AccountDto } from '../common/account.response.dto';
-import { PROVIDER_TYPE_NAMES, routeTypesInBrief } from '@app/providers';
+import { PROVIDER_TYPE_NAMES, RETIREMENT_WARNING_DAYS, routeTypesInBrief } from '@app/providers';
 
 /*
  * Wire shapes of the operator routes that answer catalog and plan rows as stored. Documented
@@ -61,6 +61,22 @@ export class AdminModelWithHealthDto extends AdminModelDto {
     example: { state: 'ok', lastSuccessAt: '2026-01-31T12:00:00.000Z' },
   })
   routeHealth: Record<string, unknown>;
+
+  @ApiProperty({
+    type: 'array',
+    items: {
+      type: 'object',
+      required: ['code', 'preset', 'retiresAt', 'message'],
+      properties: {
+        code: { type: 'string', enum: ['preset_retired', 'preset_retiring'] },
+        preset: { type: 'string', example: 'openai/gpt-image-1-mini' },
+        retiresAt: { type: 'string', format: 'date', example: '2026-12-01' },
+        message: { type: 'string' },
+      },
+    },
+    description: `Things to act on about the route: its preset's upstream model retired, or retires within ${RETIREMENT_WARNING_DAYS} days. Empty when none`,
+  })
+  routeWarnings: Record<string, unknown>[];
 }
 
 export class AdminModelListResponseDto {
@@ -100,4 +116,42 @@ export class QueueStatsDto {
 
 export class QueuesResponseDto {
   @ApiProperty({ type: [QueueStatsDto] }) queues: QueueStatsDto[];
+}
+
+export class ProviderSettingDto {
+  @ApiProperty({ example: 'baseUrl' }) name: string;
+  @ApiProperty() required: boolean;
+  @ApiPropertyOptional({ description: 'Applied when the route omits the setting', example: 30000 }) default?: unknown;
+  @ApiProperty() description: string;
+}
+
+export class ProviderTypeDto {
+  @ApiProperty({ enum: PROVIDER_TYPE_NAMES }) type: string;
+  @ApiProperty({ enum: ['sync', 'queue'], description: 'sync: one exchange answers the image; queue: submitted, then polled' }) mode: string;
+  @ApiProperty() summary: string;
+  @ApiProperty({ type: 'string', nullable: true, description: 'The environment variable the key comes from by default (apiKeyEnv overrides); null: no key' })
+  keyVariable: string | null;
+  @ApiProperty({ type: [ProviderSettingDto] }) settings: ProviderSettingDto[];
+}
+
+export class ProviderPresetDto {
+  @ApiProperty({ example: 'openai/gpt-image-1', description: '<type>/<upstream model id>' }) id: string;
+  @ApiProperty({ enum: PROVIDER_TYPE_NAMES }) type: string;
+  @ApiProperty({ type: 'object', additionalProperties: true, description: 'The route settings the preset expands to', example: { model: 'gpt-image-1' } })
+  settings: Record<string, unknown>;
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, and a note", example: { usdPerImage: { '1K': 0.042 } } })
+  cost?: Record<string, unknown>;
+  @ApiPropertyOptional({ format: 'date', description: 'When the upstream announced it stops serving the model' }) retiresAt?: string;
+  @ApiPropertyOptional() notes?: string;
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    description: 'What a model created fromPreset takes: resolutionsByRatio (the pairs it makes honestly), maxRefImages, supportsRefImages, supportsQuality, supportsBackground',
+  })
+  model: Record<string, unknown>;
+}
+
+export class ProvidersResponseDto {
+  @ApiProperty({ type: [ProviderTypeDto] }) types: ProviderTypeDto[];
+  @ApiProperty({ type: [ProviderPresetDto] }) presets: ProviderPresetDto[];
 }

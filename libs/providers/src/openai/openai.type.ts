@@ -1,5 +1,6 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { checks, upstreamSettings } from '../route-settings';
+import { classifyOpenAiError } from './openai.errors';
 import { OpenAiFakeUpstream } from './openai.fake';
 import { OpenAiProvider } from './openai.provider';
 import { openAiMadeSize, openAiUpstreamSize } from './openai.sizes';
@@ -33,7 +34,7 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
       required: false,
       description:
         'Kiln "WxH" -> the upstream size string to send instead. Without an entry, gpt-image-1/-1-mini/-1.5 get their nearest legal size (ratio, then area) and other models the exact "WxH"',
-      check: checks.anything,
+      check: checks.sizeMap,
     },
     shared.timeoutMs,
     shared.maxConcurrency,
@@ -45,6 +46,7 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
   describe: (route) => `openai ${route.baseUrl} (${route.model})`,
   upstreamUrl: (route) => route.baseUrl,
   sizeFor: (route, asked) => openAiMadeSize(route, asked),
+  classifyError: classifyOpenAiError,
   presets: [
     {
       id: 'openai/gpt-image-1',

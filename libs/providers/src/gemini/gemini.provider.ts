@@ -1,0 +1,92 @@
+import { EgressPolicy, egressRequest } from '@app/egress';
+import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
+import { reportProgress, throwIfAborted } from '../provider.utils';
+import { checkedImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { classifyGeminiError, geminiNoImage } from './gemini.errors';
+import { geminiImageConfig } from './gemini.sizes';
+
+export interface GeminiProviderConfig {
+  /** e.g. https://generativelanguage.googleapis.com/v1beta (a trailing slash is tolerated). */
+  baseUrl: string;
+  apiKey: string;
+  /** Upstream model id, e.g. gemini-3.1-flash-image. */
+  model: string;
+  timeoutMs: number;
+  /** As OpenAiProviderConfig's: http and private addresses for the base URL (UPSTREAM_ALLOW_PRIVATE). */
+  allowPrivate: boolean;
+  maxImageBytes: number;
+}
+
+/** The answer fields Kiln reads (REST JSON, camelCase). */
+interface GenerateContentAnswer {
+  promptFeedback?: { blockReason?: unknown };
+  candidates?: { finishReason?: unknown; content?: { parts?: { text?: unknown; inlineData?: { mimeType?: unknown; data?: unknown } }[] } }[];
+}
+
+/**
+ * Google's Gemini API: one `generateContent` call per image, the prompt as text and each
+ * reference as inlineData, asking for an IMAGE answer in the nearest ratio Gemini takes (and
+ * imageSize on 3.x models). The image comes back inline (base64), so no URL is ever fetched.
+ */
+export class GeminiProvider implements ImageProvider {
+  private readonly baseUrl: string;
+  private readonly apiPolicy: EgressPolicy;
+
+  constructor(private readonly config: GeminiProviderConfig) {
+    this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+    this.apiPolicy = upstreamPolicies(this.baseUrl, config.allowPrivate).api;
+  }
+
+  /** The request body for a render: exported through `requestBody` for the SDK comparison test. */
+  requestBody(req: RenderRequest): Record<string, unknown> {
+    const parts: Record<string, unknown>[] = [{ text: req.prompt }];
+    for (const ref of req.references) parts.push({ inlineData: { mimeType: ref.contentType, data: ref.data.toString('base64') } });
+    return {
+      contents: [{ role: 'user', parts }],
+      generationConfig: {
+        responseModalities: ['IMAGE'],
+        seed: req.seed,
+        imageConfig: geminiImageConfig(this.config.model, { width: req.width, height: req.height }, req.resolution),
+      },
+    };
+  }
+
+  async render(req: RenderRequest): Promise<RenderResult> {
+    throwIfAborted(req.signal);
+    const url = `${this.baseUrl}/models/${encodeURIComponent(this.config.model)}:generateContent`;
+    const body = Buffer.from(JSON.stringify(this.requestBody(req)));
+    const res = await exchange('api', this.config, req.signal, () =>
+      egressRequest(url, {
+        policy: this.apiPolicy,
+        method: 'POST',
+        headers: { 'x-goog-api-key': this.config.apiKey, 'content-type': 'application/json' },
+        body,
+        maxBytes: Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES,
+        timeoutMs: this.config.timeoutMs,
+        signal: req.signal,
+      }),
+    );
+    const payload = res.body.toString('utf8');
+    if (res.status < 200 || res.status >= 300) {
+      throw classifyGeminiError({ status: res.status, headers: headersOf(res), text: payload }, { apiKey: this.config.apiKey });
+    }
+    reportProgress(req.onProgress, 60);
+    const image = await checkedImage(firstInlineImage(payload), this.config.maxImageBytes);
+    reportProgress(req.onProgress, 70);
+    return image;
+  }
+}
+
+/** The first part with inlineData; a model may answer text parts around it, or no image at all. */
+function firstInlineImage(payload: string): Buffer {
+  let answer: GenerateContentAnswer;
+  try {
+    answer = JSON.parse(payload) as GenerateContentAnswer;
+  } catch {
+    throw new ProviderError('invalid_response', 'The image provider answered with something other than JSON');
+  }
+  const parts = answer?.candidates?.[0]?.content?.parts;
+  const image = Array.isArray(parts) ? parts.find((p) => typeof p?.inlineData?.data === 'string' && p.inlineData.data.length > 0) : undefined;
+  if (!image) throw geminiNoImage(answer ?? {});
+  return Buffer.from(image.inlineData!.data as string, 'base64');
+}

@@ -1,0 +1,62 @@
+import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import { upstreamSettings } from '../route-settings';
+import { classifyGeminiError } from './gemini.errors';
+import { GeminiFakeUpstream } from './gemini.fake';
+import { GeminiProvider } from './gemini.provider';
+import { geminiMadeSize } from './gemini.sizes';
+
+export interface GeminiRoute extends UpstreamRouteSettings {
+  type: 'gemini';
+  preset?: string;
+}
+
+export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
+
+const shared = upstreamSettings({ defaultBaseUrl: GEMINI_DEFAULT_BASE_URL, keyVariable: 'GEMINI_API_KEY', modelExample: 'gemini-3.1-flash-image' });
+
+const RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
+const pairs = (resolutions: ('1K' | '2K' | '4K')[]) => Object.fromEntries(RATIOS.map((r) => [r, resolutions]));
+
+/** Google's Gemini API (generateContent with an IMAGE answer). */
+export const geminiType: SyncProviderType<GeminiRoute> = {
+  type: 'gemini',
+  mode: 'sync',
+  summary:
+    'Google Gemini API: POST {baseUrl}/models/{model}:generateContent, header x-goog-api-key; references as inlineData; the nearest of its ten ratios, imageSize on 3.x models',
+  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, shared.ratePerMinute],
+  keyVariable: 'GEMINI_API_KEY',
+  work: 'upstream',
+  metricsLabel: 'gemini',
+  describe: (route) => `gemini ${route.baseUrl} (${route.model})`,
+  upstreamUrl: (route) => route.baseUrl,
+  sizeFor: (route, asked) => geminiMadeSize(route.model, asked, asked.resolution),
+  classifyError: classifyGeminiError,
+  presets: [
+    {
+      id: 'gemini/gemini-3.1-flash-image',
+      type: 'gemini',
+      settings: { baseUrl: GEMINI_DEFAULT_BASE_URL, model: 'gemini-3.1-flash-image' },
+      cost: { usdPerImage: { '1K': 0.039, '2K': 0.039, '4K': 0.078 }, note: 'list price per output image, November 2026' },
+      notes: 'Generally available since 2026-05-28; one image per request, up to 14 references',
+      model: { resolutionsByRatio: pairs(['1K', '2K', '4K']), maxRefImages: 14, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
+    },
+    {
+      id: 'gemini/gemini-3-pro-image',
+      type: 'gemini',
+      settings: { baseUrl: GEMINI_DEFAULT_BASE_URL, model: 'gemini-3-pro-image' },
+      cost: { usdPerImage: { '1K': 0.134, '2K': 0.134, '4K': 0.24 }, note: 'list price per output image, November 2026' },
+      notes: 'The pro model: better text rendering and composition, slower',
+      model: { resolutionsByRatio: pairs(['1K', '2K', '4K']), maxRefImages: 14, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
+    },
+  ],
+  create: (route, context) =>
+    new GeminiProvider({
+      baseUrl: route.baseUrl,
+      apiKey: context.apiKey,
+      model: route.model,
+      timeoutMs: route.timeoutMs ?? context.timeoutMs,
+      allowPrivate: context.upstream.allowPrivate,
+      maxImageBytes: context.upstream.maxImageBytes,
+    }),
+  testing: { fake: () => new GeminiFakeUpstream() },
+};
