@@ -4,7 +4,7 @@
  * same-run baselines, writes the results and removes everything it created.
  *
  *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks
- *                    upstream-queue openai-door
+ *                    upstream-queue openai-door rate-limited
  *                    (default: all, in this order; webhooks runs the first pipeline size with
  *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
@@ -43,6 +43,7 @@ import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
 import { upstreamQueue } from './scenarios/upstream-queue';
 import { openaiDoor } from './scenarios/openai-door';
+import { rateLimited } from './scenarios/rate-limited';
 import { webhooks } from './scenarios/webhooks';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..');
@@ -60,6 +61,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   webhooks,
   'upstream-queue': upstreamQueue,
   'openai-door': openaiDoor,
+  'rate-limited': rateLimited,
 };
 
 function parseArgs(argv: string[]): RunOptions {

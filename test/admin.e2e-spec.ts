@@ -172,14 +172,16 @@ describe('Operator admin API (docs/admin.md)', () => {
       .expect(200);
     expect(ok.body.model).toMatchObject({ maxPromptLength: 500, provider: { type: 'simulated', failureRate: 0.1 } });
     const capped = await t.admin('patch', '/v1/admin/models/beta-2-lite')
-      .send({ provider: { type: 'openai', baseUrl: 'https://upstream.example/v1', model: 'img', maxConcurrency: 8 } })
+      .send({ provider: { type: 'openai', baseUrl: 'https://upstream.example/v1', model: 'img', maxConcurrency: 8, ratePerMinute: 60 } })
       .expect(200);
-    expect(capped.body.model.provider).toMatchObject({ type: 'openai', maxConcurrency: 8 });
+    expect(capped.body.model.provider).toMatchObject({ type: 'openai', maxConcurrency: 8, ratePerMinute: 60 });
     await t.admin('patch', '/v1/admin/models/beta-2-lite').send({ provider: { type: 'builtin' }, maxPromptLength: 4000 }).expect(200);
     const refusals = [
       { provider: { type: 'simulated', maxConcurrency: 0 } },
       { provider: { type: 'openai', baseUrl: 'https://upstream.example/v1', model: 'img', maxConcurrency: 2.5 } },
       { provider: { type: 'openai', baseUrl: 'https://upstream.example/v1', model: 'img', maxConcurrency: 10_001 } },
+      { provider: { type: 'openai', baseUrl: 'https://upstream.example/v1', model: 'img', ratePerMinute: 0 } },
+      { provider: { type: 'simulated', ratePerMinute: 1.5 } },
       { resolutionsByRatio: { '1:1': ['4K'] } },
       { creditCost: { '8K': 5 } },
       { provider: { type: 'quantum' } },

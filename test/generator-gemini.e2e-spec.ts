@@ -91,7 +91,7 @@ describe('generator: the gemini provider against a local upstream', () => {
     expect(await api.ledgerSum(a.id)).toBe(balance);
   });
 
-  it('429 with Retry-After: retried after it, one charge, no refund', async () => {
+  it('429 with Retry-After: asked again after it within the same attempt (route pacing), one charge, no refund', async () => {
     const before = calls();
     upstream.answerNext({
       status: 429,
@@ -101,10 +101,10 @@ describe('generator: the gemini provider against a local upstream', () => {
     const id = await batchVia('gamma-5-pro', route(), { prompts: ['Busy once'] });
     await waitForBatchDone(api, id);
     const [task] = await taskRows(api, id);
-    expect(task).toMatchObject({ status: 'succeeded', attempts: 2 });
+    expect(task).toMatchObject({ status: 'succeeded', attempts: 1 });
     const [first, second] = upstream.requests.slice(before);
     expect(calls() - before).toBe(2);
-    // Retry-After: 1 s (the generator's own backoff here is 50 ms).
+    // Retry-After: 1 s (the refused call's own backoff is 100 ms).
     expect(second.receivedAt - first.receivedAt).toBeGreaterThanOrEqual(950);
     expect(await refundRows(api, id)).toHaveLength(0);
   });

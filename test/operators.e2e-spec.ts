@@ -129,7 +129,9 @@ describe('operators: metrics, task logs, route health, support routes', () => {
 
     const g = await scrapeGenerator();
     const labels = { model: 'beta-2', provider: 'openai' };
-    expect(sample(g, 'kiln_tasks_started_total', labels)).toBe(4);
+    // The 429 is one Kiln caused by going too fast: asked again within the same attempt (route
+    // pacing), so it starts no second attempt; the retries counter still counts the ask again.
+    expect(sample(g, 'kiln_tasks_started_total', labels)).toBe(3);
     expect(sample(g, 'kiln_tasks_succeeded_total', labels)).toBe(2);
     expect(sample(g, 'kiln_tasks_failed_total', { ...labels, error_code: 'upstream_rejected' })).toBe(1);
     expect(sample(g, 'kiln_task_retries_total', { ...labels, error_code: 'upstream_unavailable' })).toBe(1);
@@ -162,7 +164,7 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     expect(finished.map((l) => [l.outcome, l.attempts, l.errorCode]).sort()).toEqual([
       ['failed', 1, 'upstream_rejected'],
       ['succeeded', 1, null],
-      ['succeeded', 2, null],
+      ['succeeded', 1, null],
     ]);
     const warnings = lines.filter((l) => l.context === 'Tasks' && l.level === 40);
     expect(warnings.map((l) => [l.status, l.errorCode, l.upstreamKind, l.retrying]).sort()).toEqual([

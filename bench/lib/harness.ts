@@ -153,6 +153,13 @@ export function cpuPerUnit(label: string, window: WindowFigures, perSec: number)
   return `${label} ${parts.map(([n, v]) => `${n} ${v}`).join(' + ')} = ${total}`;
 }
 
+/** Milliseconds of CPU per unit of work, every sampled process plus PostgreSQL and Redis together. */
+export function cpuMsPerUnit(window: WindowFigures, perSec: number): number {
+  if (!(perSec > 0)) return NaN;
+  const cores = Object.values(window.processes).reduce((sum, p) => sum + p.cpuCores, 0) + window.postgresCores + window.redisCores;
+  return round((cores / perSec) * 1000, 2);
+}
+
 /** A figure against an absolute bound (met when below it), or none. */
 export function absolute(metric: string, unit: string, kiln: number, below?: number): Figure {
   return {

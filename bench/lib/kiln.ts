@@ -56,6 +56,8 @@ export class KilnStack {
   port = 0;
   api: NodeChild | null = null;
   generator: NodeChild | null = null;
+  /** Generators started beside `generator` by addGenerator. */
+  private readonly extraGenerators: NodeChild[] = [];
   /** The bench's own connections to Kiln's database (setup, completion polling). */
   db!: Pool;
   private generatorRuns = 0;
@@ -114,8 +116,9 @@ export class KilnStack {
       // The webhooks scenario's receiver is on 127.0.0.1; a key of this run's own seals its secrets.
       WEBHOOK_SECRET_KEY: this.webhookSecretKey,
       WEBHOOK_ALLOW_PRIVATE: 'true',
-      // The upstream-queue scenario's fake fal upstream is on 127.0.0.1 too.
+      // The rate-limited and upstream-queue scenarios' fake upstreams are on 127.0.0.1 too.
       UPSTREAM_ALLOW_PRIVATE: 'true',
+      OPENAI_API_KEY: 'sk-bench-fake-upstream',
       FAL_KEY: 'bench-fal-key',
       ...extra,
     };
@@ -168,12 +171,24 @@ export class KilnStack {
    */
   async startGenerator(extra: Record<string, string> = {}): Promise<NodeChild> {
     await this.stopGenerator();
+    this.generator = await this.spawnGenerator(extra);
+    return this.generator;
+  }
+
+  /** One more generator beside the running one (scenarios with replicas); stopGenerator stops it too. */
+  async addGenerator(extra: Record<string, string> = {}): Promise<NodeChild> {
+    const generator = await this.spawnGenerator(extra);
+    this.extraGenerators.push(generator);
+    return generator;
+  }
+
+  private async spawnGenerator(extra: Record<string, string>): Promise<NodeChild> {
     this.generatorRuns += 1;
     const label = `generator${this.generatorRuns}`;
     const prof = this.execArgv(label);
     const script = this.distPath('apps/generator/src/main.js');
     if (!fs.existsSync(script)) throw new Error(`${script} is missing: the generator is not built`);
-    this.generator = NodeChild.start({
+    const generator = NodeChild.start({
       name: label,
       script,
       // As deployed: docker/Dockerfile and scripts/start.sh give the generator two malloc
@@ -183,7 +198,6 @@ export class KilnStack {
       logFile: path.join(this.logDir, `${label}.log`),
     });
     // A generator that dies on boot (bad config) should fail fast, not time out a scenario.
-    const generator = this.generator;
     const died = generator.exited.then((code) => {
       throw new Error(`${label} exited (${code}) on start; see ${generator.logFile}`);
     });
@@ -193,7 +207,8 @@ export class KilnStack {
   }
 
   async stopGenerator(): Promise<void> {
-    if (this.generator) await this.generator.stop(30_000);
+    const running = [...(this.generator ? [this.generator] : []), ...this.extraGenerators.splice(0)];
+    await Promise.all(running.map((g) => g.stop(30_000)));
     this.generator = null;
   }
 

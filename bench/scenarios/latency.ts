@@ -7,7 +7,8 @@ const IMAGES = 200;
 const IN_FLIGHT = 100;
 const LATENCY_MS = 1000;
 const RUNS = 3;
-const TARGET = 1.15;
+/** Issue 26: hold it at 1.10 of the ideal. */
+const TARGET = 1.1;
 const IDEAL_SEC = (IMAGES / IN_FLIGHT) * (LATENCY_MS / 1000);
 
 /** Scenario 4: 200 images from a 1 s simulated model with 100 tasks in flight, against the ideal 2 s. */

@@ -5,6 +5,8 @@ import { log, round } from '../lib/util';
 import { preparePipeline, runKilnPipeline } from './pipeline';
 
 const LIMIT_MB = 600;
+/** Issue 26: the 4K builtin batch's peak (two 4096x4096 RGBA frames alone are 128 MiB). */
+const BUILTIN_LIMIT_MB = 400;
 const BUILTIN_IMAGES = 20;
 const STANDALONE_PIPELINE_IMAGES = 10_000;
 
@@ -34,7 +36,7 @@ export async function memory(ctx: BenchContext): Promise<Omit<ScenarioResult, 'd
   await stack.routeModel(BUILTIN_4K_MODEL, { type: 'builtin' });
   const builtin = await builtin4k(ctx, {});
   if (builtin.failed) notes.push(`4K builtin batch: ${BUILTIN_IMAGES - builtin.failed} succeeded, ${builtin.failed} failed.`);
-  figures.push(rss(`generator peak RSS, ${BUILTIN_IMAGES}-image 4K builtin batch`, builtin.figures, LIMIT_MB));
+  figures.push(rss(`generator peak RSS, ${BUILTIN_IMAGES}-image 4K builtin batch`, builtin.figures, BUILTIN_LIMIT_MB));
   // The same batch with glibc's default malloc arenas (the generator is deployed with two):
   // libvips allocates from many threads, and per-thread arenas keep freed image buffers resident.
   const arenas = await builtin4k(ctx, { MALLOC_ARENA_MAX: '' });

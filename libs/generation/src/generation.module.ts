@@ -6,6 +6,7 @@ import { MetricsModule } from '@app/metrics';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
 import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
+import { RoutePacer } from './limits/route-pacer';
 import { ProviderRegistry } from './running/provider-registry';
 import { TaskRunnerService } from './running/task-runner.service';
 import { UpstreamPoller } from './running/upstream-poller.service';
@@ -37,8 +38,8 @@ export function configureSharp(renderConcurrency: number, cores: number): number
  */
 @Module({
   imports: [TasksModule, UploadsModule, CatalogModule, MetricsModule],
-  providers: [TaskRunnerService, UpstreamPoller, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
-  exports: [TaskRunnerService, UpstreamPoller, TaskReconcilerService, ModelConcurrencyLimiter, QueueFeeder, RetentionService, OrphanSweepService],
+  providers: [TaskRunnerService, UpstreamPoller, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
+  exports: [TaskRunnerService, UpstreamPoller, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

@@ -14,3 +14,4 @@ export * from './upkeep/retention.service';
 export * from './upkeep/orphan-sweep.service';
 export * from './running/task-telemetry';
 export * from './running/upstream-poller.service';
+export * from './limits/route-pacer';

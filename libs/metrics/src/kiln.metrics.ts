@@ -79,6 +79,29 @@ export class KilnMetrics implements OnModuleDestroy {
     labelNames: ['model', 'provider'] as const,
     registers: [this.registry],
   });
+  readonly upstreamInFlight = new Gauge({
+    name: 'kiln_upstream_in_flight',
+    help: "This generator's upstream calls in flight, by model (sum over generators for the route's)",
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamLimit = new Gauge({
+    name: 'kiln_upstream_limit',
+    help: "The route's current concurrency window (route pacing), at most its maxConcurrency, by model",
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamSlotWait = new Counter({
+    name: 'kiln_upstream_slot_wait_seconds_total',
+    help: 'Time upstream calls waited for a slot and for the route pacing (pause, header budget, ratePerMinute), by model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamPacingFallback = new Counter({
+    name: 'kiln_upstream_pacing_fallback_total',
+    help: "Route pacing calls Redis did not answer in time, kept by the generator's own limits instead",
+    registers: [this.registry],
+  });
   readonly renderDuration = new Histogram({
     name: 'kiln_render_duration_seconds',
     help: 'Local (builtin) renders, by model and outcome',

@@ -45,6 +45,8 @@ export type { ProviderFactoryDeps } from './provider.factory';
 export { sniffImageType } from './provider.utils';
 export { builtinFontRenders, BUILTIN_FONT } from './builtin/builtin-fonts';
 export { FakeHttpUpstream, fakePng } from './fake-upstream';
+export { RateLimitedOpenAiFake } from './openai/openai-rate-limited.fake';
+export type { StrictLimits } from './openai/openai-rate-limited.fake';
 export { createQueueProvider } from './provider.factory';
 export type { QueueRouteSettings, QueueProviderDeps } from './queue-route';
 export { DEFAULT_MAX_WAIT_MS, DEFAULT_POLL_INTERVAL_MS } from './queue-route';

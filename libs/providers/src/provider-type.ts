@@ -28,6 +28,8 @@ export interface UpstreamRouteSettings {
   timeoutMs?: number;
   /** Concurrent upstream calls for this model, across all generators (default MODEL_CONCURRENCY_CAP). */
   maxConcurrency?: number;
+  /** Requests a minute the upstream allows, when it publishes one (route pacing). */
+  ratePerMinute?: number;
 }
 
 interface ProviderTypeBase<R extends RouteBase> {

@@ -39,12 +39,27 @@ export type RenderContentType = 'image/png' | 'image/jpeg' | 'image/webp';
 export type RenderFormat = 'png' | 'jpeg' | 'webp';
 export const CONTENT_TYPE_OF: Record<RenderFormat, RenderContentType> = { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp' };
 
+/**
+ * What an upstream's answer said about its request budget (OpenAI's x-ratelimit-*-requests
+ * headers): the generator's route pacing spends no more than `remaining` until `resetMs` passes.
+ */
+export interface UpstreamRateHeaders {
+  /** Requests left in the current window, counting this one. */
+  remaining?: number;
+  /** Requests the window allows in all. */
+  limit?: number;
+  /** Until the window is full again, in ms from the answer. */
+  resetMs?: number;
+}
+
 export interface RenderResult {
   data: Buffer;
   contentType: RenderContentType;
   /** What was actually produced, which may differ from what was asked (simulated, mapped sizes). */
   width: number;
   height: number;
+  /** The upstream's rate-limit headers on this answer, when it sent any. */
+  rateHeaders?: UpstreamRateHeaders;
 }
 
 export interface ImageProvider {
@@ -83,6 +98,8 @@ export interface ProviderErrorOptions {
   status?: number;
   /** Upstream machine-readable code (e.g. OpenAI's error.code), so callers can map content refusals. */
   upstreamCode?: string;
+  /** The upstream's rate-limit headers on this answer, when it sent any. */
+  rateHeaders?: UpstreamRateHeaders;
 }
 
 /**
@@ -95,6 +112,7 @@ export class ProviderError extends Error {
   readonly retryAfterMs?: number;
   readonly status?: number;
   readonly upstreamCode?: string;
+  readonly rateHeaders?: UpstreamRateHeaders;
 
   constructor(kind: ProviderErrorKind, message: string, options: ProviderErrorOptions = {}) {
     super(message);
@@ -104,6 +122,7 @@ export class ProviderError extends Error {
     if (options.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs;
     if (options.status !== undefined) this.status = options.status;
     if (options.upstreamCode !== undefined) this.upstreamCode = options.upstreamCode;
+    if (options.rateHeaders !== undefined) this.rateHeaders = options.rateHeaders;
   }
 }
 

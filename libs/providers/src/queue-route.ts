@@ -114,6 +114,7 @@ export function queueSettings(opts: {
     shared.apiKeyEnv,
     shared.timeoutMs,
     shared.maxConcurrency,
+    shared.ratePerMinute,
     costSetting({ bySize: false }),
     {
       name: 'pollIntervalMs',

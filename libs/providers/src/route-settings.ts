@@ -24,6 +24,7 @@ export function upstreamSettings(opts: { defaultBaseUrl?: string; keyVariable: s
   apiKeyEnv: RouteSetting;
   timeoutMs: RouteSetting;
   maxConcurrency: RouteSetting;
+  ratePerMinute: RouteSetting;
 } {
   return {
     baseUrl: {
@@ -52,6 +53,13 @@ export function upstreamSettings(opts: { defaultBaseUrl?: string; keyVariable: s
       required: false,
       description: 'Concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP)',
       check: checks.concurrency,
+    },
+    ratePerMinute: {
+      name: 'ratePerMinute',
+      required: false,
+      description:
+        'Requests a minute the upstream allows the key, when it publishes one: every generator together starts no more (the pacing learns the rest from 429s and rate-limit headers)',
+      check: checks.positiveInteger,
     },
   };
 }

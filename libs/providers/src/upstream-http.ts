@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { EgressError, EgressPolicy, egressRequest, EgressResponse, formatBytes, isEgressError } from '@app/egress';
 import type { UpstreamErrorClassifier } from './provider-type';
-import { ProviderError, RenderResult } from './provider.types';
+import { ProviderError, RenderResult, UpstreamRateHeaders } from './provider.types';
 import { sniffImageType } from './provider.utils';
 
 /**
@@ -164,10 +164,11 @@ export interface ImagePost {
 
 /**
  * POSTs a render to a synchronous upstream whose answer carries the image in base64 (so the
- * body may be 4/3 of the image cap plus a JSON envelope) and answers the body's text; a
- * non-2xx answer is thrown as the type classifies it.
+ * body may be 4/3 of the image cap plus a JSON envelope) and answers the body's text with the
+ * answer's headers (rate-limit headers are read from them); a non-2xx answer is thrown as the
+ * type classifies it.
  */
-export async function postForImagePayload(post: ImagePost): Promise<string> {
+export async function postForImagePayload(post: ImagePost): Promise<{ payload: string; headers: Headers }> {
   const { config } = post;
   const res = await exchange('api', config, post.signal, () =>
     egressRequest(post.url, {
@@ -181,10 +182,11 @@ export async function postForImagePayload(post: ImagePost): Promise<string> {
     }),
   );
   const payload = res.body.toString('utf8');
+  const headers = headersOf(res);
   if (res.status < 200 || res.status >= 300) {
-    throw post.classify({ status: res.status, headers: headersOf(res), text: payload }, { apiKey: config.apiKey });
+    throw post.classify({ status: res.status, headers, text: payload }, { apiKey: config.apiKey });
   }
-  return payload;
+  return { payload, headers };
 }
 
 export function headersOf(res: EgressResponse): Headers {
@@ -206,6 +208,39 @@ export function parseRetryAfter(headers: Headers, now: number = Date.now()): num
   const date = Date.parse(value);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
+}
+
+/**
+ * OpenAI's request budget headers (x-ratelimit-remaining-requests, -limit-requests,
+ * -reset-requests, the reset a duration such as "1s", "6m0s" or "250ms"); undefined when the
+ * answer carries none of them. Token budgets (-tokens) are not paced: images are counted in requests.
+ */
+export function parseRateHeaders(headers: Headers): UpstreamRateHeaders | undefined {
+  const count = (name: string): number | undefined => {
+    const v = headers.get(name)?.trim();
+    return v && /^\d+$/.test(v) ? Number(v) : undefined;
+  };
+  const remaining = count('x-ratelimit-remaining-requests');
+  const limit = count('x-ratelimit-limit-requests');
+  const reset = headers.get('x-ratelimit-reset-requests');
+  const resetMs = reset ? parseDurationMs(reset.trim()) : undefined;
+  if (remaining === undefined && limit === undefined && resetMs === undefined) return undefined;
+  return { remaining, limit, resetMs };
+}
+
+/** "1h2m3.5s", "20ms", "6m0s", or bare seconds ("2"): Go-style durations as OpenAI sends them. */
+export function parseDurationMs(value: string): number | undefined {
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.round(Number(value) * 1000);
+  const unit: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+  let total = 0;
+  let rest = value;
+  while (rest.length > 0) {
+    const m = /^(\d+(?:\.\d+)?)(ms|h|m|s)/.exec(rest);
+    if (!m) return undefined;
+    total += Number(m[1]) * unit[m[2]];
+    rest = rest.slice(m[0].length);
+  }
+  return value.length > 0 ? Math.round(total) : undefined;
 }
 
 /** An upstream's message made safe to show: one line, short, the key scrubbed. */

@@ -58,12 +58,13 @@ return granted`;
  * no replica can see the cap exceeded. An expired lease may already have been counted as
  * free and taken elsewhere, so it is only dropped. KEYS as ACQUIRE's; ARGV: cap, leaseMs,
  * owner, from, to. Returns 1 when `to` holds the slot, 0 when `from` had expired, -1 when
- * the slot was freed for replicas short of their share.
+ * the slot was freed for replicas short of their share or for a cap lowered meanwhile.
  */
 const HAND_OVER = `${PRELUDE}
 local cap, lease, owner, from, to = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', KEYS[1], from) then return 0 end
-local fair = room(owner, cap) >= 0
+-- A cap lowered meanwhile (route pacing shrank its window): the slot is not handed on.
+local fair = room(owner, cap) >= 0 and redis.call('ZCARD', KEYS[1]) <= cap
 redis.call('ZREM', KEYS[1], from)
 if not fair then return -1 end
 redis.call('ZADD', KEYS[1], now + lease, to)
@@ -156,6 +157,18 @@ export class ModelConcurrencyLimiter {
     // when the cap is reached (a newcomer frees no slot, so it is no reason to ask early).
     void this.pump(model, line);
     return lease;
+  }
+
+  /**
+   * A new cap for the model's waiting line (the route pacing's window moved): the pump uses it
+   * from its next call, at once when the cap grew.
+   */
+  setCap(model: string, cap: number): void {
+    const line = this.lines.get(model);
+    if (!line || line.cap === cap) return;
+    const grew = cap > line.cap;
+    line.cap = cap;
+    if (grew) line.wake?.();
   }
 
   /** Leases currently held on a model, across all replicas (for tests and operators). */

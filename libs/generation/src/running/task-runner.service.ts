@@ -3,11 +3,12 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { billsFailure, CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { billsFailure, CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, routeLabel, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
+import { RoutePacer } from '../limits/route-pacer';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { BatchPreviews, convertImage, StoredPreview } from './batch-previews';
 import { ProgressReporter } from './progress-reporter';
@@ -79,6 +80,7 @@ export class TaskRunnerService {
     private readonly store: TaskStateStore,
     private readonly storage: StorageDriver,
     private readonly limiter: ModelConcurrencyLimiter,
+    private readonly pacer: RoutePacer,
     private readonly providers: ProviderRegistry,
     private readonly uploads: UploadsService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
@@ -248,15 +250,7 @@ export class TaskRunnerService {
       return 'waiting';
     }
     const request = await this.renderRequest(claim, batch, null);
-    const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
-    const lease = await this.limiter.acquire(batch.model, { priority: priorityOf(claim), signal: this.interrupting.signal, cap });
-    let submission: UpstreamSubmission;
-    try {
-      if (!(await this.store.send(fence))) throw new NotSent();
-      submission = await this.timed(claim, () => provider.submit(request));
-    } finally {
-      lease.release();
-    }
+    const submission: UpstreamSubmission = await this.pacedCall(claim, fence, batch, priorityOf(claim), () => provider.submit(request));
     const submittedAt = Date.now();
     const pollAt = new Date(submittedAt + provider.pollIntervalMs);
     const hold = this.poller.hold(pollAt);
@@ -470,13 +464,29 @@ export class TaskRunnerService {
     if (rendersOnCpu(batch.provider)) {
       return this.renderSlots.use(priority, this.interrupting.signal, sendAndRender);
     }
-    const cap = 'maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined;
-    const lease = await this.limiter.acquire(batch.model, { priority, signal: this.interrupting.signal, cap });
-    try {
-      return await sendAndRender();
-    } finally {
-      lease.release();
-    }
+    return this.pacedCall(claim, fence, batch, priority, () => provider.render(request));
+  }
+
+  /**
+   * An upstream call (a render, a queue upstream's submit) within the model's slot and the
+   * route's pacing (RoutePacer.run): a 429 Kiln caused by going too fast is asked again within this attempt, so it spends none of
+   * TASK_MAX_ATTEMPTS; the task is sent (the fenced `send`) once, before its first call.
+   */
+  private pacedCall<T extends object>(claim: ClaimedTask, fence: Fence, batch: RenderBatch, priority: number, call: () => Promise<T>): Promise<T> {
+    const maxConcurrency = ('maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined) ?? this.limiter.cap;
+    const ratePerMinute = 'ratePerMinute' in batch.provider ? batch.provider.ratePerMinute : undefined;
+    return this.pacer.run(
+      { model: batch.model, upstream: routeLabel(batch.provider), maxConcurrency, ratePerMinute },
+      {
+        priority,
+        signal: this.interrupting.signal,
+        beforeFirstCall: async () => {
+          if (!(await this.store.send(fence))) throw new NotSent();
+        },
+        onRefusal: (err) => this.telemetry.attemptFailed(claim, err, true),
+      },
+      () => this.timed(claim, call),
+    );
   }
 
   /** The render alone, not its wait for a slot: kiln_render_* and kiln_upstream_* latencies. */

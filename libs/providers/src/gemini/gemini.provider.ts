@@ -55,7 +55,7 @@ export class GeminiProvider implements ImageProvider {
     throwIfAborted(req.signal);
     const url = `${this.baseUrl}/models/${encodeURIComponent(this.config.model)}:generateContent`;
     const body = Buffer.from(JSON.stringify(this.requestBody(req)));
-    const payload = await postForImagePayload({
+    const answer = await postForImagePayload({
       url,
       policy: this.apiPolicy,
       headers: { 'x-goog-api-key': this.config.apiKey, 'content-type': 'application/json' },
@@ -65,7 +65,7 @@ export class GeminiProvider implements ImageProvider {
       classify: classifyGeminiError,
     });
     reportProgress(req.onProgress, 60);
-    const image = await checkedImage(firstInlineImage(payload), this.config.maxImageBytes);
+    const image = await checkedImage(firstInlineImage(answer.payload), this.config.maxImageBytes);
     reportProgress(req.onProgress, 70);
     return image;
   }

@@ -26,7 +26,7 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
   mode: 'sync',
   summary:
     'Google Gemini API: POST {baseUrl}/models/{model}:generateContent, header x-goog-api-key; references as inlineData; the nearest of its ten ratios, imageSize on 3.x models',
-  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, costSetting({ bySize: false })],
+  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, shared.ratePerMinute, costSetting({ bySize: false })],
   keyVariable: 'GEMINI_API_KEY',
   work: 'upstream',
   metricsLabel: 'gemini',

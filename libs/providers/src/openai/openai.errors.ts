@@ -1,6 +1,6 @@
 import type { UpstreamAnswer } from '../provider-type';
 import { ProviderError } from '../provider.types';
-import { parseRetryAfter, safeUpstreamMessage } from '../upstream-http';
+import { parseRateHeaders, parseRetryAfter, safeUpstreamMessage } from '../upstream-http';
 
 /**
  * The openai type's error classification: an OpenAI-style answer that is not a success ->
@@ -23,6 +23,7 @@ export function classifyOpenAiError(answer: UpstreamAnswer, secrets: { apiKey: s
       retryAfterMs: parseRetryAfter(headers),
       status,
       upstreamCode: code,
+      rateHeaders: parseRateHeaders(headers),
     });
   }
   if (status === 408) return new ProviderError('timeout', `Upstream timed out (408)${detail}`, { status, upstreamCode: code });

@@ -1,7 +1,7 @@
 import { EgressPolicy } from '@app/egress';
 import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
-import { checkedImage, downloadImage, postForImagePayload, upstreamPolicies } from '../upstream-http';
+import { checkedImage, downloadImage, parseRateHeaders, postForImagePayload, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 
 export { parseRetryAfter } from '../upstream-http';
@@ -101,7 +101,7 @@ export class OpenAiProvider implements ImageProvider {
       body = Buffer.from(await encoded.arrayBuffer());
     }
 
-    const payload = await postForImagePayload({
+    const answer = await postForImagePayload({
       url,
       policy: this.apiPolicy,
       headers,
@@ -112,7 +112,7 @@ export class OpenAiProvider implements ImageProvider {
     });
     reportProgress(req.onProgress, 60);
 
-    const first = parseFirstImage(payload);
+    const first = parseFirstImage(answer.payload);
     const data =
       'b64' in first
         ? Buffer.from(first.b64, 'base64')
@@ -120,7 +120,8 @@ export class OpenAiProvider implements ImageProvider {
     const image = await checkedImage(data, this.config.maxImageBytes);
     // The remainder of the bar belongs to the caller, which still has to store the file.
     reportProgress(req.onProgress, 70);
-    return image;
+    const rateHeaders = parseRateHeaders(answer.headers);
+    return rateHeaders ? { ...image, rateHeaders } : image;
   }
 }
 

@@ -41,6 +41,7 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     },
     shared.timeoutMs,
     shared.maxConcurrency,
+    shared.ratePerMinute,
     costSetting({ bySize: true }),
   ],
   keyVariable: 'OPENAI_API_KEY',

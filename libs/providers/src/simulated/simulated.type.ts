@@ -11,6 +11,8 @@ export interface SimulatedRoute {
   rateLimitRate?: number;
   /** As the openai route's. */
   maxConcurrency?: number;
+  /** As the openai route's. */
+  ratePerMinute?: number;
   /** What the stood-in upstream would cost (cost.ts), so the usage report can be tried offline. */
   cost?: RouteCost;
 }
@@ -36,6 +38,7 @@ export const simulatedType: SyncProviderType<SimulatedRoute> = {
     { name: 'failureRate', required: false, default: 0, description: 'Probability (0..1) of a non-retryable upstream failure', check: checks.rate },
     { name: 'rateLimitRate', required: false, default: 0, description: 'Probability (0..1) of a retryable 429', check: checks.rate },
     upstreamSettings({ keyVariable: '', modelExample: '' }).maxConcurrency,
+    upstreamSettings({ keyVariable: '', modelExample: '' }).ratePerMinute,
     costSetting({ bySize: false }),
   ],
   keyVariable: null,

@@ -1,0 +1,84 @@
+import { RateLimitedOpenAiFake } from '../../libs/providers/src/openai/openai-rate-limited.fake';
+import { FAST_MODEL, prompts, SLOW_MODEL, waitAllDone } from '../lib/harness';
+import { BenchContext, Figure, ScenarioResult } from '../lib/types';
+import { log, round } from '../lib/util';
+
+/** The upstream's limits (issue 26): 20 requests a second, 40 at once, 1 s each, 429 beyond. */
+const PER_SECOND = 20;
+const AT_ONCE = 40;
+const LATENCY_MS = 1000;
+const MAX_CONCURRENCY = 200;
+/** 2,000 by default; KILN_BENCH_RATE_IMAGES scales it down on a busy machine (the ratio to the ideal stays comparable). */
+const IMAGES = Number(process.env.KILN_BENCH_RATE_IMAGES ?? 2000);
+const PER_BATCH = 100;
+const GENERATORS = 2;
+const WALL_TARGET = 1.1;
+const REFUSED_TARGET_PCT = 3;
+const IDEAL_SEC = IMAGES / PER_SECOND + LATENCY_MS / 1000;
+
+/**
+ * Issue 26's rate-limited scenario: a fake OpenAI upstream on 127.0.0.1 that allows 20
+ * requests a second and 40 at once, with and without OpenAI's rate-limit headers; two
+ * generators share the route (maxConcurrency 200) through the route pacing.
+ */
+export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
+  const { stack } = ctx;
+  await stack.liftScalePlanLimits();
+  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
+  const accounts = [await stack.createAccount('rate-limited'), await stack.createAccount('rate-limited')];
+  const env = { GENERATOR_CONCURRENCY: '100' };
+  const figures: Figure[] = [];
+  const details: Record<string, unknown> = { idealSec: IDEAL_SEC, images: IMAGES };
+  await stack.startGenerator(env);
+  for (let g = 1; g < GENERATORS; g++) await stack.addGenerator(env);
+  try {
+    log('rate-limited: warm-up batch (0 ms model)');
+    await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(50, 'warm-up') });
+    await waitAllDone(stack, accounts, 120_000);
+
+    for (const openAiHeaders of [true, false]) {
+      const label = openAiHeaders ? 'OpenAI headers' : '429s alone';
+      const fake = new RateLimitedOpenAiFake({ perSecond: PER_SECOND, maxConcurrent: AT_ONCE, latencyMs: LATENCY_MS, openAiHeaders });
+      const baseUrl = await fake.start();
+      try {
+        // A new upstream model id each variant, so no pacing state carries over between them.
+        await stack.routeModel(SLOW_MODEL, { type: 'openai', baseUrl, model: `bench-${openAiHeaders ? 'headers' : 'plain'}`, maxConcurrency: MAX_CONCURRENCY });
+        const before = await stack.taskOutcomes(accounts.map((a) => a.id));
+        const t0 = Date.now();
+        for (let i = 0; i < IMAGES / PER_BATCH; i++) {
+          await stack.createBatch(accounts[i % accounts.length], { model: SLOW_MODEL, prompts: prompts(PER_BATCH, `rate ${label} ${i}`) });
+        }
+        const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 5000), 100);
+        const wall = round((end - t0) / 1000, 2);
+        const after = await stack.taskOutcomes(accounts.map((a) => a.id));
+        const failed = after.failed - before.failed;
+        const refusedPct = round(fake.refusedShare * 100, 2);
+        log(`rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${fake.refused} 429s of ${fake.accepted + fake.refused} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`);
+        const ratio = round(wall / IDEAL_SEC, 2);
+        figures.push(
+          { metric: `wall time, ${label}`, unit: 's', kiln: wall, baseline: IDEAL_SEC, baselineLabel: 'ideal', ratio, target: `<= ${WALL_TARGET}`, targetOn: 'ratio', met: ratio <= WALL_TARGET },
+          { metric: `429 share, ${label}`, unit: '% of upstream calls', kiln: refusedPct, baseline: null, ratio: null, target: `<= ${REFUSED_TARGET_PCT} %`, targetOn: 'kiln', met: refusedPct <= REFUSED_TARGET_PCT },
+          { metric: `tasks failed, ${label}`, unit: 'tasks', kiln: failed, baseline: null, ratio: null, target: '= 0', targetOn: 'kiln', met: failed === 0 },
+        );
+        details[label] = { wall, accepted: fake.accepted, refused: fake.refused, maxInFlight: fake.maxInFlight, failed };
+      } finally {
+        await fake.stop();
+      }
+    }
+  } finally {
+    await stack.stopGenerator();
+  }
+  return {
+    id: 'rate-limited',
+    title: `Rate-limited upstream: ${IMAGES.toLocaleString('en-US')} images, ${PER_SECOND} requests/s and ${AT_ONCE} at once allowed, ${LATENCY_MS / 1000} s latency, ${GENERATORS} generators`,
+    method: [
+      `A fake OpenAI images endpoint on 127.0.0.1 (RateLimitedOpenAiFake) accepts ${PER_SECOND} requests per one-second window and ${AT_ONCE} at once, answers each after ${LATENCY_MS} ms, and 429 at once beyond; once with OpenAI's x-ratelimit-*-requests headers on every answer, once with bare 429s (as Gemini).`,
+      `The model is routed to it (openai type, maxConcurrency ${MAX_CONCURRENCY}); ${GENERATORS} generators with GENERATOR_CONCURRENCY=100 share the route's pacing through Redis. ${IMAGES / PER_BATCH} batches of ${PER_BATCH} images are POSTed at once over two accounts.`,
+      `Wall time from the first POST until every batch is finished, against the ideal ${IMAGES} / ${PER_SECOND} s plus one latency = ${IDEAL_SEC} s; the 429 share is the fake's refused calls over all calls; a task failed for rate limits would show in "tasks failed".`,
+    ],
+    figures,
+    notes: [],
+    profiles: [],
+    details,
+  };
+}

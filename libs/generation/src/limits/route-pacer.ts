@@ -1,0 +1,426 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import { KilnMetrics } from '@app/metrics';
+import { isProviderError, UpstreamRateHeaders } from '@app/providers';
+import { RedisService } from '@app/redis';
+import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
+
+/**
+ * Route pacing, shared by every generator through one Redis hash per model (`route-pace`):
+ *
+ * - `window`: how many calls may be in flight (AIMD). It starts at the route's
+ *   maxConcurrency. A 429 Kiln caused cuts it to what was in flight when it came back (a
+ *   measurement, so a storm of 429s from one burst converges on what the upstream took) and,
+ *   once per round (the first 429 of a request sent after the last cut), to BETA of that.
+ *   Every clean answer adds 1/window, i.e. one more call per round of clean answers, up to
+ *   maxConcurrency again.
+ * - `pause`: Retry-After holds every generator's next call until then.
+ * - `budget`/`budgetUntil`: an answer's x-ratelimit-remaining-requests, less the calls started
+ *   since that request started (they were not counted in it), spendable until its
+ *   x-ratelimit-reset-requests. At zero, calls wait for the reset; after the reset the
+ *   window's x-ratelimit-limit-requests is spendable until the next answer tells more.
+ * - `tokens`: a bucket of the route's `ratePerMinute` (one second's worth of burst).
+ *
+ * Time is Redis's (TIME), as the concurrency limiter's. $1.. below is ARGV.
+ */
+const PACE_KEY_TTL_MS = 10 * 60_000;
+/** Multiplicative decrease: the window after a round's first self-caused 429. */
+export const PACING_BETA = 0.9;
+/** Added to an upstream's reset: it counted the call a little after Kiln started it. */
+const RESET_MARGIN_MS = 50;
+/** The window of a route nothing is known of yet (slow start: it doubles each clean round). */
+export const INITIAL_WINDOW = 8;
+
+/** ARGV: maxConcurrency, ratePerMinute (0: none). Returns {waitMs, startSeq, startedAt, window}. */
+const ADMIT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local max, rpm = tonumber(ARGV[1]), tonumber(ARGV[2])
+local h = redis.call('HMGET', KEYS[1], 'pause', 'budget', 'budgetUntil', 'limit', 'tokens', 'tokensAt', 'window', 'span')
+local window = h[7] or tostring(math.min(max, ${INITIAL_WINDOW}))
+local pause = tonumber(h[1]) or 0
+if pause > now then return {pause - now, 0, now, window} end
+local budget, budgetUntil, limit = tonumber(h[2]), tonumber(h[3]) or 0, tonumber(h[4])
+local span = tonumber(h[8])
+if budget and budgetUntil <= now then
+  -- The upstream's window reset: the next one holds its full limit until its own reset
+  -- (windows of the longest reset seen), until an answer says otherwise.
+  if limit and span and span > 0 then
+    budgetUntil = budgetUntil + (math.floor((now - budgetUntil) / span) + 1) * span
+    budget = limit
+  else
+    budget = nil
+  end
+end
+if budget and budget <= 0 then return {math.max(1, budgetUntil - now), 0, now, window} end
+local tokens = nil
+if rpm > 0 then
+  local burst = math.max(1, math.ceil(rpm / 60))
+  local at = tonumber(h[6]) or now
+  tokens = math.min(burst, (tonumber(h[5]) or burst) + (now - at) * rpm / 60000)
+  if tokens < 1 then return {math.ceil((1 - tokens) * 60000 / rpm), 0, now, window} end
+  tokens = tokens - 1
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'tokensAt', now)
+end
+if budget then
+  redis.call('HSET', KEYS[1], 'budget', budget - 1, 'budgetUntil', budgetUntil)
+else
+  redis.call('HDEL', KEYS[1], 'budget')
+end
+local seq = redis.call('HINCRBY', KEYS[1], 'starts', 1)
+redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
+return {0, seq, now, window}`;
+
+/**
+ * KEYS[1] the pace hash, KEYS[2] the model's slot leases (the concurrency limiter's: the
+ * calls in flight across generators, this one's lease still among them).
+ * ARGV: outcome ('ok' | 'refused' | 'other'), maxConcurrency, startSeq, startedAt,
+ * remaining, limit, resetMs, retryAfterMs (-1: not sent). Returns the window (string).
+ */
+const ANSWERED = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local outcome, max, seq, startedAt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local remaining, limit, resetMs, retryAfter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local inFlight = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') - 1
+local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span')
+local window = math.min(max, tonumber(h[1]) or math.min(max, ${INITIAL_WINDOW}))
+local cutAt, starts, threshold = tonumber(h[2]) or 0, tonumber(h[3]) or seq, tonumber(h[5]) or max
+if outcome == 'refused' then
+  window = math.max(1, math.min(window, inFlight))
+  if startedAt >= cutAt then
+    window = math.max(1, window * ${PACING_BETA})
+    redis.call('HSET', KEYS[1], 'cutAt', now)
+  end
+  threshold = window
+  redis.call('HSET', KEYS[1], 'threshold', tostring(threshold))
+elseif outcome == 'ok' then
+  -- Below the threshold (no 429 yet, or grown back to the last cut), one more per clean
+  -- answer: the window doubles each round. Above, one more per round.
+  if window < threshold then window = math.min(max, threshold, window + 1) else window = math.min(max, window + 1 / window) end
+end
+redis.call('HSET', KEYS[1], 'window', tostring(window))
+if retryAfter >= 0 then
+  local pause = math.max(tonumber(h[4]) or 0, now + retryAfter)
+  redis.call('HSET', KEYS[1], 'pause', pause)
+end
+if limit >= 0 then redis.call('HSET', KEYS[1], 'limit', limit) end
+local span = math.max(tonumber(h[7]) or 0, resetMs)
+if resetMs >= 0 then redis.call('HSET', KEYS[1], 'span', span) end
+if remaining >= 0 and resetMs >= 0 then
+  -- The upstream counted this call when it arrived, a little after it started here, and its
+  -- reset counts from then: the margin keeps Kiln's idea of the reset from falling early.
+  local untilMs = startedAt + resetMs + ${RESET_MARGIN_MS}
+  local current = tonumber(h[6])
+  if untilMs > now then
+    -- Calls started after this one (all in the same window) are not counted in its remaining.
+    redis.call('HSET', KEYS[1], 'budget', remaining - math.max(0, starts - seq), 'budgetUntil', untilMs)
+  elseif not current then
+    -- An answer slower than the reset tells only where windows fall: ADMIT rolls it forward.
+    redis.call('HSET', KEYS[1], 'budget', 0, 'budgetUntil', untilMs)
+  elseif span > 0 then
+    -- The same boundary rolled to the current window: estimates err early, keep the later.
+    local rolled = untilMs + math.floor((current - untilMs) / span + 0.5) * span
+    if rolled > current and rolled - current < span / 2 then redis.call('HSET', KEYS[1], 'budgetUntil', rolled) end
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
+return tostring(window)`;
+
+/** A refused call waits this long before asking again, doubling with each refusal of the call. */
+const REFUSAL_BACKOFF_MS = 100;
+const REFUSAL_BACKOFF_MAX_MS = 1000;
+/** Each Redis call of the pacer gives up after this; the local fallback takes over. */
+const REDIS_TIMEOUT_MS = 1000;
+/** A wait is re-asked at least this often, so a cut, a reset or a pause lifted elsewhere is seen. */
+const MAX_WAIT_MS = 2000;
+/** After Redis failed, the local fallback is used this long before Redis is tried again. */
+const FALLBACK_MS = 5000;
+
+export interface PaceRoute {
+  model: string;
+  /**
+   * Where the calls go (routeLabel: type, address, upstream model; never a key): what is
+   * learned of one upstream is not applied to the next one an operator routes the model to.
+   */
+  upstream: string;
+  maxConcurrency: number;
+  ratePerMinute?: number;
+}
+
+export interface PacedCallOptions {
+  /** Order in the model's local line (ModelConcurrencyLimiter). */
+  priority?: number;
+  /** Aborting rejects the wait (for a slot or the pacing) with the signal's reason. */
+  signal?: AbortSignal;
+  /** Runs once, within the first slot, before the first call (the generator's fenced send). */
+  beforeFirstCall?: () => Promise<void>;
+  /** A self-caused 429 that is asked again within the same call (not counted as an attempt). */
+  onRefusal?: (err: unknown) => void;
+}
+
+/**
+ * Self-caused 429s asked again within one paced call before the call fails with the last: the
+ * pacing has shrunk the window by then, so more means the key's limit is not the reason (or
+ * it is zero), and the task's attempts take over.
+ */
+export const FREE_RATE_LIMIT_RETRIES = 5;
+
+/** A 429 Kiln caused by going too fast: a `rate_limited` answer (not, e.g., OpenAI's insufficient_quota). */
+export function isSelfCausedRateLimit(err: unknown): boolean {
+  return isProviderError(err) && err.kind === 'rate_limited';
+}
+
+/** What the pacer needs back from a call it admitted. */
+export interface PaceTicket {
+  route: PaceRoute;
+  startSeq: number;
+  startedAt: number;
+  /** Admitted by the local fallback (Redis did not answer). */
+  local: boolean;
+}
+
+export type PaceOutcome =
+  /** A clean answer: the window grows. */
+  | { kind: 'ok'; rateHeaders?: UpstreamRateHeaders }
+  /** A 429 Kiln caused by going too fast: the window shrinks, Retry-After pauses the route. */
+  | { kind: 'refused'; rateHeaders?: UpstreamRateHeaders; retryAfterMs?: number }
+  /** Anything else (a failure that says nothing about the rate): headers only. */
+  | { kind: 'other'; rateHeaders?: UpstreamRateHeaders };
+
+/** The same rules as the scripts, kept by one generator while Redis does not answer. */
+interface LocalPace {
+  window: number;
+  threshold: number;
+  cutAt: number;
+  pause: number;
+  tokens: number;
+  tokensAt: number;
+}
+
+/**
+ * Paces each upstream route's calls across all generators (see the scripts above): the
+ * concurrency limiter reads `windowOf` as the route's cap, and every call waits in `admit`
+ * (inside its slot) for the pause, the header budget and the route's rate, then reports its
+ * answer to `answered`. Every Redis call has a timeout; while Redis does not answer, each
+ * generator keeps the same rules locally (per generator, so N generators may together go N
+ * times the rate until Redis is back) rather than stopping.
+ */
+@Injectable()
+export class RoutePacer {
+  private readonly logger = new Logger(RoutePacer.name);
+  /** The last window Redis told, per model: what the limiter caps the model's line at. */
+  private readonly windows = new Map<string, number>();
+  private readonly locals = new Map<string, LocalPace>();
+  /** This generator's calls in flight, by model. */
+  private readonly inFlight = new Map<string, number>();
+  private fallbackUntil = 0;
+
+  constructor(
+    private readonly redis: RedisService,
+    private readonly limiter: ModelConcurrencyLimiter,
+    private readonly metrics: KilnMetrics,
+  ) {}
+
+  paceKey(route: Pick<PaceRoute, 'model' | 'upstream'>): string {
+    return this.redis.key('route-pace', route.model, createHash('sha256').update(route.upstream).digest('hex').slice(0, 16));
+  }
+
+  /**
+   * One upstream call within the model's slot and the route's pacing: the slot's cap is the
+   * route's window, the call waits for the pause, header budget and rate, and its answer feeds
+   * the pacing. A self-caused 429 is asked again (a new slot, the pacing's wait) up to
+   * FREE_RATE_LIMIT_RETRIES times; any other failure, or the last 429, is the caller's.
+   */
+  async run<T extends object>(route: PaceRoute, opts: PacedCallOptions, call: () => Promise<T>): Promise<T> {
+    const { model } = route;
+    let first = true;
+    for (let refusals = 0; ; refusals++) {
+      const waitStarted = Date.now();
+      const lease = await this.limiter.acquire(model, { priority: opts.priority, signal: opts.signal, cap: this.windowOf(model, route.maxConcurrency) });
+      try {
+        const ticket = await this.admit(route, opts.signal);
+        this.metrics.upstreamSlotWait.inc({ model }, (Date.now() - waitStarted) / 1000);
+        if (first) {
+          first = false;
+          await opts.beforeFirstCall?.();
+        }
+        const inFlight = (this.inFlight.get(model) ?? 0) + 1;
+        this.setInFlight(model, inFlight);
+        try {
+          const result = await call();
+          await this.answered(ticket, { kind: 'ok', rateHeaders: (result as { rateHeaders?: UpstreamRateHeaders }).rateHeaders }, inFlight);
+          return result;
+        } catch (err) {
+          const refused = isSelfCausedRateLimit(err);
+          const rateHeaders = isProviderError(err) ? err.rateHeaders : undefined;
+          const retryAfterMs = isProviderError(err) ? err.retryAfterMs : undefined;
+          await this.answered(ticket, refused ? { kind: 'refused', rateHeaders, retryAfterMs } : { kind: 'other', rateHeaders }, inFlight);
+          if (!refused || refusals >= FREE_RATE_LIMIT_RETRIES || opts.signal?.aborted) throw err;
+          opts.onRefusal?.(err);
+        } finally {
+          this.setInFlight(model, (this.inFlight.get(model) ?? 1) - 1);
+        }
+      } finally {
+        lease.release();
+      }
+      // Not straight back into the line: the calls refused with this one would all come back
+      // at once, before the shrunk window holds them (Retry-After, when sent, adds its pause).
+      await sleep(Math.min(REFUSAL_BACKOFF_MAX_MS, REFUSAL_BACKOFF_MS * 2 ** refusals) * (0.5 + Math.random()), opts.signal);
+    }
+  }
+
+  private setInFlight(model: string, count: number): void {
+    if (count <= 0) this.inFlight.delete(model);
+    else this.inFlight.set(model, count);
+    this.metrics.upstreamInFlight.set({ model }, Math.max(0, count));
+  }
+
+  /** The route's current concurrency window (the limiter's cap), at most its maxConcurrency. */
+  windowOf(model: string, maxConcurrency: number): number {
+    const window = this.windows.get(model) ?? INITIAL_WINDOW;
+    const cap = Math.min(maxConcurrency, Math.max(1, Math.floor(window)));
+    this.metrics.upstreamLimit.set({ model }, cap);
+    return cap;
+  }
+
+  /** Waits until the route may be called; rejects with the signal's reason when aborted. */
+  async admit(route: PaceRoute, signal?: AbortSignal): Promise<PaceTicket> {
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const { waitMs, ticket } = await this.tryAdmit(route);
+      if (ticket) return ticket;
+      await sleep(Math.min(MAX_WAIT_MS, waitMs) * (0.9 + Math.random() * 0.2), signal);
+    }
+  }
+
+  /**
+   * Tells the pacer how an admitted call was answered, before its slot is released (never
+   * throws). `localInFlight`: this generator's calls in flight, for the local fallback.
+   */
+  async answered(ticket: PaceTicket, outcome: PaceOutcome, localInFlight: number): Promise<void> {
+    const { route } = ticket;
+    if (!ticket.local && Date.now() >= this.fallbackUntil) {
+      const h = outcome.rateHeaders ?? {};
+      const retryAfter = outcome.kind === 'refused' && outcome.retryAfterMs !== undefined ? outcome.retryAfterMs : -1;
+      try {
+        const window = await this.bounded(
+          this.redis.client.eval(
+            ANSWERED,
+            2,
+            this.paceKey(route),
+            this.limiter.slotsKey(route.model),
+            outcome.kind,
+            route.maxConcurrency,
+            ticket.startSeq,
+            ticket.startedAt,
+            h.remaining ?? -1,
+            h.limit ?? -1,
+            h.resetMs ?? -1,
+            retryAfter,
+          ),
+        );
+        this.windowMoved(route, Number(window));
+        return;
+      } catch (err) {
+        this.fallBack(err);
+      }
+    }
+    this.answeredLocally(ticket, outcome, Math.max(1, localInFlight - 1));
+  }
+
+  private async tryAdmit(route: PaceRoute): Promise<{ waitMs: number; ticket?: PaceTicket }> {
+    if (Date.now() >= this.fallbackUntil) {
+      try {
+        const [waitMs, seq, now, window] = (await this.bounded(
+          this.redis.client.eval(ADMIT, 1, this.paceKey(route), route.maxConcurrency, route.ratePerMinute ?? 0),
+        )) as (number | string)[];
+        this.windowMoved(route, Number(window));
+        if (Number(waitMs) > 0) return { waitMs: Number(waitMs) };
+        return { waitMs: 0, ticket: { route, startSeq: Number(seq), startedAt: Number(now), local: false } };
+      } catch (err) {
+        this.fallBack(err);
+      }
+    }
+    return this.admitLocally(route);
+  }
+
+  private bounded<T>(call: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${REDIS_TIMEOUT_MS} ms`)), REDIS_TIMEOUT_MS);
+    });
+    return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private fallBack(err: unknown): void {
+    if (Date.now() >= this.fallbackUntil) {
+      this.logger.warn(`Route pacing falls back to this generator's own limits for ${FALLBACK_MS} ms: ${(err as Error)?.message ?? err}`);
+    }
+    this.fallbackUntil = Date.now() + FALLBACK_MS;
+    this.metrics.upstreamPacingFallback.inc();
+  }
+
+  private local(route: PaceRoute): LocalPace {
+    let pace = this.locals.get(route.model);
+    if (!pace) {
+      const window = this.windows.get(route.model) ?? Math.min(route.maxConcurrency, INITIAL_WINDOW);
+      pace = { window, threshold: route.maxConcurrency, cutAt: 0, pause: 0, tokens: Math.max(1, Math.ceil((route.ratePerMinute ?? 0) / 60)), tokensAt: Date.now() };
+      this.locals.set(route.model, pace);
+    }
+    return pace;
+  }
+
+  private admitLocally(route: PaceRoute): { waitMs: number; ticket?: PaceTicket } {
+    const pace = this.local(route);
+    const now = Date.now();
+    if (pace.pause > now) return { waitMs: pace.pause - now };
+    const rpm = route.ratePerMinute ?? 0;
+    if (rpm > 0) {
+      const burst = Math.max(1, Math.ceil(rpm / 60));
+      pace.tokens = Math.min(burst, pace.tokens + ((now - pace.tokensAt) * rpm) / 60_000);
+      pace.tokensAt = now;
+      if (pace.tokens < 1) return { waitMs: Math.ceil(((1 - pace.tokens) * 60_000) / rpm) };
+      pace.tokens -= 1;
+    }
+    return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, local: true } };
+  }
+
+  private answeredLocally(ticket: PaceTicket, outcome: PaceOutcome, inFlight: number): void {
+    const pace = this.local(ticket.route);
+    const max = ticket.route.maxConcurrency;
+    pace.window = Math.min(max, pace.window);
+    if (outcome.kind === 'refused') {
+      pace.window = Math.max(1, Math.min(pace.window, inFlight));
+      if (ticket.startedAt >= pace.cutAt) {
+        pace.window = Math.max(1, pace.window * PACING_BETA);
+        pace.cutAt = Date.now();
+      }
+      pace.threshold = pace.window;
+      if (outcome.retryAfterMs !== undefined) pace.pause = Math.max(pace.pause, Date.now() + outcome.retryAfterMs);
+    } else if (outcome.kind === 'ok') {
+      pace.window = pace.window < pace.threshold ? Math.min(max, pace.threshold, pace.window + 1) : Math.min(max, pace.window + 1 / pace.window);
+    }
+    this.windowMoved(ticket.route, pace.window);
+  }
+
+  /** The limiter's line and the gauge follow the window as answers move it. */
+  private windowMoved(route: PaceRoute, window: number): void {
+    this.windows.set(route.model, window);
+    this.limiter.setCap(route.model, this.windowOf(route.model, route.maxConcurrency));
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.max(1, ms));
+    function onAbort(): void {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

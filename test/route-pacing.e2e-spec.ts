@@ -1,0 +1,210 @@
+import { randomBytes } from 'node:crypto';
+import { buildConfig, KilnConfig } from '@app/config';
+import { FREE_RATE_LIMIT_RETRIES, ModelConcurrencyLimiter, PACING_BETA, RoutePacer } from '@app/generation';
+import { KilnMetrics } from '@app/metrics';
+import { OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
+import { RedisService } from '@app/redis';
+
+/**
+ * Route pacing against real Redis and a fake OpenAI upstream with a strict limit on
+ * 127.0.0.1, without the apps: each "generator" is its own RedisService, concurrency
+ * limiter and pacer on one prefix, calling through the real openai provider (so the
+ * rate-limit headers and 429s are parsed as in production). generator-openai.e2e-spec.ts
+ * covers the pacing inside a booted generator (a 429 spends no attempt, Retry-After).
+ */
+describe('route pacing shared through Redis', () => {
+  let config: KilnConfig;
+  const clients: RedisService[] = [];
+  const upstreams: RateLimitedOpenAiFake[] = [];
+  let models = 0;
+
+  beforeAll(() => {
+    const base = buildConfig(process.env);
+    config = { ...base, redisPrefix: `${base.redisPrefix}:pacing-${randomBytes(3).toString('hex')}` };
+  });
+  afterAll(async () => {
+    await Promise.all(clients.map((c) => c.onApplicationShutdown()));
+    await Promise.all(upstreams.map((u) => u.stop()));
+  });
+
+  interface Generator {
+    pacer: RoutePacer;
+    metrics: KilnMetrics;
+    refusals: number;
+  }
+
+  function generator(): Generator {
+    const redis = new RedisService(config);
+    clients.push(redis);
+    const limiter = new ModelConcurrencyLimiter(redis, config);
+    const metrics = new KilnMetrics();
+    return { pacer: new RoutePacer(redis, limiter, metrics), metrics, refusals: 0 };
+  }
+
+  async function upstream(limits: StrictLimits): Promise<{ fake: RateLimitedOpenAiFake; provider: OpenAiProvider }> {
+    const fake = new RateLimitedOpenAiFake(limits);
+    upstreams.push(fake);
+    const baseUrl = await fake.start();
+    const provider = new OpenAiProvider({ baseUrl, apiKey: 'sk-test', model: 'gpt-image-1', timeoutMs: 10_000, allowPrivate: true, maxImageBytes: 1 << 20 });
+    return { fake, provider };
+  }
+
+  const request: RenderRequest = {
+    prompt: 'paced',
+    seed: 1,
+    width: 64,
+    height: 64,
+    resolution: '1K',
+    aspectRatio: '1:1',
+    quality: null,
+    background: null,
+    references: [],
+  };
+
+  /** `count` calls through one generator's pacer; each resolves or rejects like a task's attempt. */
+  function calls(g: Generator, route: { model: string; maxConcurrency: number; ratePerMinute?: number }, provider: OpenAiProvider, count: number) {
+    return Array.from({ length: count }, () =>
+      g.pacer.run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () => provider.render(request)).then(
+        () => 'ok' as const,
+        (err: unknown) => err,
+      ),
+    );
+  }
+
+  async function windowIn(g: Generator, model: string): Promise<number> {
+    const metric = await g.metrics.upstreamLimit.get();
+    return metric.values.find((v) => v.labels.model === model)?.value ?? NaN;
+  }
+
+  const newModel = () => `paced-${++models}`;
+
+  it('two generators share one limit: with OpenAI headers answered within the reset, no call goes past the remaining count', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true });
+    const [a, b] = [generator(), generator()];
+    const route = { model: newModel(), maxConcurrency: 50 };
+    const started = Date.now();
+    // The first answers tell the budget: until then each generator may send the window, so the
+    // first second is primed with one call, as a generator's first task would be.
+    expect(await calls(a, route, provider, 1)[0]).toBe('ok');
+    const results = await Promise.all([...calls(a, route, provider, 20), ...calls(b, route, provider, 20)]);
+    expect(results.every((r) => r === 'ok')).toBe(true);
+    expect(fake.accepted).toBe(41);
+    expect(fake.refused).toBe(0);
+    // 41 calls at 10 a second: at least four window resets.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
+  });
+
+  it('answers slower than the reset (as images are) still place the windows: few 429s, every call done', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 1300, openAiHeaders: true });
+    const [a, b] = [generator(), generator()];
+    const route = { model: newModel(), maxConcurrency: 50 };
+    expect(await calls(a, route, provider, 1)[0]).toBe('ok');
+    const results = await Promise.all([...calls(a, route, provider, 30), ...calls(b, route, provider, 30)]);
+    expect(results.every((r) => r === 'ok')).toBe(true);
+    expect(fake.accepted).toBe(61);
+    // Without pacing, 60 calls at once against 10 a second: 50 refused in the first second alone.
+    expect(fake.refused).toBeLessThanOrEqual(20);
+  });
+
+
+  it('a 429 storm (no headers) shrinks the shared window to about what the upstream takes, clean answers grow it back; the 429s reach no caller', async () => {
+    const { fake, provider } = await upstream({ perSecond: 100_000, maxConcurrent: 100_000, latencyMs: 100, openAiHeaders: false });
+    const [a, b] = [generator(), generator()];
+    const model = newModel();
+    const route = { model, maxConcurrency: 60 };
+    const window = async () => Math.max(a.pacer.windowOf(model, 60), b.pacer.windowOf(model, 60));
+    const rounds = async (count: number, until: (w: number) => boolean) => {
+      for (let r = 0; r < count && !until(await window()); r++) {
+        const half = Math.ceil((await window()) / 2);
+        await Promise.all([...calls(a, route, provider, half), ...calls(b, route, provider, half)]);
+      }
+    };
+    // Slow start from 8: it doubles each clean round, up to maxConcurrency.
+    await rounds(20, (w) => w >= 60);
+    expect(await window()).toBe(60);
+    expect(fake.refused).toBe(0);
+
+    // The upstream now takes 8 at once: the first round is a storm of 429s.
+    fake.limits = { ...fake.limits, maxConcurrent: 8 };
+    const before = fake.accepted;
+    const results = await Promise.all([...calls(a, route, provider, 60), ...calls(b, route, provider, 60)]);
+    // Every call got its image: the 429s were asked again within the call (none reached the caller).
+    expect(results.filter((r) => r !== 'ok')).toEqual([]);
+    expect(fake.accepted - before).toBe(120);
+    expect(fake.refused).toBeGreaterThanOrEqual(40);
+    expect(a.refusals + b.refusals).toBe(fake.refused);
+    const shrunk = await window();
+    expect(shrunk).toBeLessThanOrEqual(12);
+    expect(fake.maxInFlight).toBeGreaterThanOrEqual(8);
+
+    // Room again: one more call per round of clean answers.
+    fake.limits = { ...fake.limits, maxConcurrent: 100_000 };
+    const refusedBefore = fake.refused;
+    await rounds(12, () => false);
+    expect(await window()).toBeGreaterThanOrEqual(shrunk + 6);
+    expect(await window()).toBeLessThanOrEqual(60);
+    expect(fake.refused).toBe(refusedBefore);
+  });
+
+  it('Retry-After pauses every generator on the route; ratePerMinute spaces the calls', async () => {
+    const { fake, provider } = await upstream({ perSecond: 1000, maxConcurrent: 1000, latencyMs: 10, openAiHeaders: false });
+    const [a, b] = [generator(), generator()];
+    const route = { model: newModel(), maxConcurrency: 10 };
+    fake.answerNext({ status: 429, headers: { 'content-type': 'application/json', 'retry-after-ms': '600' }, body: '{"error":{"message":"slow down"}}' });
+    const first = calls(a, route, provider, 1)[0];
+    while (a.refusals === 0) await new Promise((r) => setTimeout(r, 5));
+    // a's 429 has been told to the pacer: b, another generator, waits out the same pause.
+    const t = Date.now();
+    expect(await calls(b, route, provider, 1)[0]).toBe('ok');
+    expect(Date.now() - t).toBeGreaterThanOrEqual(400);
+    expect(await first).toBe('ok');
+    expect(fake.requests).toHaveLength(3);
+
+    const rated = { model: newModel(), maxConcurrency: 10, ratePerMinute: 300 };
+    const before = fake.accepted;
+    const t0 = Date.now();
+    await Promise.all([...calls(a, rated, provider, 10), ...calls(b, rated, provider, 10)]);
+    // 300 a minute is 5 a second, with a burst of 5: 20 calls need at least 3 s.
+    expect(fake.accepted - before).toBe(20);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2500);
+  });
+
+  it('a 429 that is not a rate (insufficient_quota) fails the call at once; refusals past FREE_RATE_LIMIT_RETRIES reach the caller', async () => {
+    const { fake, provider } = await upstream({ perSecond: 1000, maxConcurrent: 1000, latencyMs: 1, openAiHeaders: false });
+    const g = generator();
+    const route = { model: newModel(), maxConcurrency: 4 };
+    fake.answerNext({ status: 429, headers: { 'content-type': 'application/json' }, body: '{"error":{"code":"insufficient_quota","message":"quota"}}' });
+    const quota = await calls(g, route, provider, 1)[0];
+    expect(quota).toBeInstanceOf(ProviderError);
+    expect(g.refusals).toBe(0);
+    const busy = { status: 429, headers: { 'content-type': 'application/json' }, body: '{"error":{"message":"busy"}}' };
+    fake.answerNext(...Array.from({ length: FREE_RATE_LIMIT_RETRIES + 1 }, () => busy));
+    const last = await calls(g, route, provider, 1)[0];
+    expect(last).toMatchObject({ kind: 'rate_limited' });
+    expect(g.refusals).toBe(FREE_RATE_LIMIT_RETRIES);
+    expect(PACING_BETA).toBeLessThan(1);
+  });
+
+  it('Redis not answering: the pacer falls back to its own limits instead of stopping', async () => {
+    const { provider } = await upstream({ perSecond: 1000, maxConcurrent: 1000, latencyMs: 1, openAiHeaders: false });
+    const g = generator();
+    const route = { model: newModel(), maxConcurrency: 4 };
+    const redis = clients[clients.length - 1];
+    const original = redis.client.eval.bind(redis.client) as (...args: unknown[]) => Promise<unknown>;
+    const evalSpy = jest.spyOn(redis.client, 'eval').mockImplementation(((script: string, ...rest: unknown[]) => {
+      // The limiter's scripts still run; the pacer's never answer (a Redis that hangs for it).
+      if (script.includes('budgetUntil')) return new Promise(() => undefined);
+      return original(script, ...rest);
+    }) as any);
+    try {
+      const t = Date.now();
+      const results = await Promise.all(calls(g, route, provider, 3));
+      expect(results).toEqual(['ok', 'ok', 'ok']);
+      // One bounded wait (1 s) before the fallback took over, not one per call.
+      expect(Date.now() - t).toBeLessThan(10_000);
+      expect((await g.metrics.upstreamPacingFallback.get()).values[0].value).toBeGreaterThanOrEqual(1);
+    } finally {
+      evalSpy.mockRestore();
+    }
+  });
+});
