@@ -152,8 +152,9 @@ describe('the web app in Chromium', () => {
       { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('a fox\r\n\na lighthouse\n') },
       { name: 'b.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"prompt":"a bowl of ramen"}\n"a kite"\n') },
     ]);
-    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite');
+    // The files are read asynchronously: the estimate for four prompts says they are in.
     await page.getByTestId('estimate').getByText('24 credits').waitFor(); // 4 images x 6
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite');
     // Dropped on the prompts card, as from a file manager.
     const dropped = await page.evaluateHandle(`(() => { const dt = new DataTransfer();
       dt.items.add(new File(['a dropped prompt\\n'], 'dropped.txt', { type: 'text/plain' })); return dt; })()`);
