@@ -382,8 +382,11 @@ describe('the web app in Chromium', () => {
     const cookie = (await w.context.cookies()).find((c) => c.name === 'kiln_session')!;
     // The session ends elsewhere (another tab signs out): the next request learns it.
     await kiln.api.http.post('/v1/dashboard/logout').set('Cookie', `kiln_session=${cookie.value}`).set('X-Kiln-Session', 'cookie').expect(204);
-    await page.getByRole('link', { name: 'Batches' }).click();
-    await page.getByText('You were signed out. Sign in again.').waitFor();
+    // The next request learns it: this navigation's, or a background refresh's that came first
+    // (then the app is already on the sign-in page and the link is gone).
+    const signedOut = page.getByText('You were signed out. Sign in again.');
+    await page.getByRole('link', { name: 'Batches' }).click({ timeout: 5_000 }).catch(() => undefined);
+    await signedOut.waitFor();
     await signIn(page);
     w.expectFailedLoads.delete(401);
     noConsoleErrors();
