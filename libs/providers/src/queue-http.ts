@@ -1,3 +1,4 @@
+import type { UpstreamAnswer } from './provider-type';
 import { EgressPolicy, egressRequest } from '@app/egress';
 import { ProviderError, ReferenceImage, RenderResult } from './provider.types';
 import { checkedImage, downloadImage, exchange, headersOf, originOf, parseRetryAfter, safeUpstreamMessage, upstreamPolicies } from './upstream-http';
@@ -14,10 +15,8 @@ export interface UpstreamHttpConfig {
   maxImageBytes: number;
 }
 
-export interface UpstreamAnswer {
-  status: number;
-  headers: Headers;
-  text: string;
+/** An answer of a queue upstream: what a type's error classification sees, plus the body as JSON. */
+export interface ParsedUpstreamAnswer extends UpstreamAnswer {
   /** The body parsed as JSON, or undefined when it is not JSON. */
   json: unknown;
 }
@@ -57,7 +56,7 @@ export class UpstreamHttp {
     headers: Record<string, string>,
     body?: unknown,
     options: { signal?: AbortSignal; poll?: boolean } = {},
-  ): Promise<UpstreamAnswer> {
+  ): Promise<ParsedUpstreamAnswer> {
     const timeoutMs = options.poll ? Math.min(this.config.timeoutMs, MAX_POLL_TIMEOUT_MS) : this.config.timeoutMs;
     const res = await exchange('api', { timeoutMs, maxImageBytes: this.config.maxImageBytes }, options.signal, () =>
       egressRequest(url, {
@@ -87,7 +86,7 @@ export class UpstreamHttp {
    * A non-2xx answer as a ProviderError. `refused` says whether the body is the upstream's
    * content refusal (each type knows its own words for it).
    */
-  errorFor(answer: UpstreamAnswer, refused: (answer: UpstreamAnswer) => boolean = () => false): ProviderError {
+  errorFor(answer: ParsedUpstreamAnswer, refused: (answer: ParsedUpstreamAnswer) => boolean = () => false): ProviderError {
     const { status } = answer;
     const detail = this.upstreamMessage(answer);
     const suffix = detail ? `: ${detail}` : '';
@@ -122,7 +121,7 @@ export class UpstreamHttp {
   }
 
   /** The upstream's message from a JSON error body (detail, error, message), else the text; one short line, key scrubbed. */
-  upstreamMessage(answer: UpstreamAnswer): string {
+  upstreamMessage(answer: ParsedUpstreamAnswer): string {
     let message = answer.text;
     const body = answer.json as Record<string, unknown> | undefined;
     if (body && typeof body === 'object') {
@@ -160,7 +159,7 @@ export function dataUri(ref: ReferenceImage): string {
 }
 
 /** The JSON answer, or an invalid_response error naming what was missing. */
-export function objectOf(answer: UpstreamAnswer, label: string): Record<string, unknown> {
+export function objectOf(answer: ParsedUpstreamAnswer, label: string): Record<string, unknown> {
   if (!answer.json || typeof answer.json !== 'object' || Array.isArray(answer.json)) {
     throw new ProviderError('invalid_response', `${label} answered with something other than a JSON object`);
   }

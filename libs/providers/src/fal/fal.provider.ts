@@ -2,7 +2,7 @@ import { ProviderError, RenderRequest } from '../provider.types';
 import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
 import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
 import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
-import { dataUri, objectOf, UpstreamAnswer } from '../queue-http';
+import { dataUri, objectOf, ParsedUpstreamAnswer } from '../queue-http';
 
 /** A route to fal's queue (docs.fal.ai, model endpoints / queue). */
 export interface FalRoute extends QueueRouteSettings {
@@ -40,7 +40,7 @@ function appIdOf(model: string): string {
 }
 
 /** fal's own words for a content refusal: the error type content_policy_violation, or a safety checker's verdict. */
-function falRefused(answer: UpstreamAnswer): boolean {
+function falRefused(answer: ParsedUpstreamAnswer): boolean {
   return /content_policy_violation|content policy|nsfw|safety/i.test(answer.text);
 }
 
