@@ -60,3 +60,5 @@ export { BflProvider, BFL_DEFAULTS } from './bfl/bfl.provider';
 export type { BflRoute } from './bfl/bfl.provider';
 export { FakeQueueUpstream } from './fake-queue-upstream';
 export type { FakeQueueOptions, FakeSeen, QueueDialect } from './fake-queue-upstream';
+export { BATCH_DEFAULTS } from './upstream-batch';
+export type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchStatus, UpstreamBatchResult, RouteBatchSettings, BatchCapableType } from './upstream-batch';
