@@ -19,7 +19,7 @@ import { renderJob, TASK_QUEUE } from './task-queue.contract';
  */
 const TAKE_PENDING_SQL = `
 WITH next AS (
-  SELECT id FROM tasks WHERE status = 'pending'
+  SELECT id FROM tasks WHERE status = 'pending' AND tier = 'standard'
    ORDER BY seq, created_at, id
    LIMIT $1
    FOR UPDATE SKIP LOCKED
@@ -100,19 +100,20 @@ export class TaskDispatchService {
   async queueStats(): Promise<{ name: string; pending: number } & Record<string, number | string>> {
     const [counts, [{ pending }]] = await Promise.all([
       this.jobCounts(),
-      this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending'`),
+      this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending' AND tier = 'standard'`),
     ]);
     return { name: TASK_QUEUE, ...counts, pending };
   }
 
   /**
    * The backlog in PostgreSQL: how many tasks wait for room in the queue, and for how long
-   * the oldest has (seconds since it became pending; both read tasks_unfinished_idx).
+   * the oldest has (seconds since it became pending). Economy tasks wait for their collector, not
+   * for room in the queue: they are not backlog.
    */
   async backlog(): Promise<{ pending: number; oldestPendingSeconds: number }> {
     const [row] = await this.db.query(
       `SELECT count(*)::int AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest
-         FROM tasks WHERE status = 'pending'`,
+         FROM tasks WHERE status = 'pending' AND tier = 'standard'`,
     );
     return { pending: row.pending, oldestPendingSeconds: row.oldest };
   }

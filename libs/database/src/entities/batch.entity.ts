@@ -1,4 +1,4 @@
-import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { AccountEntity } from './account.entity';
 import { ProviderRoute } from './model.entity';
 
@@ -19,6 +19,11 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 export const BATCH_DONE_SQL = 'finished_at IS NOT NULL';
 export const BATCH_OPEN_SQL = 'finished_at IS NULL';
 
+/** standard: run as soon as a generator has room; economy: through an upstream batch API, at the economy price, by expiresAt. */
+export const BATCH_TIERS = ['standard', 'economy'] as const;
+export type BatchTier = (typeof BATCH_TIERS)[number];
+
+@Check('batches_tier_known', `"tier" IN ('standard', 'economy')`)
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
 @Index('batches_unfinished_idx', ['accountId'], { where: BATCH_OPEN_SQL })
@@ -134,4 +139,11 @@ export class BatchEntity {
   /** Set once every task is terminal; an unfinished batch counts against the concurrency limit. */
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt: Date | null;
+
+  @Column({ type: 'text', default: 'standard' })
+  tier: BatchTier;
+
+  /** Economy: the time by which every task has ended (created + the model's economyWindowHours); null for standard. */
+  @Column({ name: 'expires_at', type: 'timestamptz', precision: 3, nullable: true })
+  expiresAt: Date | null;
 }

@@ -23,6 +23,14 @@ export class ModelEntity {
   @Column({ name: 'credit_cost', type: 'jsonb' })
   creditCost: Partial<Record<Resolution, number>>;
 
+  /** Resolution -> credits per image on the economy tier (priced resolutions a subset of creditCost's); null: no economy tier. */
+  @Column({ name: 'economy_credit_cost', type: 'jsonb', nullable: true })
+  economyCreditCost: Partial<Record<Resolution, number>> | null;
+
+  /** Hours within which an economy batch's tasks all end (the upstream batch window); null when no economy tier. */
+  @Column({ name: 'economy_window_hours', type: 'integer', nullable: true })
+  economyWindowHours: number | null;
+
   /** Aspect ratio -> legal resolutions: the only source of legal sizes. */
   @Column({ name: 'resolutions_by_ratio', type: 'jsonb' })
   resolutionsByRatio: Record<string, Resolution[]>;

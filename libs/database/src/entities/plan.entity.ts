@@ -20,6 +20,10 @@ export class PlanEntity {
   @Column({ name: 'max_concurrent_batches', type: 'integer' })
   maxConcurrentBatches: number;
 
+  /** Active economy batches at once; economy batches do not count toward maxConcurrentBatches. */
+  @Column({ name: 'max_concurrent_economy_batches', type: 'integer', default: 0 })
+  maxConcurrentEconomyBatches: number;
+
   /** Requests per minute per API key, shared by every api replica through Redis. */
   @Column({ name: 'requests_per_minute', type: 'integer' })
   requestsPerMinute: number;

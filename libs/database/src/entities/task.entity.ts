@@ -1,5 +1,5 @@
-import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
-import { BatchEntity } from './batch.entity';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { BatchEntity, BatchTier } from './batch.entity';
 
 /** A task's statuses, in the order the API documents them. */
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
@@ -15,9 +15,12 @@ export type TaskStatus = (typeof TASK_STATUSES)[number];
 export const TASK_ERROR_CODES = ['upstream_rejected', 'content_refused', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
+@Check('tasks_tier_known', `"tier" IN ('standard', 'economy')`)
 @Entity({ name: 'tasks' })
 @Index('tasks_batch_seq_idx', ['batchId', 'seq'], { unique: true })
-@Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending'` })
+@Index('tasks_pending_fair_idx', ['seq', 'createdAt', 'id'], { where: `status = 'pending' AND tier = 'standard'` })
+@Index('tasks_economy_waiting_idx', ['createdAt', 'id'], { where: `status = 'pending' AND tier = 'economy'` })
+@Index('tasks_upstream_batch_idx', ['upstreamBatchId'], { where: `upstream_batch_id IS NOT NULL` })
 @Index('tasks_unfinished_idx', ['status', 'updatedAt'], { where: `status IN ('pending', 'queued', 'running')` })
 @Index('tasks_result_retention_idx', ['finishedAt'], { where: `result_key IS NOT NULL` })
 @Index('tasks_result_key_idx', ['resultKey'], { where: `result_key IS NOT NULL` })
@@ -116,6 +119,14 @@ export class TaskEntity {
   /** What the task's upstream calls cost the operator, in micro-dollars (route `cost`); operators only. */
   @Column({ name: 'upstream_cost_micros', type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string) => Number(v) } })
   upstreamCostMicros: number;
+
+  /** The batch's tier, copied so the standard feeder's index never holds economy tasks (they wait for the collector). */
+  @Column({ type: 'text', default: 'standard' })
+  tier: BatchTier;
+
+  /** The upstream batch (economy tier) the task was submitted in; null until then. */
+  @Column({ name: 'upstream_batch_id', type: 'uuid', nullable: true })
+  upstreamBatchId: string | null;
 
   /**
    * Set while the task waits on its upstream in the pollers' hands (no worker holds it): not

@@ -13,6 +13,7 @@ import { UpstreamRequests1763888400160 } from './1763888400160-upstream-requests
 import { WebhookCircuits1763888400170 } from './1763888400170-webhook-circuits';
 import { BatchSeedAndOutputFormat1763888400180 } from './1763888400180-batch-seed-and-output-format';
 import { UpstreamCost1763888400240 } from './1763888400240-upstream-cost';
+import { EconomyTier1763888400250 } from './1763888400250-economy-tier';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -33,4 +34,5 @@ export const ALL_MIGRATIONS: Function[] = [
   WebhookCircuits1763888400170,
   BatchSeedAndOutputFormat1763888400180,
   UpstreamCost1763888400240,
+  EconomyTier1763888400250,
 ];
