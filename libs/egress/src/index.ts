@@ -12,3 +12,5 @@ export type {
   ResolveHost,
   ResolvedAddress,
 } from './egress-request';
+export { egressStream } from './egress-stream';
+export type { EgressStream, EgressStreamOptions } from './egress-stream';

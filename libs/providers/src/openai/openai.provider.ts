@@ -63,24 +63,15 @@ export class OpenAiProvider implements ImageProvider {
 
   async render(req: RenderRequest): Promise<RenderResult> {
     throwIfAborted(req.signal);
-    const size = this.config.upstreamSize
-      ? this.config.upstreamSize({ width: req.width, height: req.height })
-      : (this.config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`);
-    // 'auto' is every upstream's default, and a '#RRGGBB' colour has no upstream equivalent.
-    const quality = req.quality !== null && req.quality !== 'auto' ? req.quality : undefined;
-    const background = req.background === 'transparent' ? 'transparent' : undefined;
+    const { size, quality, background, response_format: responseFormat } = openAiGenerationsBody(this.config, req);
     const headers: Record<string, string> = { authorization: `Bearer ${this.config.apiKey}` };
 
-    // Where the upstream honours it, ask for the image itself rather than a URL to fetch.
-    const responseFormat = ALWAYS_BASE64_MODEL.test(this.config.model) ? undefined : 'b64_json';
     let url: string;
     let body: Buffer;
     if (req.references.length === 0) {
       url = `${this.baseUrl}/images/generations`;
       headers['content-type'] = 'application/json';
-      body = Buffer.from(
-        JSON.stringify({ model: this.config.model, prompt: req.prompt, n: 1, size, quality, background, response_format: responseFormat }),
-      );
+      body = Buffer.from(JSON.stringify(openAiGenerationsBody(this.config, req)));
     } else {
       url = `${this.baseUrl}/images/edits`;
       const form = new FormData();
@@ -125,8 +116,26 @@ export class OpenAiProvider implements ImageProvider {
   }
 }
 
+/**
+ * The JSON body of /images/generations for a render (also each line's body in the Batch
+ * API, openai.batch.ts): the route's size rule, quality and background when they mean
+ * something upstream, base64 asked for where the model takes the parameter.
+ */
+export function openAiGenerationsBody(
+  config: Pick<OpenAiProviderConfig, 'model' | 'sizeMap' | 'upstreamSize'>,
+  req: Pick<RenderRequest, 'prompt' | 'width' | 'height' | 'quality' | 'background'>,
+): { model: string; prompt: string; n: 1; size: string; quality?: string; background?: 'transparent'; response_format?: 'b64_json' } {
+  const size = config.upstreamSize ? config.upstreamSize({ width: req.width, height: req.height }) : (config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`);
+  // 'auto' is every upstream's default, and a '#RRGGBB' colour has no upstream equivalent.
+  const quality = req.quality !== null && req.quality !== 'auto' ? req.quality : undefined;
+  const background = req.background === 'transparent' ? 'transparent' : undefined;
+  // Where the upstream honours it, ask for the image itself rather than a URL to fetch.
+  const responseFormat = ALWAYS_BASE64_MODEL.test(config.model) ? undefined : 'b64_json';
+  return { model: config.model, prompt: req.prompt, n: 1, size, quality, background, response_format: responseFormat };
+}
+
 /** b64_json is preferred when an upstream sends both: it needs no second request. */
-function parseFirstImage(payload: string): { b64: string } | { url: string } {
+export function parseFirstImage(payload: string): { b64: string } | { url: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload);
