@@ -18,7 +18,7 @@ export interface GeminiProviderConfig {
 }
 
 /** The answer fields Kiln reads (REST JSON, camelCase). */
-interface GenerateContentAnswer {
+export interface GenerateContentAnswer {
   promptFeedback?: { blockReason?: unknown };
   candidates?: { finishReason?: unknown; content?: { parts?: { text?: unknown; inlineData?: { mimeType?: unknown; data?: unknown } }[] } }[];
 }
@@ -39,16 +39,7 @@ export class GeminiProvider implements ImageProvider {
 
   /** The request body for a render: exported through `requestBody` for the SDK comparison test. */
   requestBody(req: RenderRequest): Record<string, unknown> {
-    const parts: Record<string, unknown>[] = [{ text: req.prompt }];
-    for (const ref of req.references) parts.push({ inlineData: { mimeType: ref.contentType, data: ref.data.toString('base64') } });
-    return {
-      contents: [{ role: 'user', parts }],
-      generationConfig: {
-        responseModalities: ['IMAGE'],
-        seed: req.seed,
-        imageConfig: geminiImageConfig(this.config.model, { width: req.width, height: req.height }, req.resolution),
-      },
-    };
+    return geminiRequestBody(this.config.model, req);
   }
 
   async render(req: RenderRequest): Promise<RenderResult> {
@@ -71,6 +62,24 @@ export class GeminiProvider implements ImageProvider {
   }
 }
 
+/**
+ * A render's generateContent request (also each line's `request` in the batch API,
+ * gemini.batch.ts): the prompt as text, each reference as inlineData, an IMAGE answer in the
+ * nearest ratio Gemini takes (and imageSize on 3.x models).
+ */
+export function geminiRequestBody(model: string, req: Pick<RenderRequest, 'prompt' | 'seed' | 'width' | 'height' | 'resolution' | 'references'>): Record<string, unknown> {
+  const parts: Record<string, unknown>[] = [{ text: req.prompt }];
+  for (const ref of req.references) parts.push({ inlineData: { mimeType: ref.contentType, data: ref.data.toString('base64') } });
+  return {
+    contents: [{ role: 'user', parts }],
+    generationConfig: {
+      responseModalities: ['IMAGE'],
+      seed: req.seed,
+      imageConfig: geminiImageConfig(model, { width: req.width, height: req.height }, req.resolution),
+    },
+  };
+}
+
 /** The first part with inlineData; a model may answer text parts around it, or no image at all. */
 function firstInlineImage(payload: string): Buffer {
   let answer: GenerateContentAnswer;
@@ -79,6 +88,11 @@ function firstInlineImage(payload: string): Buffer {
   } catch {
     throw new ProviderError('invalid_response', 'The image provider answered with something other than JSON');
   }
+  return inlineImageOf(answer);
+}
+
+/** The image of a parsed generateContent answer, or its refusal / missing image as a ProviderError. */
+export function inlineImageOf(answer: GenerateContentAnswer): Buffer {
   const parts = answer?.candidates?.[0]?.content?.parts;
   const image = Array.isArray(parts) ? parts.find((p) => typeof p?.inlineData?.data === 'string' && p.inlineData.data.length > 0) : undefined;
   if (!image) throw geminiNoImage(answer ?? {});

@@ -1,10 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { fakePng } from '../fake-upstream';
-import type { CapturedRequest, FakeAnswer, FakeUpstream } from '../provider-type';
-
-type Scripted = FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>);
+import type { ServerResponse } from 'node:http';
+import { askedSize, FakeBatchUpstream, sendJson as send, shuffled } from '../fake-batch-upstream';
+import type { CapturedRequest } from '../provider-type';
 
 /** Prompt markers the fake obeys: a line whose prompt carries one ends that way. */
 export const OPENAI_BATCH_FAKE_MARKERS = {
@@ -64,64 +61,17 @@ export interface OpenAiBatchFakeOptions {
  * created batch; `holdOutputAfter` stops a result file mid-way until `release()`;
  * `answerNext('hang')` makes the next call hang (timeouts, crash tests).
  */
-export class OpenAiBatchFakeUpstream implements FakeUpstream {
-  readonly requests: CapturedRequest[] = [];
+/** Steps `hangAt` may stop at; `created` makes the batch and never answers the create (the window a crash between create and record leaves). */
+type Step = 'upload' | 'create' | 'created' | 'poll' | 'list' | 'cancel' | 'content';
+
+export class OpenAiBatchFakeUpstream extends FakeBatchUpstream<Step> {
   readonly files = new Map<string, FakeFile>();
   readonly batches = new Map<string, FakeBatch>();
-  /** custom_id -> how many created batches carried it. */
-  readonly submissions = new Map<string, number>();
-  /** How many result-file lines were written so far (across files), for the streaming tests. */
-  linesWritten = 0;
-  private readonly queued: Scripted[] = [];
-  private readonly hanging = new Set<ServerResponse>();
-  private readonly server: Server;
-  private origin = '';
-  private holdAfter: number | null = null;
-  private releaseHold: (() => void) | null = null;
-  private readonly pngs = new Map<string, Promise<Buffer>>();
-  private seq = 0;
   private readonly cancelling = new Set<string>();
-  /**
-   * The next call at this step hangs for good (then the step answers normally again), for
-   * timeout and crash tests: `created` makes the batch and never answers the create (the
-   * window a crash between create and record leaves).
-   */
-  hangAt: 'upload' | 'create' | 'created' | 'poll' | 'list' | 'cancel' | 'content' | null = null;
+  private seq = 0;
 
   constructor(private readonly options: OpenAiBatchFakeOptions = {}) {
-    this.server = createServer((req, res) => void this.handle(req, res));
-  }
-
-  get baseUrl(): string {
-    return `${this.origin}/v1`;
-  }
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.origin = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.baseUrl;
-  }
-
-  async stop(): Promise<void> {
-    this.releaseHold?.();
-    for (const res of this.hanging) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
-  }
-
-  answerNext(...answers: Scripted[]): void {
-    this.queued.push(...answers);
-  }
-
-  /** Result files stop after this many lines (counted per file) until `release()`. */
-  holdOutputAfter(lines: number): void {
-    this.holdAfter = lines;
-  }
-
-  release(): void {
-    this.holdAfter = null;
-    this.releaseHold?.();
-    this.releaseHold = null;
+    super('/v1');
   }
 
   /** The lines of a batch's input, in order. */
@@ -162,7 +112,7 @@ export class OpenAiBatchFakeUpstream implements FakeUpstream {
         errors.push(JSON.stringify({ id, custom_id: line.custom_id, response: { status_code: 500, request_id: id, body: { error: { message: 'The server had an error', type: 'server_error' } } }, error: null }));
       } else {
         completed++;
-        const png = await this.png(line.body.size);
+        const png = await this.png(askedSize(line.body.size), this.options.imageScale ?? 8);
         const body = { created: Math.floor(Date.now() / 1000), data: [{ b64_json: png.toString('base64') }] };
         output.push(JSON.stringify({ id, custom_id: line.custom_id, response: { status_code: 200, request_id: id, body }, error: null }));
       }
@@ -180,56 +130,21 @@ export class OpenAiBatchFakeUpstream implements FakeUpstream {
     return file;
   }
 
-  private png(size: unknown): Promise<Buffer> {
-    const m = /^(\d+)x(\d+)$/.exec(typeof size === 'string' ? size : '');
-    const scale = this.options.imageScale ?? 8;
-    const w = Math.max(1, Math.round((m ? Number(m[1]) : 1024) / scale));
-    const h = Math.max(1, Math.round((m ? Number(m[2]) : 1024) / scale));
-    const key = `${w}x${h}`;
-    if (!this.pngs.has(key)) this.pngs.set(key, fakePng(w, h));
-    return this.pngs.get(key)!;
+  protected stepOf(req: CapturedRequest): Step | null {
+    const p = new URL(req.path, 'http://fake').pathname;
+    if (req.method === 'POST' && p === '/v1/files') return 'upload';
+    if (req.method === 'POST' && p === '/v1/batches') return 'create';
+    if (req.method === 'GET' && p === '/v1/batches') return 'list';
+    if (p.endsWith('/cancel')) return 'cancel';
+    if (p.endsWith('/content')) return 'content';
+    if (req.method === 'GET' && p.startsWith('/v1/batches/')) return 'poll';
+    return null;
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const captured: CapturedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() };
-    this.requests.push(captured);
-    const next = this.queued.shift();
-    if (next !== undefined) {
-      const answer = typeof next === 'function' ? await next(captured) : next;
-      if (answer === 'hang') {
-        this.hanging.add(res);
-        return;
-      }
-      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body);
-      return;
-    }
-    try {
-      await this.route(captured, res);
-    } catch (err) {
-      if (!res.headersSent) send(res, 500, { error: { message: String(err), type: 'server_error' } });
-      else res.destroy();
-    }
-  }
-
-  private async route(req: CapturedRequest, res: ServerResponse): Promise<void> {
+  protected async route(req: CapturedRequest, res: ServerResponse): Promise<void> {
     const url = new URL(req.path, 'http://fake');
     const p = url.pathname;
     let m: RegExpExecArray | null;
-    const step =
-      req.method === 'POST' && p === '/v1/files' ? 'upload'
-      : req.method === 'POST' && p === '/v1/batches' ? 'create'
-      : req.method === 'GET' && p === '/v1/batches' ? 'list'
-      : req.method === 'GET' && p.startsWith('/v1/batches/') ? 'poll'
-      : p.endsWith('/cancel') ? 'cancel'
-      : p.endsWith('/content') ? 'content'
-      : null;
-    if (step !== null && this.hangAt === step) {
-      this.hangAt = null;
-      this.hanging.add(res);
-      return;
-    }
     if (req.method === 'POST' && p === '/v1/files') return this.upload(req, res);
     if (req.method === 'GET' && (m = /^\/v1\/files\/([^/]+)\/content$/.exec(p))) return this.content(decodeURIComponent(m[1]), res);
     if (req.method === 'POST' && p === '/v1/batches') return this.create(req, res);
@@ -289,12 +204,8 @@ export class OpenAiBatchFakeUpstream implements FakeUpstream {
       endsAt: after === null ? null : Date.now() + after,
     };
     this.batches.set(batch.id, batch);
-    for (const line of lines) this.submissions.set(line.custom_id, (this.submissions.get(line.custom_id) ?? 0) + 1);
-    if (this.hangAt === 'created') {
-      this.hangAt = null;
-      this.hanging.add(res);
-      return;
-    }
+    this.countSubmitted(lines.map((l) => l.custom_id));
+    if (this.hangIf('created', res)) return;
     send(res, 200, view(batch));
   }
 
@@ -324,19 +235,7 @@ export class OpenAiBatchFakeUpstream implements FakeUpstream {
   private async content(id: string, res: ServerResponse): Promise<void> {
     const file = this.files.get(id);
     if (!file) return notFound(res);
-    res.writeHead(200, { 'content-type': 'application/octet-stream' });
-    const lines = file.content.toString('utf8').split('\n').filter((l) => l.length > 0);
-    let sent = 0;
-    for (const line of lines) {
-      if (this.holdAfter !== null && sent >= this.holdAfter) {
-        await new Promise<void>((resolve) => (this.releaseHold = resolve));
-      }
-      if (!res.write(`${line}\n`)) await new Promise((resolve) => res.once('drain', resolve));
-      sent++;
-      this.linesWritten++;
-      if (res.destroyed) return;
-    }
-    res.end();
+    await this.streamFile(file.content, res);
   }
 }
 
@@ -351,25 +250,6 @@ function parseInput(content: Buffer): InputLine[] {
     .split('\n')
     .filter((l) => l.trim().length > 0)
     .map((l) => JSON.parse(l) as InputLine);
-}
-
-/** A fixed shuffle (no Math.random in fakes: runs are repeatable), never the input order for 2+ lines. */
-function shuffled(lines: string[]): string[] {
-  const out = [...lines];
-  let s = 2463534242;
-  for (let i = out.length - 1; i > 0; i--) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    const j = (s >>> 0) % (i + 1);
-    [out[i], out[j]] = [out[j], out[i]];
-  }
-  if (out.length > 1 && out.every((l, i) => l === lines[i])) out.reverse();
-  return out;
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
 function notFound(res: ServerResponse): void {

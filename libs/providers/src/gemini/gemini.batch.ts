@@ -1,0 +1,280 @@
+import { egressRequest } from '@app/egress';
+import { ProviderError } from '../provider.types';
+import { throwIfAborted } from '../provider.utils';
+import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
+import { BatchHttp, fileLines, jsonCall, keyIn, uploadTimeoutMs } from '../upstream-batch-http';
+import { checkedImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { classifyGeminiError } from './gemini.errors';
+import { GeminiProviderConfig, GenerateContentAnswer, geminiRequestBody, inlineImageOf } from './gemini.provider';
+
+export interface GeminiBatchConfig extends Pick<GeminiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'> {
+  pollIntervalMs: number;
+  /** findBatch looks no further back than this (default 3 days). */
+  findWindowMs?: number;
+  /** For tests: the clock findBatch measures its window with. */
+  now?: () => number;
+}
+
+/**
+ * Kiln's own cap on one input file: the collector holds the lines in memory while it uploads
+ * them (the Files API itself takes up to 2 GB). Lines carry references inline, so a batch
+ * of edits fills it sooner.
+ */
+export const GEMINI_BATCH_MAX_BYTES = 200 * 1024 * 1024;
+export const GEMINI_BATCH_MAX_LINES = 50_000;
+/** The Files API's resumable upload takes the bytes in chunks; the SDK's size (@google/genai MAX_CHUNK_SIZE). */
+const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
+const LIST_PAGE = 100;
+const LIST_MAX_PAGES = 50;
+const DEFAULT_FIND_WINDOW_MS = 3 * 24 * 3600 * 1000;
+
+/** Gemini batch states (REST `BATCH_STATE_*`; the SDK's `JOB_STATE_*` names accepted too) that are over. */
+const ENDED: Record<string, 'completed' | 'expired' | 'failed' | 'cancelled'> = {
+  BATCH_STATE_SUCCEEDED: 'completed',
+  BATCH_STATE_FAILED: 'failed',
+  BATCH_STATE_CANCELLED: 'cancelled',
+  BATCH_STATE_EXPIRED: 'expired',
+  JOB_STATE_SUCCEEDED: 'completed',
+  JOB_STATE_FAILED: 'failed',
+  JOB_STATE_CANCELLED: 'cancelled',
+  JOB_STATE_EXPIRED: 'expired',
+};
+
+/** A batch as the API answers it: a long-running operation whose metadata is the batch (what @google/genai's batchJobFromMldev reads). */
+interface GeminiBatchOperation {
+  name?: unknown;
+  metadata?: {
+    displayName?: unknown;
+    state?: unknown;
+    createTime?: unknown;
+    output?: { responsesFile?: unknown; inlinedResponses?: unknown };
+    batchStats?: { requestCount?: unknown; successfulRequestCount?: unknown; failedRequestCount?: unknown };
+  };
+}
+
+interface GeminiOutputLine {
+  key?: unknown;
+  response?: GenerateContentAnswer;
+  error?: { code?: unknown; message?: unknown; status?: unknown };
+}
+
+/**
+ * Gemini's batch API (economy tier) over `models/{model}:batchGenerateContent`, always with a
+ * JSONL input file (`{key, request}` lines, the request as the sync type sends it) uploaded
+ * through the Files API's resumable protocol, never inline requests: inline answers come back
+ * inside the batch object, which cannot be read a line at a time. The group id is the
+ * batch's `displayName` (findBatch lists batches for it); the results are the
+ * `responsesFile`, downloaded with `files/{id}:download?alt=media` and read as it arrives.
+ */
+export class GeminiBatchApi implements UpstreamBatchApi {
+  readonly maxLines = GEMINI_BATCH_MAX_LINES;
+  readonly maxInputBytes = GEMINI_BATCH_MAX_BYTES;
+  readonly pollIntervalMs: number;
+  private readonly baseUrl: string;
+  private readonly http: BatchHttp;
+
+  constructor(private readonly config: GeminiBatchConfig) {
+    this.baseUrl = config.baseUrl.replace(/\/+$/, '');
+    this.pollIntervalMs = config.pollIntervalMs;
+    this.http = {
+      policy: upstreamPolicies(this.baseUrl, config.allowPrivate).api,
+      headers: { 'x-goog-api-key': config.apiKey },
+      apiKey: config.apiKey,
+      timeoutMs: config.timeoutMs,
+      classify: classifyGeminiError,
+    };
+  }
+
+  encodeLine(line: UpstreamBatchLine): string {
+    return JSON.stringify({ key: line.key, request: geminiRequestBody(this.config.model, line.request) });
+  }
+
+  /**
+   * The Files API's resumable upload, as @google/genai's files.upload: a start call to
+   * `upload/v1beta/files` answers the upload URL (x-goog-upload-url), then the bytes go in
+   * 8 MB chunks, the last one `upload, finalize`. The upload URL's path is used on the route's
+   * own origin (as the SDK does), never a host the answer names.
+   */
+  async uploadInput(lines: readonly string[], group: string, signal?: AbortSignal): Promise<{ inputId: string }> {
+    throwIfAborted(signal);
+    const body = Buffer.from(lines.join('\n') + '\n');
+    const start = await this.raw(
+      this.uploadStartUrl(),
+      {
+        'content-type': 'application/json',
+        'x-goog-upload-protocol': 'resumable',
+        'x-goog-upload-command': 'start',
+        'x-goog-upload-header-content-length': String(body.length),
+        'x-goog-upload-header-content-type': 'application/jsonl',
+      },
+      Buffer.from(JSON.stringify({ file: { displayName: `kiln-${group}`, mimeType: 'application/jsonl', sizeBytes: String(body.length) } })),
+      this.config.timeoutMs,
+      signal,
+    );
+    const uploadUrl = start.headers.get('x-goog-upload-url');
+    if (!uploadUrl) throw new ProviderError('invalid_response', 'The Files API answered the upload start without an upload URL');
+    const target = this.onOwnOrigin(uploadUrl);
+    let answer: { headers: Headers; text: string } | null = null;
+    for (let offset = 0; offset < body.length || offset === 0; offset += UPLOAD_CHUNK_BYTES) {
+      const chunk = body.subarray(offset, offset + UPLOAD_CHUNK_BYTES);
+      const last = offset + UPLOAD_CHUNK_BYTES >= body.length;
+      answer = await this.raw(
+        target,
+        { 'x-goog-upload-command': last ? 'upload, finalize' : 'upload', 'x-goog-upload-offset': String(offset) },
+        chunk,
+        uploadTimeoutMs(this.config.timeoutMs, chunk.length),
+        signal,
+      );
+      if (last) break;
+    }
+    let file: { file?: { name?: unknown } };
+    try {
+      file = JSON.parse(answer!.text) as { file?: { name?: unknown } };
+    } catch {
+      throw new ProviderError('invalid_response', 'The Files API answered the upload with something other than JSON');
+    }
+    if (typeof file?.file?.name !== 'string' || !file.file.name) throw new ProviderError('invalid_response', 'The Files API answered the upload without a file name');
+    return { inputId: file.file.name };
+  }
+
+  async createBatch(inputId: string, group: string, signal?: AbortSignal): Promise<UpstreamBatchRef> {
+    throwIfAborted(signal);
+    const url = `${this.baseUrl}/models/${encodeURIComponent(this.config.model)}:batchGenerateContent`;
+    const body = Buffer.from(JSON.stringify({ batch: { inputConfig: { fileName: inputId }, displayName: group } }));
+    const op = (await jsonCall(this.http, { method: 'POST', url, body, contentType: 'application/json' }, signal)) as GeminiBatchOperation;
+    if (typeof op?.name !== 'string' || !op.name.startsWith('batches/')) throw new ProviderError('invalid_response', 'The batch API answered the create without a batch name');
+    return { batchId: op.name, state: { inputFileName: inputId } };
+  }
+
+  /** Lists batches (newest first) until one's displayName is the group id, within the window and LIST_MAX_PAGES pages. */
+  async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
+    const oldest = (this.config.now ?? Date.now)() - (this.config.findWindowMs ?? DEFAULT_FIND_WINDOW_MS);
+    let token: string | null = null;
+    for (let page = 0; page < LIST_MAX_PAGES; page++) {
+      throwIfAborted(signal);
+      const query: string = `pageSize=${LIST_PAGE}${token ? `&pageToken=${encodeURIComponent(token)}` : ''}`;
+      const list = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches?${query}` }, signal)) as { operations?: unknown; nextPageToken?: unknown };
+      const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
+      for (const op of ops) {
+        if (op?.metadata?.displayName === group && typeof op.name === 'string') return { batchId: op.name, state: {} };
+      }
+      const lastCreated = Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? ''));
+      if (typeof list?.nextPageToken !== 'string' || !list.nextPageToken) return null;
+      if (Number.isFinite(lastCreated) && lastCreated < oldest) return null;
+      token = list.nextPageToken;
+    }
+    return null;
+  }
+
+  async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
+    let op: GeminiBatchOperation;
+    try {
+      op = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/${batchPath(ref.batchId)}` }, signal)) as GeminiBatchOperation;
+    } catch (err) {
+      if (err instanceof ProviderError && err.retryable) return { state: 'waiting', upstreamStatus: `poll failed: ${err.kind}`, ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}) };
+      throw err;
+    }
+    const state = typeof op?.metadata?.state === 'string' ? op.metadata.state : 'unknown';
+    const outcome = ENDED[state];
+    if (!outcome) {
+      const stats = op?.metadata?.batchStats;
+      const done = [stats?.successfulRequestCount, stats?.failedRequestCount].map(Number).filter((n) => Number.isFinite(n));
+      return { state: 'waiting', upstreamStatus: state, ...(done.length ? { completed: done.reduce((a, b) => a + b, 0) } : {}) };
+    }
+    const found: Record<string, string> = {};
+    const file = op.metadata?.output?.responsesFile;
+    if (typeof file === 'string' && file) found.responsesFile = file;
+    return { state: 'ended', upstreamStatus: state, outcome, found };
+  }
+
+  /** The responsesFile's lines as they arrive; a batch that ended without one delivers nothing (Kiln refunds its lines). */
+  async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
+    const file = ended.found.responsesFile;
+    if (!file) return;
+    const maxLineBytes = Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES;
+    const url = `${this.baseUrl}/${filePath(file)}:download?alt=media`;
+    for await (const line of fileLines(this.http, url, { maxLineBytes, maxBytes: maxLineBytes * this.maxLines }, signal)) {
+      const result = 'text' in line ? await this.lineResult(line.text) : oversize(line.oversize, this.config.maxImageBytes);
+      if (result) yield result;
+    }
+  }
+
+  async cancel(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<void> {
+    try {
+      await jsonCall(this.http, { method: 'POST', url: `${this.baseUrl}/${batchPath(ref.batchId)}:cancel`, body: Buffer.from('{}'), contentType: 'application/json' }, signal);
+    } catch (err) {
+      // A batch already over cannot be cancelled (FAILED_PRECONDITION): nothing left to stop.
+      if (err instanceof ProviderError && (err.status === 400 || err.status === 409) && err.upstreamCode === 'FAILED_PRECONDITION') return;
+      throw err;
+    }
+  }
+
+  private async lineResult(text: string): Promise<UpstreamBatchResult | null> {
+    let line: GeminiOutputLine;
+    try {
+      line = JSON.parse(text) as GeminiOutputLine;
+    } catch {
+      const key = keyIn(text.slice(0, 4096), 'key');
+      return key ? { key, ok: false, error: new ProviderError('invalid_response', 'The batch API wrote a result line that is not JSON') } : null;
+    }
+    if (typeof line?.key !== 'string') return null;
+    const key = line.key;
+    if (line.error && typeof line.error === 'object') {
+      const status = typeof line.error.code === 'number' && line.error.code >= 400 ? line.error.code : 500;
+      return { key, ok: false, error: classifyGeminiError({ status, headers: new Headers(), text: JSON.stringify({ error: line.error }) }, { apiKey: this.config.apiKey }) };
+    }
+    try {
+      const image = await checkedImage(inlineImageOf(line.response ?? {}), this.config.maxImageBytes);
+      return { key, ok: true, image };
+    } catch (err) {
+      if (err instanceof ProviderError) return { key, ok: false, error: err };
+      throw err;
+    }
+  }
+
+  /** `{origin}/upload/v1beta/files` for a base URL `{origin}/v1beta` (the SDK's `upload/{api_version}/files`). */
+  private uploadStartUrl(): string {
+    const url = new URL(this.baseUrl);
+    const path = url.pathname.replace(/\/+$/, '');
+    const m = /^(.*)\/([^/]+)$/.exec(path);
+    url.pathname = m ? `${m[1]}/upload/${m[2]}/files` : '/upload/files';
+    return url.toString();
+  }
+
+  private onOwnOrigin(uploadUrl: string): string {
+    let named: URL;
+    try {
+      named = new URL(uploadUrl, this.baseUrl);
+    } catch {
+      throw new ProviderError('invalid_response', 'The Files API answered an upload URL that is not a URL');
+    }
+    return `${new URL(this.baseUrl).origin}${named.pathname}${named.search}`;
+  }
+
+  /** A POST whose answer headers matter (the upload protocol's), classified like every call. */
+  private async raw(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<{ headers: Headers; text: string }> {
+    const res = await exchange('api', { timeoutMs, maxImageBytes: JSON_ENVELOPE_BYTES }, signal, () =>
+      egressRequest(url, { policy: this.http.policy, method: 'POST', headers: { ...this.http.headers, ...headers }, body, maxBytes: JSON_ENVELOPE_BYTES, timeoutMs, signal }),
+    );
+    const text = res.body.toString('utf8');
+    const answerHeaders = headersOf(res);
+    if (res.status < 200 || res.status >= 300) throw classifyGeminiError({ status: res.status, headers: answerHeaders, text }, { apiKey: this.config.apiKey });
+    return { headers: answerHeaders, text };
+  }
+}
+
+/** `batches/abc` -> `batches/abc` with each segment escaped (the SDK's `batches/{name}`). */
+function batchPath(name: string): string {
+  const id = name.replace(/^batches\//, '');
+  return `batches/${encodeURIComponent(id)}`;
+}
+
+function filePath(name: string): string {
+  return `files/${encodeURIComponent(name.replace(/^files\//, ''))}`;
+}
+
+function oversize(prefix: string, maxImageBytes: number): UpstreamBatchResult | null {
+  const key = keyIn(prefix, 'key');
+  if (!key) return null;
+  return { key, ok: false, error: new ProviderError('invalid_response', `The generated image is larger than ${Math.round(maxImageBytes / (1024 * 1024))} MB`) };
+}
