@@ -220,7 +220,7 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     if (typeof line?.key !== 'string') return null;
     const key = line.key;
     if (line.error && typeof line.error === 'object') {
-      const status = typeof line.error.code === 'number' && line.error.code >= 400 ? line.error.code : 500;
+      const status = httpStatusOf(line.error.code);
       return { key, ok: false, error: classifyGeminiError({ status, headers: new Headers(), text: JSON.stringify({ error: line.error }) }, { apiKey: this.config.apiKey }) };
     }
     try {
@@ -271,6 +271,19 @@ function batchPath(name: string): string {
 
 function filePath(name: string): string {
   return `files/${encodeURIComponent(name.replace(/^files\//, ''))}`;
+}
+
+/**
+ * A line's error is a google.rpc.Status, whose code is a gRPC code (3 INVALID_ARGUMENT,
+ * 8 RESOURCE_EXHAUSTED, 13 INTERNAL...): the HTTP status the sync API answers for it, which
+ * the type's classification reads.
+ */
+const GRPC_TO_HTTP: Record<number, number> = { 3: 400, 4: 504, 5: 404, 7: 403, 8: 429, 9: 400, 11: 400, 13: 500, 14: 503, 16: 401 };
+
+function httpStatusOf(code: unknown): number {
+  if (typeof code !== 'number') return 500;
+  if (code >= 400 && code < 600) return code;
+  return GRPC_TO_HTTP[code] ?? 500;
 }
 
 function oversize(prefix: string, maxImageBytes: number): UpstreamBatchResult | null {
