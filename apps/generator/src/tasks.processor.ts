@@ -3,7 +3,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnApplicationBoo
 import type { Job, Queue } from 'bull';
 import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { QueueFeeder, TaskRunnerService } from '@app/generation';
+import { EconomyCollector, QueueFeeder, TaskRunnerService } from '@app/generation';
 
 /**
  * Job name -> library service. Registered by hand rather than with @Process because the
@@ -17,6 +17,7 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     private readonly runner: TaskRunnerService,
     private readonly feeder: QueueFeeder,
+    private readonly economy: EconomyCollector,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
@@ -31,6 +32,8 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
       .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
     this.feeder.start();
     this.runner.startPolling();
+    // Economy work (upstream batches) runs apart from the task queue: standard tasks never wait behind it.
+    this.economy.start();
     this.logger.log(`Consuming ${TASK_QUEUE} with ${concurrency} job(s) in flight`);
   }
 
@@ -40,6 +43,7 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
    */
   async beforeApplicationShutdown(): Promise<void> {
     await this.feeder.stop();
+    await this.economy.stop();
     await this.queue.pause(true, true).catch(() => undefined);
     // Polling stops first; tasks waiting upstream hold no worker and are given back after the
     // drain (which finishes the images being collected) for the next generator to resume.

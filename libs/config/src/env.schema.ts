@@ -192,6 +192,17 @@ export class EnvSchema {
   @Transform(toInt) @IsOptional() @IsInt() @Min(500)
   UPSTREAM_LEASE_MS?: number;
 
+  /** How often a generator's economy collector looks for waiting economy tasks and due upstream batches (ms). */
+  @Transform(toInt) @IsOptional() @IsInt() @Min(50) @Max(600_000)
+  ECONOMY_TICK_MS?: number;
+
+  /**
+   * Test-only, inert unless set: the simulated batch API hangs for good at this step (once per
+   * group), so crash tests can SIGKILL a generator there (docs/operations.md).
+   */
+  @Transform(emptyToUndefined) @IsOptional() @IsIn(['before-upload', 'after-upload', 'after-create', 'poll', 'mid-results'])
+  SIMULATED_BATCH_HANG_AT?: string;
+
   /** Longest a client may take to send a whole request, headers and body (Node's default is 300 s). */
   @Transform(toInt) @IsOptional() @IsInt() @Min(100) @Max(3_600_000)
   HTTP_REQUEST_TIMEOUT_MS?: number;

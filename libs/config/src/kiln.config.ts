@@ -90,6 +90,10 @@ export interface KilnConfig {
     upstreamPollerCapacity: number;
     /** A poller's lease on its waiting tasks; a dead generator's are taken over once it passes. */
     upstreamLeaseMs: number;
+    /** How often the economy collector looks for work (ECONOMY_TICK_MS). */
+    economyTickMs: number;
+    /** Test-only (SIMULATED_BATCH_HANG_AT): where the simulated batch API hangs; null: never. */
+    simulatedBatchHangAt: string | null;
   };
   /** How tasks get from PostgreSQL into the queue (TaskDispatchService). */
   queue: {
@@ -233,6 +237,8 @@ export function buildConfig(
       taskLeaseMs: env.TASK_LEASE_MS ?? 15000,
       upstreamPollerCapacity: env.UPSTREAM_POLLER_CAPACITY ?? 10_000,
       upstreamLeaseMs: env.UPSTREAM_LEASE_MS ?? 30_000,
+      economyTickMs: env.ECONOMY_TICK_MS ?? 1000,
+      simulatedBatchHangAt: env.SIMULATED_BATCH_HANG_AT ?? null,
     },
     queue: {
       dispatchWindow: env.DISPATCH_WINDOW ?? 10,

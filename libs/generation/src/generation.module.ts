@@ -5,6 +5,7 @@ import { CatalogModule } from '@app/catalog';
 import { MetricsModule } from '@app/metrics';
 import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
+import { EconomyCollector } from './economy/economy-collector.service';
 import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
 import { RoutePacer } from './limits/route-pacer';
 import { ProviderRegistry } from './running/provider-registry';
@@ -38,8 +39,8 @@ export function configureSharp(renderConcurrency: number, cores: number): number
  */
 @Module({
   imports: [TasksModule, UploadsModule, CatalogModule, MetricsModule],
-  providers: [TaskRunnerService, UpstreamPoller, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
-  exports: [TaskRunnerService, UpstreamPoller, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
+  providers: [TaskRunnerService, UpstreamPoller, EconomyCollector, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
+  exports: [TaskRunnerService, UpstreamPoller, EconomyCollector, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

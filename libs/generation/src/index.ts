@@ -15,3 +15,4 @@ export * from './upkeep/orphan-sweep.service';
 export * from './running/task-telemetry';
 export * from './running/upstream-poller.service';
 export * from './limits/route-pacer';
+export * from './economy/economy-collector.service';

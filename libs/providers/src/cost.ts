@@ -9,7 +9,13 @@ import type { RouteSetting } from './provider-type';
  *   i.e. `openai`): `{ "1024x1024": { "low": 0.011, "medium": 0.042, "high": 0.167 }, "1536x1024": 0.063 }`.
  * An upstream size entry wins over the resolution's, since it is what the upstream billed.
  */
-export type RouteCost = Record<string, number | Partial<Record<QualityPrice, number>>>;
+export type RouteCost = Record<string, number | Partial<Record<QualityPrice, number>>> & {
+  /**
+   * The upstream's batch API price (economy tier), in the same forms; absent: economy tasks
+   * are recorded at the list price above (which overstates their cost).
+   */
+  economy?: Record<string, number | Partial<Record<QualityPrice, number>>>;
+};
 
 type QualityPrice = 'low' | 'medium' | 'high' | 'auto';
 const QUALITY_PRICES: readonly string[] = ['low', 'medium', 'high', 'auto'];
@@ -21,11 +27,14 @@ const isPrice = (v: unknown): v is number => typeof v === 'number' && Number.isF
 const SIZE_KEY = /^[1-9]\d{1,4}x[1-9]\d{1,4}$/;
 
 /** The `cost` check: resolution keys always; upstream size keys (with quality maps) when the type bills by size. */
-function checkCost(bySize: boolean): (v: unknown) => string | null {
+function checkCost(bySize: boolean, nested = false): (v: unknown) => string | null {
   return (v) => {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'invalid';
     for (const [key, price] of Object.entries(v as Record<string, unknown>)) {
-      if ((RESOLUTIONS as readonly string[]).includes(key)) {
+      if (key === 'economy' && !nested) {
+        const reason = checkCost(bySize, true)(price);
+        if (reason) return reason;
+      } else if ((RESOLUTIONS as readonly string[]).includes(key)) {
         if (!isPrice(price)) return 'invalid_price';
       } else if (bySize && SIZE_KEY.test(key)) {
         if (isPrice(price)) continue;
@@ -46,8 +55,8 @@ export function costSetting(opts: { bySize: boolean }): RouteSetting {
     name: 'cost',
     required: false,
     description: opts.bySize
-      ? 'List price in USD per image, by Kiln resolution ({"1K": 0.04}) or by upstream size and quality ({"1024x1024": {"low": 0.011, "medium": 0.042, "high": 0.167}}); operators only'
-      : 'List price in USD per image by Kiln resolution ({"1K": 0.04, "2K": 0.08}); operators only',
+      ? 'List price in USD per image, by Kiln resolution ({"1K": 0.04}) or by upstream size and quality ({"1024x1024": {"low": 0.011, "medium": 0.042, "high": 0.167}}); "economy": the batch API price in the same forms; operators only'
+      : 'List price in USD per image by Kiln resolution ({"1K": 0.04, "2K": 0.08}); "economy": the batch API price in the same form; operators only',
     check: checkCost(opts.bySize),
   };
 }
@@ -67,10 +76,12 @@ export interface MadeImage {
  * for it). Quality `auto`, or none, is priced at the `auto` entry if listed, else the dearest
  * listed quality: the upstream chose, and the report should not flatter the margin.
  */
-export function upstreamCostMicros(route: object | null | undefined, made: MadeImage): number {
-  const cost = (route as { cost?: RouteCost } | null | undefined)?.cost;
-  if (!cost || typeof cost !== 'object') return 0;
-  const bySize = cost[`${made.width}x${made.height}`];
+export function upstreamCostMicros(route: object | null | undefined, made: MadeImage, tier: 'standard' | 'economy' = 'standard'): number {
+  const listed = (route as { cost?: RouteCost } | null | undefined)?.cost;
+  if (!listed || typeof listed !== 'object') return 0;
+  // An economy task is priced at the batch API's price when the route lists one, else at the list price.
+  const cost: Record<string, number | Partial<Record<QualityPrice, number>>> = tier === 'economy' && listed.economy && typeof listed.economy === 'object' ? listed.economy : listed;
+  const bySize = cost[`${made.width}x${made.height}`] as RouteCost[string] | undefined;
   const price = bySize !== undefined ? priceOf(bySize, made.quality) : priceOf(cost[made.resolution], made.quality);
   return price === null ? 0 : Math.round(price * 1_000_000);
 }

@@ -1,4 +1,5 @@
 import type { PixelSize } from './image-size';
+import type { BatchCapableType, BatchObjectStore } from './upstream-batch';
 import type { ImageProvider, ProviderError, RenderRequest, RenderResolution, RenderResult } from './provider.types';
 
 /**
@@ -84,6 +85,12 @@ interface ProviderTypeBase<R extends RouteBase> {
   billsFailure?(err: ProviderError): boolean;
   /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
   readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
+  /**
+   * The type's batch API (economy tier, upstream-batch.ts), when its upstream has one: a
+   * route of the type then takes the `batch` setting (listed in `settings` too). Absent: the
+   * type's routes have no economy tier.
+   */
+  readonly batch?: BatchCapableType<R>;
 }
 
 /** A type whose upstream answers the image in the same exchange (builtin, simulated, openai, gemini). */
@@ -118,6 +125,13 @@ export interface ProviderContext {
   upstream: { allowPrivate: boolean; maxImageBytes: number };
   /** Only for tests: makes simulated routes deterministic. */
   random?: () => number;
+  /** Where a local batch API keeps its state (the simulated type's; upstream-batch.ts BatchObjectStore). */
+  batchObjects?: BatchObjectStore;
+  /**
+   * Test-only, inert unless set (SIMULATED_BATCH_HANG_AT, docs/operations.md): the simulated
+   * batch API hangs for good at this step, once per group, so a test can SIGKILL a generator there.
+   */
+  simulatedBatchHangAt?: string | null;
 }
 
 /** One setting of a route type: its schema entry, its check and its documentation. */

@@ -1,6 +1,7 @@
 import type { ProviderContext, QueueImageProvider } from './provider-type';
 import { ImageProvider, ProviderError } from './provider.types';
 import { ProviderRoute, providerType, requiredKey, withDefaults } from './registry';
+import { routeBatchSettings, UpstreamBatchApi } from './upstream-batch';
 
 export interface ProviderFactoryDeps extends Omit<ProviderContext, 'apiKey'> {
   /**
@@ -50,4 +51,25 @@ class UnconfiguredProvider implements ImageProvider {
   async render(): Promise<never> {
     throw new ProviderError('not_configured', `The image provider is not configured: ${this.envName} is not set`);
   }
+}
+
+/**
+ * The batch API (economy tier) of a route whose type has one and whose `batch` setting is
+ * enabled; null otherwise (its economy tasks then wait, and are refunded when their window
+ * ends). A missing key throws not_configured, as for queue routes.
+ */
+export function createBatchApi(route: ProviderRoute, deps: ProviderFactoryDeps): UpstreamBatchApi | null {
+  const def = providerType((route as { type?: unknown })?.type);
+  const settings = routeBatchSettings(route);
+  if (!def?.batch || !settings) return null;
+  const envName = requiredKey(route);
+  const apiKey = envName ? deps.apiKey(envName) : '';
+  if (envName && !apiKey) throw new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
+  const { apiKey: _lookup, ...rest } = deps;
+  return def.batch.createBatchApi(withDefaults(route), settings, { ...rest, apiKey: apiKey ?? '' });
+}
+
+/** Whether a route can run the economy tier: its type has a batch API and its `batch` setting is enabled. */
+export function hasBatchApi(route: ProviderRoute): boolean {
+  return providerType((route as { type?: unknown })?.type)?.batch !== undefined && routeBatchSettings(route) !== null;
 }

@@ -1,4 +1,4 @@
-import type { RouteSetting } from './provider-type';
+import type { ProviderContext, RouteSetting } from './provider-type';
 import type { ProviderError, RenderRequest, RenderResult } from './provider.types';
 
 /**
@@ -99,6 +99,63 @@ export const BATCH_DEFAULTS = { collectMs: 60_000, maxRequests: 50_000, pollInte
  * route setting (schema and check) and how its API is made for a route.
  */
 export interface BatchCapableType<R> {
+  /** The `batch` setting (batchSetting() below); the type also lists it in its `settings`, so validateRoute checks it. */
   readonly batchSetting: RouteSetting;
-  createBatchApi(route: R, settings: RouteBatchSettings, context: import('./provider-type').ProviderContext): UpstreamBatchApi;
+  createBatchApi(route: R, settings: RouteBatchSettings, context: ProviderContext): UpstreamBatchApi;
+}
+
+const BATCH_FIELDS = ['enabled', 'collectMs', 'maxRequests', 'pollIntervalMs'] as const;
+
+/**
+ * The route setting `batch` of a type with a batch API: `{ enabled, collectMs?, maxRequests?,
+ * pollIntervalMs? }` (BATCH_DEFAULTS for the optional ones), plus `delayMs` for the simulated
+ * type. Reasons: `invalid` (not an object, `enabled` not a boolean, a number out of range) or
+ * `unknown_key`.
+ */
+export function batchSetting(opts: { delayMs?: boolean } = {}): RouteSetting {
+  const fields: readonly string[] = opts.delayMs ? [...BATCH_FIELDS, 'delayMs'] : BATCH_FIELDS;
+  return {
+    name: 'batch',
+    required: false,
+    description:
+      `Economy tier through the upstream's batch API: { "enabled": true, "collectMs": ${BATCH_DEFAULTS.collectMs}, "maxRequests": ${BATCH_DEFAULTS.maxRequests}, "pollIntervalMs": ${BATCH_DEFAULTS.pollIntervalMs}` +
+      (opts.delayMs ? ', "delayMs": 0 }' : ' }') +
+      ' (the optional ones default to those values)',
+    check: (v) => {
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'invalid';
+      const b = v as Record<string, unknown>;
+      if (Object.keys(b).some((k) => !fields.includes(k))) return 'unknown_key';
+      if (typeof b.enabled !== 'boolean') return 'invalid';
+      const int = (x: unknown, min: number, max: number): boolean => x === undefined || (Number.isInteger(x) && (x as number) >= min && (x as number) <= max);
+      if (!int(b.collectMs, 0, 86_400_000) || !int(b.maxRequests, 1, 1_000_000) || !int(b.pollIntervalMs, 100, 86_400_000)) return 'invalid';
+      if (!int(b.delayMs, 0, 86_400_000)) return 'invalid';
+      return null;
+    },
+  };
+}
+
+/** A route's `batch` setting with BATCH_DEFAULTS applied; null when absent or not enabled. */
+export function routeBatchSettings(route: unknown): RouteBatchSettings | null {
+  const b = (route as { batch?: Partial<RouteBatchSettings> } | null | undefined)?.batch;
+  if (!b || typeof b !== 'object' || b.enabled !== true) return null;
+  return {
+    enabled: true,
+    collectMs: b.collectMs ?? BATCH_DEFAULTS.collectMs,
+    maxRequests: b.maxRequests ?? BATCH_DEFAULTS.maxRequests,
+    pollIntervalMs: b.pollIntervalMs ?? BATCH_DEFAULTS.pollIntervalMs,
+    ...(b.delayMs !== undefined ? { delayMs: b.delayMs } : {}),
+  };
+}
+
+/**
+ * Where a local batch API (the simulated type's) keeps its files and batches, so they outlive
+ * the generator that made them and every generator sees them: the generator passes Kiln's
+ * object storage under a reserved prefix (ProviderContext.batchObjects). Keys are relative
+ * (`simulated/...`).
+ */
+export interface BatchObjectStore {
+  put(key: string, body: Buffer): Promise<void>;
+  /** null when nothing is stored under the key. */
+  get(key: string): Promise<Buffer | null>;
+  remove(key: string): Promise<void>;
 }

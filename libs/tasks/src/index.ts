@@ -20,3 +20,6 @@ export * from './batch-changes';
 export * from './batch-tally';
 export * from './task-cancellation';
 export * from './batch-row';
+export * from './task-economy-submit';
+export * from './task-economy-expiry';
+export * from './upstream-batch.store';

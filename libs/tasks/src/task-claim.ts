@@ -74,6 +74,8 @@ WITH input AS (
          result_token = COALESCE(t.result_token, i.token)
     FROM input i
    WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
+     -- Economy tasks are the collector's (upstream batches), never a job's: a stray job finds nothing.
+     AND t.tier = 'standard' AND t.upstream_batch_id IS NULL
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
              t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at

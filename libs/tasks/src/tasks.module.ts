@@ -4,6 +4,7 @@ import { BatchChangePublisher } from './batch-changes';
 import { BatchCancellation } from './task-cancellation';
 import { TaskDispatchService } from './task-dispatch.service';
 import { TaskStateStore } from './task-state.store';
+import { UpstreamBatchStore } from './upstream-batch.store';
 import { UpstreamWaitStore } from './upstream-wait.store';
 
 /**
@@ -13,7 +14,7 @@ import { UpstreamWaitStore } from './upstream-wait.store';
  */
 @Module({
   imports: [BillingModule],
-  providers: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, BatchCancellation, BatchChangePublisher],
-  exports: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, BatchCancellation, BatchChangePublisher],
+  providers: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, UpstreamBatchStore, BatchCancellation, BatchChangePublisher],
+  exports: [TaskDispatchService, TaskStateStore, UpstreamWaitStore, UpstreamBatchStore, BatchCancellation, BatchChangePublisher],
 })
 export class TasksModule {}

@@ -10,7 +10,8 @@ import * as path from 'node:path';
  *   creation; what both need of the task lives in the tasks lib);
  * - each table with an owner is written by its owner only: the tasks lib writes the tasks
  *   table and the batches table (a batch's tallies are written in the statements that end
- *   its tasks, so the two rows have one writer).
+ *   its tasks, so the two rows have one writer), and the upstream_batches table (a group's
+ *   steps are recorded with its tasks' moves).
  */
 
 export interface SourceFile {
@@ -24,7 +25,7 @@ type Room = { kind: 'app' | 'lib'; name: string };
 const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
 const FORBIDDEN_LIB_IMPORTS: Record<string, string[]> = { generation: ['batches'] };
 /** Tables with one writer, and the folder of the lib that owns each. */
-const TABLE_OWNERS: Record<string, string> = { tasks: 'libs/tasks/', batches: 'libs/tasks/' };
+const TABLE_OWNERS: Record<string, string> = { tasks: 'libs/tasks/', batches: 'libs/tasks/', upstream_batches: 'libs/tasks/' };
 /** A statement that writes `table`, assembled so that this file itself does not match. */
 const writeOf = (table: string): RegExp =>
   new RegExp([`\\bUPDATE\\s+${table}\\b`, `\\bINSERT\\s+INTO\\s+${table}\\b`, `\\bDELETE\\s+FROM\\s+${table}\\b`].join('|'), 'i');

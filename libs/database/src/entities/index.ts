@@ -8,6 +8,7 @@ import { PlanEntity } from './plan.entity';
 import { SessionEntity } from './session.entity';
 import { TaskEntity } from './task.entity';
 import { UploadEntity } from './upload.entity';
+import { UpstreamBatchEntity } from './upstream-batch.entity';
 import { WebhookDeliveryEntity } from './webhook-delivery.entity';
 import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 
@@ -21,6 +22,7 @@ export * from './plan.entity';
 export * from './session.entity';
 export * from './task.entity';
 export * from './upload.entity';
+export * from './upstream-batch.entity';
 export * from './webhook-delivery.entity';
 export * from './webhook-endpoint.entity';
 
@@ -37,4 +39,5 @@ export const ALL_ENTITIES = [
   WebhookEndpointEntity,
   WebhookDeliveryEntity,
   IdempotencyKeyEntity,
+  UpstreamBatchEntity,
 ];

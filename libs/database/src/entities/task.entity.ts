@@ -1,5 +1,6 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { BatchEntity, BatchTier } from './batch.entity';
+import { UpstreamBatchEntity } from './upstream-batch.entity';
 
 /** A task's statuses, in the order the API documents them. */
 export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
@@ -127,6 +128,10 @@ export class TaskEntity {
   /** The upstream batch (economy tier) the task was submitted in; null until then. */
   @Column({ name: 'upstream_batch_id', type: 'uuid', nullable: true })
   upstreamBatchId: string | null;
+
+  @ManyToOne(() => UpstreamBatchEntity, { onDelete: 'SET NULL' })
+  @JoinColumn({ name: 'upstream_batch_id', foreignKeyConstraintName: 'tasks_upstream_batch_fk' })
+  upstreamBatch?: UpstreamBatchEntity;
 
   /**
    * Set while the task waits on its upstream in the pollers' hands (no worker holds it): not

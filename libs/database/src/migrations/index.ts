@@ -14,6 +14,7 @@ import { WebhookCircuits1763888400170 } from './1763888400170-webhook-circuits';
 import { BatchSeedAndOutputFormat1763888400180 } from './1763888400180-batch-seed-and-output-format';
 import { UpstreamCost1763888400240 } from './1763888400240-upstream-cost';
 import { EconomyTier1763888400250 } from './1763888400250-economy-tier';
+import { UpstreamBatches1763888400260 } from './1763888400260-upstream-batches';
 
 export { SEEDED_BLOCKED_TERMS } from './1763888400150-content-policy-terms';
 
@@ -35,4 +36,5 @@ export const ALL_MIGRATIONS: Function[] = [
   BatchSeedAndOutputFormat1763888400180,
   UpstreamCost1763888400240,
   EconomyTier1763888400250,
+  UpstreamBatches1763888400260,
 ];

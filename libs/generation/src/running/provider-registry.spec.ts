@@ -1,11 +1,22 @@
 import { buildConfig } from '@app/config';
-import { ProviderRoute, SimulatedProvider } from '@app/providers';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { ProviderRoute, SimulatedBatchApi, SimulatedProvider } from '@app/providers';
+import { LocalStorageDriver } from '@app/storage';
 import { ProviderRegistry } from './provider-registry';
 import { TaskFailure } from './task-failure';
 
 describe('ProviderRegistry', () => {
   const openai = (apiKeyEnv?: string): ProviderRoute => ({ type: 'openai', baseUrl: 'https://api.example.com/v1', model: 'img', ...(apiKeyEnv ? { apiKeyEnv } : {}) }) as ProviderRoute;
-  const registry = new ProviderRegistry(buildConfig({ OPENAI_API_KEY: 'sk-default', OTHER_UPSTREAM_API_KEY: 'sk-other' }));
+  const storage = new LocalStorageDriver({ dataDir: path.join(os.tmpdir(), 'kiln-registry-spec'), publicBaseUrl: 'http://localhost' });
+  const registry = new ProviderRegistry(buildConfig({ OPENAI_API_KEY: 'sk-default', OTHER_UPSTREAM_API_KEY: 'sk-other' }), storage);
+
+  it('builds the batch API of a route whose type has one and whose batch setting is enabled, else none', () => {
+    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: true } } as ProviderRoute)).toBeInstanceOf(SimulatedBatchApi);
+    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: false } } as ProviderRoute)).toBeNull();
+    expect(registry.forBatchRoute({ type: 'simulated' } as ProviderRoute)).toBeNull();
+    expect(registry.forBatchRoute({ type: 'builtin', batch: { enabled: true } } as unknown as ProviderRoute)).toBeNull();
+  });
 
   it('builds the provider of the route', () => {
     expect(registry.forRoute({ type: 'simulated' } as ProviderRoute)).toBeInstanceOf(SimulatedProvider);

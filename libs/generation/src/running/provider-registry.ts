@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { createProvider, createQueueProvider, ImageProvider, isProviderError, ProviderFactoryDeps, providerType, ProviderRoute, QueueImageProvider } from '@app/providers';
+import { BatchObjectStore, createBatchApi, createProvider, createQueueProvider, ImageProvider, isProviderError, ProviderFactoryDeps, providerType, ProviderRoute, QueueImageProvider, UpstreamBatchApi } from '@app/providers';
+import { StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { TaskFailure } from './task-failure';
+
+/** Where local batch APIs keep their state in object storage (docs/operations.md). */
+export const UPSTREAM_BATCH_PREFIX = 'upstream-batches';
 
 /**
  * The image provider for a batch's routing snapshot, built with what the configuration holds
@@ -9,7 +13,31 @@ import { TaskFailure } from './task-failure';
  */
 @Injectable()
 export class ProviderRegistry {
-  constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}
+  /** A local batch API's state (the simulated type's): Kiln's object storage under a prefix of its own, never swept. */
+  private readonly batchObjects: BatchObjectStore;
+
+  constructor(
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+    storage: StorageDriver,
+  ) {
+    this.batchObjects = {
+      put: (key, body) => storage.put(`${UPSTREAM_BATCH_PREFIX}/${key}`, body, 'application/octet-stream'),
+      get: (key) =>
+        storage.get(`${UPSTREAM_BATCH_PREFIX}/${key}`).catch((err) => {
+          if (err instanceof StorageObjectNotFoundError) return null;
+          throw err;
+        }),
+      remove: (key) => storage.remove(`${UPSTREAM_BATCH_PREFIX}/${key}`),
+    };
+  }
+
+  /**
+   * The batch API (economy tier) of a route whose type has one and whose `batch` setting is
+   * enabled, else null. A missing key throws not_configured.
+   */
+  forBatchRoute(route: ProviderRoute): UpstreamBatchApi | null {
+    return createBatchApi(route, { ...this.deps(), batchObjects: this.batchObjects, simulatedBatchHangAt: this.config.generator.simulatedBatchHangAt });
+  }
 
   /**
    * The queue provider (submit, poll, fetch) for a queue route (fal, replicate, bfl), null for

@@ -318,6 +318,56 @@ export class TaskRunnerService {
   }
 
   /**
+   * An economy task's line for its upstream batch: its render request, references loaded
+   * (a reference that is gone throws a TaskFailure).
+   */
+  async batchLineRequest(claim: ClaimedTask): Promise<Omit<RenderRequest, 'signal' | 'onProgress'>> {
+    if (!claim.batch) throw new TaskFailure(`Batch ${claim.batchId} of task ${claim.id} not found`, 'internal');
+    const { signal: _signal, onProgress: _onProgress, ...request } = await this.renderRequest(claim, claim.batch, null);
+    return request;
+  }
+
+  /**
+   * An economy task's image, from its upstream batch's results (the economy collector):
+   * converted to the batch's format, stored under the task's result key and recorded as its
+   * success exactly as a standard task's (previews, sizes, webhooks), its upstream cost at
+   * the route's economy price. Throws on Kiln's own trouble (storage, database): the collector
+   * reads the results again later, and a success already recorded is then skipped (the task
+   * is no longer running).
+   */
+  async storeBatchResult(claim: ClaimedTask, image: RenderResult): Promise<RunOutcome> {
+    const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
+    const batch = claim.batch;
+    if (!batch) return 'skipped';
+    const startedAt = Date.now();
+    let preview: StoredPreview | null = null;
+    try {
+      const result = await this.inFormat(image, batch.outputFormat, priorityOf(claim));
+      const resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
+      const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
+      preview = stored.preview;
+      if (stored.failed) throw stored.failed.err;
+      const outcome = await this.recordSuccess(fence, claim, batch, { key: resultKey, width: result.width, height: result.height }, preview, 'economy');
+      if (outcome === 'succeeded') this.telemetry.finished(claim, 'succeeded', startedAt);
+      return outcome;
+    } catch (err) {
+      await this.previews.discard(claim.batchId, preview);
+      throw err;
+    }
+  }
+
+  /**
+   * An economy task whose upstream batch line failed (or that its upstream batch never ran):
+   * failed for good and refunded, once, with the failure's own error code (content_refused for
+   * a refusal). Never retried: a new line would be a new upstream batch and a new charge.
+   */
+  async failBatchTask(claim: ClaimedTask, err: unknown): Promise<RunOutcome> {
+    const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
+    this.telemetry.attemptFailed(claim, err, false);
+    return this.failForGood(claim, fence, classifyFailure(err).message, Date.now(), err, 'economy');
+  }
+
+  /**
    * The upstream's own failure answer (or a task the poller could not take up): a retryable
    * one forgets the request, so the next attempt submits anew; a refusal fails the task.
    */
@@ -357,10 +407,11 @@ export class TaskRunnerService {
     batch: RenderBatch,
     result: { key: string; width: number; height: number },
     preview: StoredPreview | null,
+    tier: 'standard' | 'economy' = 'standard',
   ): Promise<RunOutcome> {
     // Priced by what the upstream made (its size, the batch's quality), as it bills.
     const made = { resolution: batch.resolution, width: result.width, height: result.height, quality: batch.supportsQuality ? batch.quality : null };
-    const costMicros = upstreamCostMicros(batch.provider, made);
+    const costMicros = upstreamCostMicros(batch.provider, made, tier);
     const tally = await this.store.succeed({
       fence,
       batchId: batch.id,
@@ -414,8 +465,9 @@ export class TaskRunnerService {
     return upstreamCostMicros(batch.provider, { resolution: batch.resolution, width: batch.width, height: batch.height, quality: batch.supportsQuality ? batch.quality : null });
   }
 
-  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
-    const costMicros = this.billedFailureCost(claim, err);
+  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown, tier: 'standard' | 'economy' = 'standard'): Promise<RunOutcome> {
+    // A batch API's failed line is not billed (OpenAI and Gemini bill what they made).
+    const costMicros = tier === 'economy' ? 0 : this.billedFailureCost(claim, err);
     const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code, costMicros);
     if (!tally) return 'superseded';
     this.telemetry.upstreamCost(claim, costMicros);

@@ -100,7 +100,7 @@ export class TaskReconcilerService {
     const running: OrphanCandidate[] = await this.db.query(
       `SELECT id, seq, status, attempts FROM tasks
         WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
-          AND upstream_poll_at IS NULL
+          AND upstream_poll_at IS NULL AND upstream_batch_id IS NULL
         ORDER BY updated_at LIMIT $2`,
       [this.config.generator.taskLeaseMs, this.passLimit],
     );
@@ -126,7 +126,7 @@ export class TaskReconcilerService {
     // dispatch gives a whole batch the same updated_at.
     const rows: (OrphanCandidate & { updated_at_text: string })[] = await this.db.query(
       `SELECT id, seq, status, attempts, updated_at::text AS updated_at_text FROM tasks
-        WHERE status = 'queued' AND updated_at <= now() - ($1::int * interval '1 millisecond')
+        WHERE status = 'queued' AND tier = 'standard' AND updated_at <= now() - ($1::int * interval '1 millisecond')
           AND ($2::timestamptz IS NULL OR (updated_at, id) > ($2::timestamptz, $3::uuid))
         ORDER BY updated_at, id LIMIT $4`,
       [this.queuedGraceMs, after?.updatedAt ?? null, after?.id ?? null, this.passLimit],

@@ -79,7 +79,7 @@ export function scaledSize(width: number, height: number): { width: number; heig
   };
 }
 
-function cachedPng(width: number, height: number): Promise<Buffer> {
+export function cachedPng(width: number, height: number): Promise<Buffer> {
   const key = `${width}x${height}`;
   let png = pngCache.get(key);
   if (!png) {

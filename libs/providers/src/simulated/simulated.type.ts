@@ -1,6 +1,8 @@
 import type { SyncProviderType } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
 import { checks, upstreamSettings } from '../route-settings';
+import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
+import { SimulatedBatchApi } from './simulated.batch';
 import { SimulatedProvider } from './simulated.provider';
 
 export interface SimulatedRoute {
@@ -15,7 +17,15 @@ export interface SimulatedRoute {
   ratePerMinute?: number;
   /** What the stood-in upstream would cost (cost.ts), so the usage report can be tried offline. */
   cost?: RouteCost;
+  /** Economy tier through the local batch API (simulated.batch.ts); `delayMs`: how long a batch takes. */
+  batch?: Partial<RouteBatchSettings> & { enabled: boolean };
 }
+
+/** The simulated type's batch API: local, its state in Kiln's object storage (ProviderContext.batchObjects). */
+const simulatedBatch: BatchCapableType<SimulatedRoute> = {
+  batchSetting: batchSetting({ delayMs: true }),
+  createBatchApi: (route, settings, context) => SimulatedBatchApi.of(route, settings, context.batchObjects, context.simulatedBatchHangAt),
+};
 
 const latency = (l: unknown): string | null =>
   (typeof l === 'number' && l >= 0) ||
@@ -40,7 +50,9 @@ export const simulatedType: SyncProviderType<SimulatedRoute> = {
     upstreamSettings({ keyVariable: '', modelExample: '' }).maxConcurrency,
     upstreamSettings({ keyVariable: '', modelExample: '' }).ratePerMinute,
     costSetting({ bySize: false }),
+    simulatedBatch.batchSetting,
   ],
+  batch: simulatedBatch,
   keyVariable: null,
   work: 'upstream',
   metricsLabel: 'simulated',

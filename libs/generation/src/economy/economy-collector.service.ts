@@ -1,0 +1,339 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { isProviderError, ProviderError, routeBatchSettings, UpstreamBatchApi, UpstreamBatchRef, UpstreamBatchStatus } from '@app/providers';
+import { ClaimedTask, EconomyRoute, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
+import { ProviderRegistry } from '../running/provider-registry';
+import { describeError } from '../running/task-failure';
+import { TaskRunnerService } from '../running/task-runner.service';
+
+/** Groups one generator works on at once (each a few calls, or one results stream). */
+const MAX_WORKING = 8;
+/** Results of one upstream batch being stored and recorded at once (successes are group-committed). */
+const RESULT_CONCURRENCY = 16;
+/** Groups one route may form in one tick (each up to maxRequests lines). */
+const MAX_FORMS_PER_TICK = 20;
+/** Tries at an upload or a create through passing trouble before the group's tasks are failed and refunded. */
+const MAX_SUBMIT_TRIES = 8;
+/** The longest wait before a step is tried again after passing trouble. */
+const MAX_BACKOFF_MS = 5 * 60_000;
+/** How often economy batches past their window are looked for. */
+const EXPIRY_EVERY_MS = 10_000;
+
+/** What a failed line or a group's failure says, with its error code (task-failure.ts classifies). */
+const NEVER_RAN: Record<string, string> = {
+  expired: 'The upstream batch expired before this image was made',
+  failed: 'The upstream batch failed before this image was made',
+  cancelled: 'The upstream batch was cancelled before this image was made',
+  completed: 'The upstream batch ended without a result for this image',
+};
+
+/**
+ * The economy tier's collector (spec extensions v1.2 section 4), one per generator and apart
+ * from the task queue, so standard tasks never wait behind economy work and no worker of
+ * GENERATOR_CONCURRENCY is held while an upstream batch runs.
+ *
+ * Each tick: per route with an enabled batch API, the waiting economy tasks are gathered into
+ * a group once the oldest has waited `collectMs` or `maxRequests` (or the API's maxLines /
+ * maxInputBytes) are waiting; then every due group is advanced one step at a time, each
+ * recorded before the next (UpstreamBatchStore):
+ *
+ *   form (tasks -> running, upstream_batch_id: BEFORE the upload)
+ *   -> upload (input id recorded) -> find-or-create (upstream batch id recorded BEFORE waiting)
+ *   -> poll every pollIntervalMs (no lease held between polls) -> ended: results streamed,
+ *   each image stored and recorded like a standard task's, each failed line failed and
+ *   refunded with its own code; what the upstream never ran is failed and refunded.
+ *
+ * A crash at any step: the group's lease runs out (UPSTREAM_LEASE_MS) and any generator takes
+ * it up at the step recorded last. Before the input id is recorded the lines are uploaded
+ * again (an unused input is never billed); before the upstream batch id is recorded the
+ * batch is looked for by the group id it carries (findBatch) and created only if not found;
+ * while reading results, tasks already recorded are skipped. So no task is ever in two
+ * upstream batches and none is lost. Economy batches past their window have their unfinished
+ * tasks failed and refunded (upstream_unavailable).
+ */
+@Injectable()
+export class EconomyCollector {
+  private readonly logger = new Logger(EconomyCollector.name);
+  /** This process, as written on the groups it holds. */
+  readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  private readonly working = new Map<string, Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private ticking: Promise<void> | null = null;
+  private stopped = true;
+  private lastExpiry = 0;
+  private readonly abort = new AbortController();
+
+  constructor(
+    private readonly store: UpstreamBatchStore,
+    private readonly providers: ProviderRegistry,
+    private readonly runner: TaskRunnerService,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
+  ) {}
+
+  /** Groups this generator is working on now. */
+  get activeGroups(): number {
+    return this.working.size;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.timer = setInterval(() => void this.tick(), this.config.generator.economyTickMs);
+    this.timer.unref();
+    void this.tick();
+  }
+
+  /** Stops taking work, interrupts the groups in hand and lets go of them for the next generator. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.abort.abort(new Error('The economy collector is stopping'));
+    await Promise.race([Promise.allSettled([this.ticking, ...this.working.values()]), new Promise((r) => setTimeout(r, 5000).unref())]);
+    const released = await this.store.releaseAll(this.id).catch(() => 0);
+    if (released > 0) this.logger.log(`Gave back ${released} upstream batch(es) for the next generator`);
+  }
+
+  /** One pass (tests call it directly): form due groups, advance due ones, expire past windows. */
+  tick(): Promise<void> {
+    if (this.ticking || this.stopped) return this.ticking ?? Promise.resolve();
+    this.ticking = this.pass()
+      .catch((err) => this.logger.warn(`Economy collector pass failed: ${describeError(err)}`))
+      .finally(() => {
+        this.ticking = null;
+      });
+    return this.ticking;
+  }
+
+  private async pass(): Promise<void> {
+    if (Date.now() - this.lastExpiry >= EXPIRY_EVERY_MS) {
+      this.lastExpiry = Date.now();
+      await this.expire();
+    }
+    for (const route of await this.store.economyRoutes()) {
+      if (this.stopped) return;
+      await this.formGroups(route).catch((err) => this.logger.warn(`Could not gather economy tasks of ${route.model}: ${describeError(err)}`));
+    }
+    const room = MAX_WORKING - this.working.size;
+    if (room <= 0 || this.stopped) return;
+    for (const group of await this.store.leaseDue(this.id, this.leaseMs, room)) this.work(group, null);
+  }
+
+  private get leaseMs(): number {
+    return this.config.generator.upstreamLeaseMs;
+  }
+
+  /** Waiting tasks of one route into as many groups as are due. */
+  private async formGroups(route: EconomyRoute): Promise<void> {
+    const settings = routeBatchSettings(route.provider);
+    if (!settings) return;
+    let api: UpstreamBatchApi | null;
+    try {
+      api = this.providers.forBatchRoute(route.provider);
+    } catch (err) {
+      // A missing key: the tasks wait (an operator may set it) and are refunded when their window ends.
+      this.logger.warn(`Economy tasks of ${route.model} wait: ${describeError(err)}`);
+      return;
+    }
+    if (!api) return;
+    const cap = Math.max(1, Math.min(settings.maxRequests, api.maxLines));
+    for (let formed = 0; formed < MAX_FORMS_PER_TICK && !this.stopped && this.working.size < MAX_WORKING; formed++) {
+      const waiting = await this.store.waitingTasks(route.batchIds, cap);
+      if (waiting.length === 0) return;
+      const due = waiting.length >= cap || waiting[0].createdAt.getTime() <= Date.now() - settings.collectMs;
+      if (!due) return;
+      const { lines, refused } = await this.encode(api, waiting);
+      const ids = [...lines.keys(), ...refused.keys()];
+      const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, { poller: this.id, leaseMs: this.leaseMs });
+      if (!group) return;
+      this.logger.log(`Upstream batch ${group.id} formed for ${route.model}: ${group.tasks.length} task(s)`);
+      this.work(
+        { id: group.id, model: route.model, provider: route.provider, state: 'collecting', lines: group.tasks.length, inputId: null, upstreamBatchId: null, upstreamState: null, found: null, outcome: null, upstreamStatus: null, tries: 0 },
+        lines,
+      );
+      if (waiting.length < cap) return;
+    }
+  }
+
+  /**
+   * Each task's line, within the API's byte cap (the first tasks that fit); a task whose line
+   * cannot be made (a reference image gone) goes into the group too and is failed at once.
+   */
+  private async encode(api: UpstreamBatchApi, tasks: readonly ClaimedTask[]): Promise<{ lines: Map<string, string>; refused: Map<string, unknown> }> {
+    const lines = new Map<string, string>();
+    const refused = new Map<string, unknown>();
+    let bytes = 0;
+    for (const task of tasks) {
+      try {
+        const line = api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) });
+        const size = Buffer.byteLength(line) + 1;
+        if (bytes + size > api.maxInputBytes && lines.size > 0) break;
+        bytes += size;
+        lines.set(task.id, line);
+      } catch (err) {
+        refused.set(task.id, err);
+      }
+    }
+    return { lines, refused };
+  }
+
+  private work(group: UpstreamGroup, prepared: Map<string, string> | null): void {
+    const run = this.advance(group, prepared)
+      .catch((err) => this.logger.warn(`Upstream batch ${group.id}: ${describeError(err)}`))
+      .finally(() => this.working.delete(group.id));
+    this.working.set(group.id, run);
+  }
+
+  /** Takes the group from its recorded step as far as it goes now, recording each step. */
+  private async advance(group: UpstreamGroup, prepared: Map<string, string> | null): Promise<void> {
+    const renewal = setInterval(() => void this.store.renew(group.id, this.id, this.leaseMs).catch(() => undefined), Math.max(200, Math.floor(this.leaseMs / 3)));
+    renewal.unref();
+    const signal = this.abort.signal;
+    let api: UpstreamBatchApi | null = null;
+    try {
+      api = this.providers.forBatchRoute(group.provider);
+      if (!api) throw new ProviderError('not_configured', `The route of model ${group.model} no longer has an enabled batch API`);
+      if (group.state === 'collecting') {
+        const lines = await this.linesOf(api, group, prepared);
+        if (lines.length === 0) {
+          await this.store.recordRead(group.id, this.id, { succeeded: 0, failed: 0 });
+          return;
+        }
+        const { inputId } = await api.uploadInput(lines, group.id, signal);
+        if (!(await this.store.recordInput(group.id, this.id, inputId))) return;
+        group.inputId = inputId;
+        group.state = 'uploaded';
+      }
+      if (group.state === 'uploaded') {
+        // A crash between the upstream's create and Kiln's record left a batch carrying the group id: found again, never made twice.
+        const ref = (await api.findBatch(group.id, signal)) ?? (await api.createBatch(group.inputId!, group.id, signal));
+        await this.store.recordCreated(group.id, this.id, ref, new Date(Date.now() + api.pollIntervalMs));
+        this.logger.log(`Upstream batch ${group.id} created upstream as ${ref.batchId}`);
+        return;
+      }
+      const ref: UpstreamBatchRef = { batchId: group.upstreamBatchId!, state: group.upstreamState ?? {} };
+      if (group.state === 'created') {
+        const status = await api.poll(ref, signal);
+        if (status.state === 'waiting') {
+          await this.store.recordWaiting(group.id, this.id, status.upstreamStatus, new Date(Date.now() + Math.max(api.pollIntervalMs, status.retryAfterMs ?? 0)));
+          return;
+        }
+        if (!(await this.store.recordEnded(group.id, this.id, status))) return;
+        group.state = 'ended';
+        group.outcome = status.outcome;
+        group.found = status.found;
+        group.upstreamStatus = status.upstreamStatus;
+      }
+      if (group.state === 'ended') await this.readResults(api, group, ref);
+    } catch (err) {
+      await this.afterTrouble(group, err).catch((e) => this.logger.warn(`Upstream batch ${group.id}: could not record its trouble: ${describeError(e)}`));
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  /** The group's lines: those just made when it was formed, else made again from its tasks (a crash before the input was recorded). */
+  private async linesOf(api: UpstreamBatchApi, group: UpstreamGroup, prepared: Map<string, string> | null): Promise<string[]> {
+    const tasks = await this.store.runningTasks(group.id);
+    const lines: string[] = [];
+    for (const task of tasks) {
+      const ready = prepared?.get(task.id);
+      if (ready !== undefined) {
+        lines.push(ready);
+        continue;
+      }
+      try {
+        lines.push(api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) }));
+      } catch (err) {
+        await this.runner.failBatchTask(task, err);
+      }
+    }
+    return lines;
+  }
+
+  /**
+   * Streams the ended batch's results: each image stored and recorded, each failed line failed
+   * and refunded; then whatever the upstream never ran. Tasks already ended (an earlier read cut
+   * short by a crash, the window's end) are not in the map and are skipped.
+   */
+  private async readResults(api: UpstreamBatchApi, group: UpstreamGroup, ref: UpstreamBatchRef): Promise<void> {
+    const tasks = new Map((await this.store.runningTasks(group.id)).map((t) => [t.id, t]));
+    const ended: Extract<UpstreamBatchStatus, { state: 'ended' }> = {
+      state: 'ended',
+      upstreamStatus: group.upstreamStatus ?? '',
+      outcome: (group.outcome ?? 'completed') as 'completed',
+      found: group.found ?? {},
+    };
+    let succeeded = 0;
+    let failed = 0;
+    let trouble: { err: unknown } | null = null;
+    const inFlight = new Set<Promise<void>>();
+    for await (const line of api.results(ref, ended, this.abort.signal)) {
+      if (trouble) break;
+      const task = tasks.get(line.key);
+      if (!task) continue;
+      tasks.delete(line.key);
+      const done: Promise<void> = (
+        line.ok
+          ? this.runner.storeBatchResult(task, line.image).then((o) => void (o === 'succeeded' && succeeded++))
+          : this.runner.failBatchTask(task, line.error).then((o) => void (o === 'failed' && failed++))
+      )
+        .catch((err) => {
+          trouble ??= { err };
+        })
+        .finally(() => inFlight.delete(done));
+      inFlight.add(done);
+      if (inFlight.size >= RESULT_CONCURRENCY) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    if (trouble) throw (trouble as { err: unknown }).err;
+    const message = NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed;
+    for (const task of tasks.values()) {
+      if ((await this.runner.failBatchTask(task, new ProviderError('upstream_error', message, { retryable: false }))) === 'failed') failed++;
+    }
+    await this.store.recordRead(group.id, this.id, { succeeded, failed });
+    this.logger.log(`Upstream batch ${group.id} read (${ended.outcome}): ${succeeded} succeeded, ${failed} failed`);
+  }
+
+  /**
+   * A step's trouble. The upstream's refusal of the group (not retryable) fails and refunds its
+   * unfinished tasks with the refusal's code; passing trouble (the network, a 5xx, Kiln's own
+   * storage or database, a shutdown) lets the group go to be tried again, with a backoff, by
+   * any generator. An upload or create that keeps failing gives up after MAX_SUBMIT_TRIES.
+   */
+  private async afterTrouble(group: UpstreamGroup, err: unknown): Promise<void> {
+    if (this.stopped) {
+      await this.store.retryLater(group.id, this.id, 'generator stopping', new Date());
+      return;
+    }
+    const submitting = group.state === 'collecting' || group.state === 'uploaded';
+    const refused = isProviderError(err) && !err.retryable;
+    if (refused || (submitting && group.tries + 1 >= MAX_SUBMIT_TRIES)) {
+      this.logger.warn(`Upstream batch ${group.id} failed at ${group.state}: ${describeError(err)}; failing its tasks`);
+      let failed = 0;
+      for (const task of await this.store.runningTasks(group.id)) {
+        if ((await this.runner.failBatchTask(task, err)) === 'failed') failed++;
+      }
+      await this.store.recordFailed(group.id, this.id, describeError(err).slice(0, 500), failed);
+      return;
+    }
+    const interval = routeBatchSettings(group.provider)?.pollIntervalMs ?? 30_000;
+    const backoff = Math.min(MAX_BACKOFF_MS, Math.min(interval, 30_000) * 2 ** Math.min(group.tries, 8));
+    const retryAfter = isProviderError(err) ? (err.retryAfterMs ?? 0) : 0;
+    this.logger.warn(`Upstream batch ${group.id} at ${group.state}: ${describeError(err)}; trying again in ${Math.max(backoff, retryAfter)} ms`);
+    await this.store.retryLater(group.id, this.id, describeError(err).slice(0, 500), new Date(Date.now() + Math.max(backoff, retryAfter)));
+  }
+
+  /** Economy batches past their window: their unfinished tasks failed and refunded. */
+  private async expire(): Promise<void> {
+    for (const batchId of await this.store.expiredBatches(50)) {
+      const n = await this.store.expireBatch(batchId).catch((err) => {
+        this.logger.warn(`Could not end economy batch ${batchId} at its window: ${describeError(err)}`);
+        return 0;
+      });
+      if (n > 0) this.logger.log(`Economy batch ${batchId}: ${n} task(s) failed and refunded at the end of its window`);
+    }
+  }
+}

@@ -1,0 +1,244 @@
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { BillingService } from '@app/billing';
+import { ProviderRoute, queryRows, UpstreamBatchState } from '@app/database';
+import { BatchChangePublisher } from './batch-changes';
+import { FencedWrites } from './fenced-write';
+import { ClaimedTask, claimedTaskOf } from './task-claim';
+import { TaskEconomyExpiry } from './task-economy-expiry';
+import { FormedGroup, TaskEconomySubmits } from './task-economy-submit';
+import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
+
+/** An upstream batch's row, as the collector works on it. */
+export interface UpstreamGroup {
+  id: string;
+  model: string;
+  provider: ProviderRoute;
+  state: UpstreamBatchState;
+  lines: number;
+  inputId: string | null;
+  upstreamBatchId: string | null;
+  upstreamState: Record<string, string> | null;
+  found: Record<string, string> | null;
+  outcome: string | null;
+  upstreamStatus: string | null;
+  tries: number;
+}
+
+/** Open economy batches of one route: what the collector gathers waiting tasks from. */
+export interface EconomyRoute {
+  model: string;
+  provider: ProviderRoute;
+  batchIds: string[];
+}
+
+/** A waiting economy task, with what its line needs. */
+export interface WaitingEconomyTask extends ClaimedTask {
+  createdAt: Date;
+}
+
+/** The claim's columns for a task, with its batch's snapshot (as CLAIM_GROUP reads them). */
+const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at,
+       NULL AS upstream_request_id,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
+       b.width, b.height, b.preview_url,
+       COALESCE(m.supports_quality, false) AS supports_quality,
+       COALESCE(m.supports_background, false) AS supports_background`;
+
+const GROUP_COLUMNS = `id, model, provider, state, lines, input_id, upstream_batch_id, upstream_state, found, outcome, upstream_status, tries`;
+
+function groupOf(row: Record<string, any>): UpstreamGroup {
+  return {
+    id: row.id,
+    model: row.model,
+    provider: row.provider,
+    state: row.state,
+    lines: row.lines,
+    inputId: row.input_id,
+    upstreamBatchId: row.upstream_batch_id,
+    upstreamState: row.upstream_state,
+    found: row.found,
+    outcome: row.outcome,
+    upstreamStatus: row.upstream_status,
+    tries: row.tries,
+  };
+}
+
+/**
+ * The economy tier's upstream batches (the upstream_batches table) and the task moves that go
+ * with them: the submit of a group (task-economy-submit), the window's end (task-economy-expiry).
+ * A group's successes and failures are the ordinary ones (TaskStateStore.succeed / fail).
+ *
+ * Every step of a group is recorded before the next is taken (spec section 2), and each write
+ * is fenced on the poller that holds the group's lease: a generator whose lease ran out (and
+ * whose group another took) changes nothing. Between steps nobody holds a group; the one due
+ * (poll_at) is leased by whichever generator's collector asks first.
+ */
+@Injectable()
+export class UpstreamBatchStore {
+  private readonly writes: FencedWrites;
+  private readonly submits: TaskEconomySubmits;
+  private readonly expiry: TaskEconomyExpiry;
+
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    billing: BillingService,
+    changes: BatchChangePublisher,
+    @Optional() @Inject(TASK_OUTCOME_HOOK) outcomes: TaskOutcomeHook | null = null,
+  ) {
+    this.writes = new FencedWrites(db, changes, outcomes);
+    this.submits = new TaskEconomySubmits(this.writes);
+    this.expiry = new TaskEconomyExpiry(this.writes, billing);
+  }
+
+  /** Open economy batches with waiting tasks, by route (model and routing snapshot). */
+  async economyRoutes(): Promise<EconomyRoute[]> {
+    const rows = await queryRows<{ model: string; provider: ProviderRoute; batch_ids: string[] }>(
+      this.db,
+      `SELECT b.model, b.provider, array_agg(b.id ORDER BY b.created_at) AS batch_ids
+         FROM batches b
+        WHERE b.tier = 'economy' AND b.finished_at IS NULL AND b.cancelled_at IS NULL
+          AND EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id AND t.status = 'pending' AND t.tier = 'economy')
+        GROUP BY b.model, b.provider`,
+    );
+    return rows.map((r) => ({ model: r.model, provider: r.provider, batchIds: r.batch_ids }));
+  }
+
+  /** The oldest waiting economy tasks of these batches, up to `limit`, with what their lines need. */
+  async waitingTasks(batchIds: readonly string[], limit: number): Promise<WaitingEconomyTask[]> {
+    const rows = await queryRows<Record<string, any>>(
+      this.db,
+      `SELECT ${TASK_COLUMNS}
+         FROM tasks t
+         JOIN batches b ON b.id = t.batch_id
+         LEFT JOIN models m ON m.key = b.model
+        WHERE t.batch_id = ANY($1::uuid[]) AND t.status = 'pending' AND t.tier = 'economy' AND t.upstream_batch_id IS NULL
+        ORDER BY t.created_at, t.id
+        LIMIT $2`,
+      [batchIds, limit],
+    );
+    return rows.map((row) => ({ ...claimedTaskOf(row), createdAt: new Date(row.created_at) }));
+  }
+
+  /** TaskEconomySubmits.formGroup */
+  formGroup(route: { model: string; provider: object }, taskIds: readonly string[], hold: { poller: string; leaseMs: number }): Promise<FormedGroup | null> {
+    return this.submits.formGroup(route, taskIds, hold);
+  }
+
+  /** The group's tasks still `running` in it (not yet ended), each with its fence (attempts). */
+  async runningTasks(groupId: string): Promise<ClaimedTask[]> {
+    const rows = await queryRows<Record<string, any>>(
+      this.db,
+      `SELECT ${TASK_COLUMNS}
+         FROM tasks t
+         LEFT JOIN batches b ON b.id = t.batch_id
+         LEFT JOIN models m ON m.key = b.model
+        WHERE t.upstream_batch_id = $1 AND t.status = 'running'
+        ORDER BY t.batch_id, t.seq`,
+      [groupId],
+    );
+    return rows.map(claimedTaskOf);
+  }
+
+  /** Up to `limit` groups due (poll_at passed) that nobody holds, leased to `poller`. */
+  async leaseDue(poller: string, leaseMs: number, limit: number): Promise<UpstreamGroup[]> {
+    if (limit <= 0) return [];
+    const rows = await queryRows<Record<string, any>>(
+      this.db,
+      `WITH due AS (
+         SELECT id FROM upstream_batches
+          WHERE state NOT IN ('read', 'failed') AND poll_at <= now() AND (lease_until IS NULL OR lease_until < now())
+          ORDER BY poll_at LIMIT $3 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE upstream_batches u SET poller = $1, lease_until = now() + $2::int * interval '1 millisecond', updated_at = now()
+         FROM due WHERE u.id = due.id
+       RETURNING ${GROUP_COLUMNS.split(', ').map((c) => `u.${c}`).join(', ')}`,
+      [poller, leaseMs, limit],
+    );
+    return rows.map(groupOf);
+  }
+
+  /** Extends the lease while a long step runs (reading 10,000 results); false when another holds the group now. */
+  async renew(groupId: string, poller: string, leaseMs: number): Promise<boolean> {
+    return this.fenced(groupId, poller, `lease_until = now() + $3::int * interval '1 millisecond'`, [leaseMs]);
+  }
+
+  /** Step 1 done: the input's id, recorded before the create. */
+  recordInput(groupId: string, poller: string, inputId: string): Promise<boolean> {
+    return this.fenced(groupId, poller, `input_id = $3, state = 'uploaded', tries = 0, last_error = NULL`, [inputId], `state = 'collecting'`);
+  }
+
+  /** Step 2 done (or found again): the upstream batch id, recorded before any wait; the group is let go until pollAt. */
+  recordCreated(groupId: string, poller: string, ref: { batchId: string; state: Record<string, string> }, pollAt: Date): Promise<boolean> {
+    return this.fenced(
+      groupId,
+      poller,
+      `upstream_batch_id = $3, upstream_state = $4::jsonb, state = 'created', tries = 0, last_error = NULL, poll_at = $5, poller = NULL, lease_until = NULL`,
+      [ref.batchId, JSON.stringify(ref.state), pollAt],
+      `state IN ('collecting', 'uploaded')`,
+    );
+  }
+
+  /** A poll answered waiting: let go until pollAt. */
+  recordWaiting(groupId: string, poller: string, upstreamStatus: string, pollAt: Date): Promise<boolean> {
+    return this.fenced(groupId, poller, `upstream_status = $3, tries = 0, poll_at = $4, poller = NULL, lease_until = NULL`, [upstreamStatus, pollAt]);
+  }
+
+  /** A poll answered ended: the outcome and where the results are (the lease is kept to read them). */
+  recordEnded(groupId: string, poller: string, ended: { upstreamStatus: string; outcome: string; found: Record<string, string> }): Promise<boolean> {
+    return this.fenced(groupId, poller, `state = 'ended', upstream_status = $3, outcome = $4, found = $5::jsonb, tries = 0`, [ended.upstreamStatus, ended.outcome, JSON.stringify(ended.found)], `state = 'created'`);
+  }
+
+  /** Every task of the group has ended: the group is done. */
+  recordRead(groupId: string, poller: string, counts: { succeeded: number; failed: number }): Promise<boolean> {
+    return this.fenced(
+      groupId,
+      poller,
+      `state = 'read', succeeded_count = succeeded_count + $3, failed_count = failed_count + $4, finished_at = now(), poller = NULL, lease_until = NULL`,
+      [counts.succeeded, counts.failed],
+    );
+  }
+
+  /** The upstream refused the group (its tasks are failed and refunded by the caller). */
+  recordFailed(groupId: string, poller: string, error: string, failed: number): Promise<boolean> {
+    return this.fenced(groupId, poller, `state = 'failed', last_error = $3, failed_count = failed_count + $4, finished_at = now(), poller = NULL, lease_until = NULL`, [error, failed]);
+  }
+
+  /** Passing trouble at the current step: tried again from pollAt, by whichever generator leases it then. */
+  retryLater(groupId: string, poller: string, error: string, pollAt: Date): Promise<boolean> {
+    return this.fenced(groupId, poller, `tries = tries + 1, last_error = $3, poll_at = $4, poller = NULL, lease_until = NULL`, [error, pollAt]);
+  }
+
+  /** Lets go of every group this poller holds (at a shutdown), due at once for the next. */
+  async releaseAll(poller: string): Promise<number> {
+    const rows = await queryRows<{ id: string }>(this.db, `UPDATE upstream_batches SET poller = NULL, lease_until = NULL WHERE poller = $1 RETURNING id`, [poller]);
+    return rows.length;
+  }
+
+  /** Groups by state and lines waiting for a group: the kiln_economy_* gauges. */
+  async stats(): Promise<{ byState: Record<string, number>; waitingLines: number }> {
+    const states = await queryRows<{ state: string; n: number }>(this.db, `SELECT state, count(*)::int AS n FROM upstream_batches WHERE state NOT IN ('read', 'failed') GROUP BY state`);
+    const [{ n }] = await queryRows<{ n: number }>(this.db, `SELECT count(*)::int AS n FROM tasks WHERE status = 'pending' AND tier = 'economy'`);
+    return { byState: Object.fromEntries(states.map((s) => [s.state, s.n])), waitingLines: n };
+  }
+
+  /** TaskEconomyExpiry.expiredBatches */
+  expiredBatches(limit: number): Promise<string[]> {
+    return this.expiry.expiredBatches(limit);
+  }
+
+  /** TaskEconomyExpiry.expireBatch */
+  expireBatch(batchId: string): Promise<number> {
+    return this.expiry.expireBatch(batchId);
+  }
+
+  private async fenced(groupId: string, poller: string, set: string, params: unknown[], where = 'true'): Promise<boolean> {
+    const rows = await queryRows<{ id: string }>(
+      this.db,
+      `UPDATE upstream_batches SET ${set}, updated_at = now() WHERE id = $1 AND poller = $2 AND ${where} RETURNING id`,
+      [groupId, poller, ...params],
+    );
+    return rows.length > 0;
+  }
+}

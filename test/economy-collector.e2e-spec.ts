@@ -1,0 +1,167 @@
+import { TestingModule } from '@nestjs/testing';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import sharp from 'sharp';
+import { buildConfig, KilnConfig } from '@app/config';
+import { SIMULATED_BATCH_MARKERS } from '@app/providers';
+import { ECONOMY_EXPIRED_MESSAGE } from '@app/tasks';
+import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { bootApi, bootGenerator } from './helpers/apps';
+import { economyBatch, expectMoneyExact, simulatedBatchRoute, simulatedSubmissions } from './helpers/economy';
+
+jest.setTimeout(90_000);
+
+const GRANTED = 100_000;
+
+/**
+ * The economy tier's collector on the simulated route's local batch API, in-process: waiting
+ * economy tasks gathered into upstream batches, results stored like a standard task's, each
+ * failed line refunded once with its own code, what an upstream batch never ran refunded,
+ * the window's end, and standard work never waiting behind economy work.
+ */
+describe('economy tier: the collector on the simulated batch API', () => {
+  let env: FileEnvironment;
+  let config: KilnConfig;
+  let api: TestApp;
+  let gen: TestingModule | null = null;
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-economy-'));
+
+  beforeAll(async () => {
+    const base = buildConfig(process.env);
+    env = await fileEnvironment('economy_collector', {
+      storage: { ...base.storage, dataDir },
+      generator: { concurrency: 4, maxAttempts: 3, backoffMs: 50, reconcileIntervalMs: 600_000, economyTickMs: 100, upstreamLeaseMs: 3000 },
+    });
+    config = env.config;
+    api = await bootApi(config);
+  });
+  afterEach(async () => {
+    await gen?.close();
+    gen = null;
+  });
+  afterAll(async () => {
+    await api?.close();
+    await env?.teardown();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  async function account(): Promise<TestAccount> {
+    return api.account({ plan: 'scale', credits: GRANTED });
+  }
+
+  it('gathers the tasks into one upstream batch, stores each image like a standard result, refunds a refusal and a failed line with their own codes; money exact', async () => {
+    const a = await account();
+    const prompts = [...Array.from({ length: 8 }, (_, i) => `economy ${i}`), `refuse me ${SIMULATED_BATCH_MARKERS.refuse}`, `fail me ${SIMULATED_BATCH_MARKERS.fail}`];
+    const route = simulatedBatchRoute({ delayMs: 300 }, { cost: { '1K': 0.04, economy: { '1K': 0.02 } } });
+    const id = await economyBatch(api, a, route, prompts);
+    gen = await bootGenerator(config);
+    await waitForBatchDone(api, id, 60_000);
+
+    const tasks = await taskRows(api, id);
+    const groups = new Set(tasks.map((t) => t.upstream_batch_id));
+    expect(groups.size).toBe(1);
+    const [group] = await api.db.query(`SELECT * FROM upstream_batches WHERE id = $1`, [[...groups][0]]);
+    expect(group).toMatchObject({ state: 'read', lines: 10, succeeded_count: 8, failed_count: 2, outcome: 'completed', poller: null });
+    expect(group.upstream_batch_id).toMatch(/^sim-batch-/);
+    expect(group.input_id).toMatch(/^sim-input-/);
+
+    const ok = tasks.filter((t) => t.status === 'succeeded');
+    expect(ok).toHaveLength(8);
+    for (const t of ok) {
+      expect(t.result_key).toMatch(new RegExp(`^results/${t.result_token}/kiln-${id.slice(0, 8)}-\\d{4}\\.png$`));
+      expect(t.attempts).toBe(1);
+      // The route's economy price, not its list price.
+      expect(Number(t.upstream_cost_micros)).toBe(20_000);
+    }
+    const file = await download(api, ok[0].result_url);
+    expect(file.status).toBe(200);
+    const meta = await sharp(file.body).metadata();
+    expect([meta.format, meta.width, meta.height]).toEqual(['png', 64, 64]);
+
+    const refused = tasks.find((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.refuse))!;
+    expect(refused).toMatchObject({ status: 'failed', error_code: 'content_refused', result_key: null });
+    const failed = tasks.find((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.fail))!;
+    expect(failed).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: 'Simulated upstream failure' });
+    expect(Number(failed.upstream_cost_micros)).toBe(0);
+
+    const submitted = simulatedSubmissions(dataDir);
+    for (const t of tasks) expect(submitted.get(t.id)).toBe(1);
+    await expectMoneyExact(api, a, id, GRANTED);
+    const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count FROM batches WHERE id = $1`, [id]);
+    expect(batch).toEqual({ status: 'partial', succeeded_count: 8, failed_count: 2 });
+  });
+
+  it('makes upstream batches of at most maxRequests lines; every task submitted once', async () => {
+    const a = await account();
+    const prompts = Array.from({ length: 25 }, (_, i) => `split ${i}`);
+    const id = await economyBatch(api, a, simulatedBatchRoute({ maxRequests: 10 }), prompts);
+    gen = await bootGenerator(config);
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
+    const sizes: { lines: number }[] = await api.db.query(
+      `SELECT lines FROM upstream_batches WHERE id IN (SELECT upstream_batch_id FROM tasks WHERE batch_id = $1) ORDER BY lines DESC`,
+      [id],
+    );
+    expect(sizes.map((s) => s.lines)).toEqual([10, 10, 5]);
+    const submitted = simulatedSubmissions(dataDir);
+    for (const t of tasks) expect(submitted.get(t.id)).toBe(1);
+    await expectMoneyExact(api, a, id, GRANTED);
+  });
+
+  it('an upstream batch that expires: what it made is stored, what it never ran is failed and refunded once', async () => {
+    const a = await account();
+    const prompts = [...Array.from({ length: 4 }, (_, i) => `made ${i}`), ...Array.from({ length: 3 }, (_, i) => `never ran ${i} ${SIMULATED_BATCH_MARKERS.expire}`)];
+    const id = await economyBatch(api, a, simulatedBatchRoute(), prompts);
+    gen = await bootGenerator(config);
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(prompts.slice(0, 4));
+    const lost = tasks.filter((t) => t.status === 'failed');
+    expect(lost.map((t) => t.prompt)).toEqual(prompts.slice(4));
+    for (const t of lost) expect(t).toMatchObject({ error_code: 'upstream_unavailable', error: 'The upstream batch expired before this image was made' });
+    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+    expect(group).toEqual({ state: 'read', outcome: 'expired', succeeded_count: 4, failed_count: 3 });
+    await expectMoneyExact(api, a, id, GRANTED);
+  });
+
+  it('the economy window ends: tasks still waiting and tasks still upstream are failed and refunded once (upstream_unavailable)', async () => {
+    const a = await account();
+    // One batch never gathered (collectMs far away), one in an upstream batch that takes a minute.
+    const waiting = await economyBatch(api, a, simulatedBatchRoute({ collectMs: 3_600_000, maxRequests: 1000 }), ['wait 1', 'wait 2', 'wait 3']);
+    const b = await account();
+    const upstream = await economyBatch(api, b, simulatedBatchRoute({ delayMs: 60_000 }), ['slow 1', 'slow 2']);
+    gen = await bootGenerator(config);
+    await waitFor('the slow batch submitted', async () => (await taskRows(api, upstream)).every((t) => t.status === 'running' && t.upstream_batch_id));
+    expect((await taskRows(api, waiting)).every((t) => t.status === 'pending')).toBe(true);
+    await api.db.query(`UPDATE batches SET expires_at = now() WHERE id = ANY($1::uuid[])`, [[waiting, upstream]]);
+    await waitForBatchDone(api, waiting, 30_000);
+    await waitForBatchDone(api, upstream, 30_000);
+    for (const [id, who] of [
+      [waiting, a],
+      [upstream, b],
+    ] as const) {
+      const tasks = await taskRows(api, id);
+      for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
+      await expectMoneyExact(api, who, id, GRANTED);
+    }
+  });
+
+  it('standard tasks never wait behind economy work: a standard batch created while a big economy batch waits finishes first', async () => {
+    const a = await account();
+    const big: string[] = [];
+    for (let i = 0; i < 4; i++) big.push(await economyBatch(api, a, simulatedBatchRoute({ delayMs: 120_000, maxRequests: 50 }), Array.from({ length: 100 }, (_, j) => `patient ${i}.${j}`)));
+    gen = await bootGenerator(config);
+    await waitFor('the economy work submitted upstream', async () => {
+      const [{ n }] = await api.db.query(`SELECT count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [big]);
+      return n === 400;
+    });
+    const b = await account();
+    const standard = await createBatch(api, b, { model: 'eta-image', prompts: ['now 1', 'now 2', 'now 3', 'now 4'] });
+    await waitForBatchDone(api, standard, 30_000);
+    expect((await taskRows(api, standard)).every((t) => t.status === 'succeeded' && t.tier === 'standard')).toBe(true);
+    const [{ open }] = await api.db.query(`SELECT count(*)::int AS open FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [big]);
+    expect(open).toBe(400);
+  });
+});
