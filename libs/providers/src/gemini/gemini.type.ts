@@ -1,6 +1,8 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
 import { upstreamSettings } from '../route-settings';
+import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
+import { GeminiBatchApi } from './gemini.batch';
 import { classifyGeminiError } from './gemini.errors';
 import { GeminiFakeUpstream } from './gemini.fake';
 import { GeminiProvider } from './gemini.provider';
@@ -11,6 +13,8 @@ export interface GeminiRoute extends UpstreamRouteSettings {
   preset?: string;
   /** List price per image by resolution (cost.ts). */
   cost?: RouteCost;
+  /** Economy tier through Gemini's batchGenerateContent (gemini.batch.ts). */
+  batch?: Partial<RouteBatchSettings> & { enabled: boolean };
 }
 
 export const GEMINI_DEFAULT_BASE_URL = 'https://generativelanguage.googleapis.com/v1beta';
@@ -20,13 +24,29 @@ const shared = upstreamSettings({ defaultBaseUrl: GEMINI_DEFAULT_BASE_URL, keyVa
 const RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
 const pairs = (resolutions: ('1K' | '2K' | '4K')[]) => Object.fromEntries(RATIOS.map((r) => [r, resolutions]));
 
+/** The gemini type's batch API: batchGenerateContent over a JSONL file of the same requests a render sends. */
+const geminiBatch: BatchCapableType<GeminiRoute> = {
+  batchSetting: batchSetting(),
+  createBatchApi: (route, settings, context) =>
+    new GeminiBatchApi({
+      baseUrl: route.baseUrl,
+      apiKey: context.apiKey,
+      model: route.model,
+      timeoutMs: route.timeoutMs ?? context.timeoutMs,
+      allowPrivate: context.upstream.allowPrivate,
+      maxImageBytes: context.upstream.maxImageBytes,
+      pollIntervalMs: settings.pollIntervalMs,
+    }),
+};
+
 /** Google's Gemini API (generateContent with an IMAGE answer). */
 export const geminiType: SyncProviderType<GeminiRoute> = {
   type: 'gemini',
   mode: 'sync',
   summary:
     'Google Gemini API: POST {baseUrl}/models/{model}:generateContent, header x-goog-api-key; references as inlineData; the nearest of its ten ratios, imageSize on 3.x models',
-  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, shared.ratePerMinute, costSetting({ bySize: false })],
+  settings: [shared.baseUrl, shared.model, shared.apiKeyEnv, shared.timeoutMs, shared.maxConcurrency, shared.ratePerMinute, costSetting({ bySize: false }), geminiBatch.batchSetting],
+  batch: geminiBatch,
   keyVariable: 'GEMINI_API_KEY',
   work: 'upstream',
   metricsLabel: 'gemini',

@@ -1,6 +1,8 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
 import { checks, upstreamSettings } from '../route-settings';
+import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
+import { OpenAiBatchApi } from './openai.batch';
 import { classifyOpenAiError } from './openai.errors';
 import { OpenAiFakeUpstream } from './openai.fake';
 import { OpenAiProvider } from './openai.provider';
@@ -13,6 +15,8 @@ export interface OpenAiRoute extends UpstreamRouteSettings {
   sizeMap?: Record<string, string>;
   /** List price per image, by resolution or by upstream size and quality (cost.ts). */
   cost?: RouteCost;
+  /** Economy tier through the OpenAI Batch API (openai.batch.ts). */
+  batch?: Partial<RouteBatchSettings> & { enabled: boolean };
 }
 
 export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
@@ -22,6 +26,26 @@ const shared = upstreamSettings({ defaultBaseUrl: OPENAI_DEFAULT_BASE_URL, keyVa
 /** What gpt-image-1, -1-mini and -1.5 make honestly: 1024x1024, 1536x1024, 1024x1536, so 1:1, 3:2 and 2:3 at 1K. */
 const GPT_IMAGE_1_PAIRS: Record<string, ('1K' | '2K' | '4K')[]> = { '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] };
 const GPT_IMAGE_MODEL = { resolutionsByRatio: GPT_IMAGE_1_PAIRS, maxRefImages: 16, supportsRefImages: true, supportsQuality: true, supportsBackground: true };
+
+/**
+ * The openai type's batch API: the OpenAI Batch API on the route's baseUrl, with the same
+ * request mapping as a render (tasks with reference images are refused: see openai.batch.ts).
+ */
+const openaiBatch: BatchCapableType<OpenAiRoute> = {
+  batchSetting: batchSetting(),
+  createBatchApi: (route, settings, context) =>
+    new OpenAiBatchApi({
+      baseUrl: route.baseUrl,
+      apiKey: context.apiKey,
+      model: route.model,
+      sizeMap: route.sizeMap,
+      upstreamSize: (asked) => openAiUpstreamSize(route, asked),
+      timeoutMs: route.timeoutMs ?? context.timeoutMs,
+      allowPrivate: context.upstream.allowPrivate,
+      maxImageBytes: context.upstream.maxImageBytes,
+      pollIntervalMs: settings.pollIntervalMs,
+    }),
+};
 
 /** Any OpenAI-compatible images endpoint (OpenAI itself, or a compatible server). */
 export const openaiType: SyncProviderType<OpenAiRoute> = {
@@ -43,7 +67,9 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     shared.maxConcurrency,
     shared.ratePerMinute,
     costSetting({ bySize: true }),
+    openaiBatch.batchSetting,
   ],
+  batch: openaiBatch,
   keyVariable: 'OPENAI_API_KEY',
   work: 'upstream',
   metricsLabel: 'openai',
