@@ -214,6 +214,24 @@ describe('OpenAiBatchApi against the fake Batch API', () => {
     expect(err.message).not.toContain(KEY);
   });
 
+  it('a line too long for any image Kiln takes fails only its own task; lines around it are read', async () => {
+    const client = api(fake, { maxImageBytes: 1000 });
+    const ref = await submit(client, [line('small-1'), line('huge'), line('small-2')], 'group-huge');
+    await fake.finish(ref.batchId, 'completed');
+    const ended = (await client.poll(ref)) as Ended;
+    const png = (await collect(client.results(ref, ended))).find((r) => r.ok) as Extract<UpstreamBatchResult, { ok: true }>;
+    const ok = (key: string) => JSON.stringify({ id: 'r', custom_id: key, response: { status_code: 200, body: { data: [{ b64_json: png.image.data.toString('base64') }] } }, error: null });
+    const huge = JSON.stringify({ id: 'r', custom_id: 'huge', response: { status_code: 200, body: { data: [{ b64_json: 'A'.repeat(3 * 1024 * 1024) }] } }, error: null });
+    fake.answerNext({ status: 200, headers: { 'content-type': 'application/octet-stream' }, body: `${ok('small-1')}\n${huge}\n${ok('small-2')}\n` });
+    const results = await collect(client.results(ref, { ...ended, found: { outputFileId: ended.found.outputFileId! } }));
+    expect(results.map((r) => [r.key, r.ok])).toEqual([
+      ['small-1', true],
+      ['huge', false],
+      ['small-2', true],
+    ]);
+    expect((results[1] as Extract<UpstreamBatchResult, { ok: false }>).error).toMatchObject({ kind: 'invalid_response' });
+  });
+
   it('streams a large output file line by line: results arrive while the fake is still held mid-file', async () => {
     const client = api(fake, { maxImageBytes: 1024 * 1024 });
     const lines = Array.from({ length: 2000 }, (_, i) => line(`big-${i}`));
