@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
+import { KilnMetrics } from '@app/metrics';
 import { SIMULATED_BATCH_MARKERS } from '@app/providers';
 import { ECONOMY_EXPIRED_MESSAGE } from '@app/tasks';
 import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
@@ -90,6 +91,13 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await expectMoneyExact(api, a, id, GRANTED);
     const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count FROM batches WHERE id = $1`, [id]);
     expect(batch).toEqual({ status: 'partial', succeeded_count: 8, failed_count: 2 });
+
+    const metrics = (await gen.get(KilnMetrics).render()).body;
+    expect(metrics).toContain('kiln_economy_upstream_batches_formed_total{model="eta-image"} 1');
+    expect(metrics).toContain('kiln_economy_lines_total{model="eta-image",outcome="succeeded"} 8');
+    expect(metrics).toContain('kiln_economy_lines_total{model="eta-image",outcome="failed"} 2');
+    expect(metrics).toContain('kiln_economy_upstream_batches{state="created"} 0');
+    expect(metrics).toContain('kiln_economy_tasks_waiting 0');
   });
 
   it('makes upstream batches of at most maxRequests lines; every task submitted once', async () => {
@@ -135,6 +143,9 @@ describe('economy tier: the collector on the simulated batch API', () => {
     gen = await bootGenerator(config);
     await waitFor('the slow batch submitted', async () => (await taskRows(api, upstream)).every((t) => t.status === 'running' && t.upstream_batch_id));
     expect((await taskRows(api, waiting)).every((t) => t.status === 'pending')).toBe(true);
+    const metrics = (await gen.get(KilnMetrics).render()).body;
+    expect(metrics).toContain('kiln_economy_tasks_waiting 3');
+    expect(metrics).toContain('kiln_economy_upstream_batches{state="created"} 1');
     await api.db.query(`UPDATE batches SET expires_at = now() WHERE id = ANY($1::uuid[])`, [[waiting, upstream]]);
     await waitForBatchDone(api, waiting, 30_000);
     await waitForBatchDone(api, upstream, 30_000);
@@ -146,6 +157,7 @@ describe('economy tier: the collector on the simulated batch API', () => {
       for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
       await expectMoneyExact(api, who, id, GRANTED);
     }
+    expect((await gen.get(KilnMetrics).render()).body).toContain('kiln_economy_lines_total{model="eta-image",outcome="expired"} 5');
   });
 
   it('standard tasks never wait behind economy work: a standard batch created while a big economy batch waits finishes first', async () => {

@@ -153,6 +153,31 @@ export class KilnMetrics implements OnModuleDestroy {
     registers: [this.registry],
   });
 
+  // --- generator: economy tier (upstream batches; gauges read on scrape) ------------------
+  readonly economyUpstreamBatches = new Gauge({
+    name: 'kiln_economy_upstream_batches',
+    help: 'Open upstream batches of economy tasks, by state (collecting, uploaded, created, ended)',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly economyTasksWaiting = new Gauge({
+    name: 'kiln_economy_tasks_waiting',
+    help: 'Economy tasks waiting to be gathered into an upstream batch',
+    registers: [this.registry],
+  });
+  readonly economyUpstreamBatchesFormed = new Counter({
+    name: 'kiln_economy_upstream_batches_formed_total',
+    help: 'Upstream batches of economy tasks formed by this generator, by model',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly economyLines = new Counter({
+    name: 'kiln_economy_lines_total',
+    help: 'Economy tasks ended from their upstream batch by this generator, by model and outcome (succeeded, failed, never_ran, expired)',
+    labelNames: ['model', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly webhookDeliveriesDue = new Gauge({
     name: 'kiln_webhook_deliveries_due',
     help: 'Webhook deliveries due and not yet taken by a generator (the delivery backlog)',

@@ -30,11 +30,11 @@ export class TaskEconomyExpiry {
     return rows.map((r) => r.id);
   }
 
-  /** Fails and refunds the batch's unfinished tasks; answers how many. */
-  expireBatch(batchId: string): Promise<number> {
+  /** Fails and refunds the batch's unfinished tasks; answers how many, and the batch's model. */
+  expireBatch(batchId: string): Promise<{ count: number; model: string } | null> {
     return this.writes.inTransaction(batchId, async (m) => {
-      const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1 AND expires_at <= now() FOR UPDATE`, [batchId]);
-      if (!batch) return 0;
+      const [batch] = await m.query(`SELECT unit_cost, model FROM batches WHERE id = $1 AND expires_at <= now() FOR UPDATE`, [batchId]);
+      if (!batch) return null;
       const rows = await queryRows<EndedRow>(
         m,
         `UPDATE tasks t SET status = 'failed', error = $2, error_code = 'upstream_unavailable', finished_at = now(), updated_at = now()
@@ -42,7 +42,7 @@ export class TaskEconomyExpiry {
           RETURNING t.id, t.batch_id, ${ENDED_TASK_COLUMNS}`,
         [batchId, ECONOMY_EXPIRED_MESSAGE],
       );
-      if (rows.length === 0) return 0;
+      if (rows.length === 0) return null;
       let refunded = 0;
       for (const row of rows) {
         await this.billing.refundTask(m, { accountId: row.ended_account_id, batchId, taskId: row.id, amount: batch.unit_cost });
@@ -50,7 +50,7 @@ export class TaskEconomyExpiry {
       }
       const tally = await this.writes.tally(m, batchId, { succeeded: 0, failed: rows.length, refunded, previewUrl: null });
       await this.writes.recordOutcomes(m, [batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [batchId] : [] });
-      return rows.length;
+      return { count: rows.length, model: batch.model as string };
     });
   }
 }

@@ -229,7 +229,7 @@ export class UpstreamBatchStore {
   }
 
   /** TaskEconomyExpiry.expireBatch */
-  expireBatch(batchId: string): Promise<number> {
+  expireBatch(batchId: string): Promise<{ count: number; model: string } | null> {
     return this.expiry.expireBatch(batchId);
   }
 

@@ -2,8 +2,10 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { KilnMetrics } from '@app/metrics';
 import { isProviderError, ProviderError, routeBatchSettings, UpstreamBatchApi, UpstreamBatchRef, UpstreamBatchStatus } from '@app/providers';
 import { ClaimedTask, EconomyRoute, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
+import { UPSTREAM_BATCH_STATES } from '@app/database';
 import { ProviderRegistry } from '../running/provider-registry';
 import { describeError } from '../running/task-failure';
 import { TaskRunnerService } from '../running/task-runner.service';
@@ -70,7 +72,14 @@ export class EconomyCollector {
     private readonly providers: ProviderRegistry,
     private readonly runner: TaskRunnerService,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
-  ) {}
+    private readonly metrics: KilnMetrics,
+  ) {
+    metrics.onCollect(async () => {
+      const { byState, waitingLines } = await this.store.stats();
+      for (const state of UPSTREAM_BATCH_STATES.filter((s) => s !== 'read' && s !== 'failed')) metrics.economyUpstreamBatches.set({ state }, byState[state] ?? 0);
+      metrics.economyTasksWaiting.set(waitingLines);
+    });
+  }
 
   /** Groups this generator is working on now. */
   get activeGroups(): number {
@@ -149,6 +158,7 @@ export class EconomyCollector {
       const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, { poller: this.id, leaseMs: this.leaseMs });
       if (!group) return;
       this.logger.log(`Upstream batch ${group.id} formed for ${route.model}: ${group.tasks.length} task(s)`);
+      this.metrics.economyUpstreamBatchesFormed.inc({ model: route.model });
       this.work(
         { id: group.id, model: route.model, provider: route.provider, state: 'collecting', lines: group.tasks.length, inputId: null, upstreamBatchId: null, upstreamState: null, found: null, outcome: null, upstreamStatus: null, tries: 0 },
         lines,
@@ -277,8 +287,12 @@ export class EconomyCollector {
       tasks.delete(line.key);
       const done: Promise<void> = (
         line.ok
-          ? this.runner.storeBatchResult(task, line.image).then((o) => void (o === 'succeeded' && succeeded++))
-          : this.runner.failBatchTask(task, line.error).then((o) => void (o === 'failed' && failed++))
+          ? this.runner.storeBatchResult(task, line.image).then((o) => {
+              if (o === 'succeeded') succeeded += this.line(group, 'succeeded');
+            })
+          : this.runner.failBatchTask(task, line.error).then((o) => {
+              if (o === 'failed') failed += this.line(group, 'failed');
+            })
       )
         .catch((err) => {
           trouble ??= { err };
@@ -291,7 +305,10 @@ export class EconomyCollector {
     if (trouble) throw (trouble as { err: unknown }).err;
     const message = NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed;
     for (const task of tasks.values()) {
-      if ((await this.runner.failBatchTask(task, new ProviderError('upstream_error', message, { retryable: false }))) === 'failed') failed++;
+      if ((await this.runner.failBatchTask(task, new ProviderError('upstream_error', message, { retryable: false }))) === 'failed') {
+        failed++;
+        this.line(group, 'never_ran');
+      }
     }
     await this.store.recordRead(group.id, this.id, { succeeded, failed });
     this.logger.log(`Upstream batch ${group.id} read (${ended.outcome}): ${succeeded} succeeded, ${failed} failed`);
@@ -326,14 +343,23 @@ export class EconomyCollector {
     await this.store.retryLater(group.id, this.id, describeError(err).slice(0, 500), new Date(Date.now() + Math.max(backoff, retryAfter)));
   }
 
+  /** Counts one task ended from its upstream batch; answers 1. */
+  private line(group: UpstreamGroup, outcome: 'succeeded' | 'failed' | 'never_ran'): number {
+    this.metrics.economyLines.inc({ model: group.model, outcome });
+    return 1;
+  }
+
   /** Economy batches past their window: their unfinished tasks failed and refunded. */
   private async expire(): Promise<void> {
     for (const batchId of await this.store.expiredBatches(50)) {
-      const n = await this.store.expireBatch(batchId).catch((err) => {
+      const ended = await this.store.expireBatch(batchId).catch((err) => {
         this.logger.warn(`Could not end economy batch ${batchId} at its window: ${describeError(err)}`);
-        return 0;
+        return null;
       });
-      if (n > 0) this.logger.log(`Economy batch ${batchId}: ${n} task(s) failed and refunded at the end of its window`);
+      if (ended && ended.count > 0) {
+        this.logger.log(`Economy batch ${batchId}: ${ended.count} task(s) failed and refunded at the end of its window`);
+        this.metrics.economyLines.inc({ model: ended.model, outcome: 'expired' }, ended.count);
+      }
     }
   }
 }
