@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
 import { GEMINI_BATCH_FAKE_MARKERS, GeminiBatchFakeUpstream } from '../libs/providers/src/gemini/gemini-batch.fake';
 import { OPENAI_BATCH_FAKE_MARKERS, OpenAiBatchFakeUpstream } from '../libs/providers/src/openai/openai-batch.fake';
 import { bootApi, bootGenerator } from './helpers/apps';
@@ -109,6 +109,31 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     const [row] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE upstream_batch_id = $1`, [upstreamId]);
     expect(row).toEqual({ state: 'read', outcome: 'completed', succeeded_count: 6, failed_count: 2 });
     await expectMoneyExact(api, a, id, GRANTED);
+  });
+
+  it('openai, through the API: a batch created with tier economy is charged the economy price, its refusal refunded at it; money exact', async () => {
+    const a = await account();
+    const M = OPENAI_BATCH_FAKE_MARKERS;
+    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    let id: string;
+    try {
+      id = await createBatch(api, a, { model: 'eta-image', prompts: ['api economy 1', 'api economy 2', `api refused ${M.refuse}`], tier: 'economy' });
+    } finally {
+      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null }).expect(200);
+    }
+    const [created] = await api.db.query(`SELECT tier, unit_cost, credits_charged, expires_at FROM batches WHERE id = $1`, [id]);
+    expect(created).toMatchObject({ tier: 'economy', unit_cost: 1 });
+    expect(Number(created.credits_charged)).toBe(3);
+    expect(created.expires_at).not.toBeNull();
+    gen = await bootGenerator(config);
+    const upstreamId = await recordedUpstreamBatch(id);
+    await openai.finish(upstreamId, 'completed');
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    expect(tasks.filter((t) => t.status === 'succeeded')).toHaveLength(2);
+    expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({ status: 'failed', error_code: 'content_refused' });
+    await expectMoneyExact(api, a, id, GRANTED);
+    expect(await api.balance(a.id)).toBe(GRANTED - 2);
   });
 
   it('openai: an upstream batch that expires stores what it finished and refunds the lines it never ran, once', async () => {
