@@ -6,8 +6,7 @@ import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
-import { GEMINI_BATCH_FAKE_MARKERS, GeminiBatchFakeUpstream } from '../libs/providers/src/gemini/gemini-batch.fake';
-import { OPENAI_BATCH_FAKE_MARKERS, OpenAiBatchFakeUpstream } from '../libs/providers/src/openai/openai-batch.fake';
+import { GEMINI_BATCH_FAKE_MARKERS, GeminiBatchFakeUpstream, OPENAI_BATCH_FAKE_MARKERS, OpenAiBatchFakeUpstream } from '@app/providers';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { economyBatch, expectMoneyExact } from './helpers/economy';
 
@@ -188,6 +187,23 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt).sort()).toEqual(['gemini 1', 'gemini 2']);
     expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({ status: 'failed', error_code: 'content_refused' });
     expect(tasks.find((t) => t.prompt.includes(M.unfinished))).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable' });
+    for (const t of tasks) expect(gemini.submissions.get(t.id)).toBe(1);
+    await expectMoneyExact(api, a, id, GRANTED);
+  });
+
+  it('gemini: a create whose answer never came is found again by its displayName, never made twice', async () => {
+    const a = await account();
+    const before = gemini.batches.size;
+    gemini.hangAt = 'created';
+    const route = { ...geminiRoute(), timeoutMs: 1000 } as unknown as ProviderRoute;
+    const id = await economyBatch(api, a, route, ['gemini window 1', 'gemini window 2']);
+    gen = await bootGenerator(config);
+    const upstreamId = await recordedUpstreamBatch(id);
+    expect(gemini.batches.size).toBe(before + 1);
+    await gemini.finish(upstreamId, 'BATCH_STATE_SUCCEEDED');
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    expect(tasks.every((t) => t.status === 'succeeded')).toBe(true);
     for (const t of tasks) expect(gemini.submissions.get(t.id)).toBe(1);
     await expectMoneyExact(api, a, id, GRANTED);
   });
