@@ -42,6 +42,7 @@ import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
 import { upstreamQueue } from './scenarios/upstream-queue';
+import { economy } from './scenarios/economy';
 import { openaiDoor } from './scenarios/openai-door';
 import { rateLimited } from './scenarios/rate-limited';
 import { webhooks } from './scenarios/webhooks';
@@ -60,6 +61,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   memory,
   webhooks,
   'upstream-queue': upstreamQueue,
+  economy,
   'openai-door': openaiDoor,
   'rate-limited': rateLimited,
 };

@@ -7,7 +7,7 @@ import { buildConfig, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
 import { SIMULATED_BATCH_MARKERS } from '@app/providers';
 import { ECONOMY_EXPIRED_MESSAGE } from '@app/tasks';
-import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { bearer, createBatch, download, getBatch, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { economyBatch, expectMoneyExact, simulatedBatchRoute, simulatedSubmissions } from './helpers/economy';
 
@@ -56,6 +56,8 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const prompts = [...Array.from({ length: 8 }, (_, i) => `economy ${i}`), `refuse me ${SIMULATED_BATCH_MARKERS.refuse}`, `fail me ${SIMULATED_BATCH_MARKERS.fail}`];
     const route = simulatedBatchRoute({ delayMs: 300 }, { cost: { '1K': 0.04, economy: { '1K': 0.02 } } });
     const id = await economyBatch(api, a, route, prompts);
+    const created = await getBatch(api, a, id);
+    expect(created.batch).toMatchObject({ tier: 'economy', expiresAt: expect.any(Number) });
     gen = await bootGenerator(config);
     await waitForBatchDone(api, id, 60_000);
 
@@ -158,6 +160,26 @@ describe('economy tier: the collector on the simulated batch API', () => {
       await expectMoneyExact(api, who, id, GRANTED);
     }
     expect((await gen.get(KilnMetrics).render()).body).toContain('kiln_economy_lines_total{model="eta-image",outcome="expired"} 5');
+  });
+
+  it('cancel mid-way: the tasks not yet in an upstream batch are cancelled and refunded, the submitted ones run on; money exact', async () => {
+    const a = await account();
+    // Groups of 5: the first five go at once (a full batch), the other three wait for collectMs (an hour).
+    const prompts = Array.from({ length: 8 }, (_, i) => `cancel ${i}`);
+    const id = await economyBatch(api, a, simulatedBatchRoute({ maxRequests: 5, collectMs: 3_600_000, delayMs: 1500 }), prompts);
+    gen = await bootGenerator(config);
+    await waitFor('five tasks submitted', async () => (await taskRows(api, id)).filter((t) => t.upstream_batch_id).length === 5);
+    await api.http.post(`/v1/batches/${id}/cancel`).set('Authorization', bearer(a)).expect(200);
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    expect(tasks.filter((t) => t.upstream_batch_id).every((t) => t.status === 'succeeded')).toBe(true);
+    expect(tasks.filter((t) => !t.upstream_batch_id).map((t) => t.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    const [batch] = await api.db.query(`SELECT unit_cost, credits_charged, credits_refunded FROM batches WHERE id = $1`, [id]);
+    expect(Number(batch.credits_refunded)).toBe(3 * batch.unit_cost);
+    expect(await api.balance(a.id)).toBe(GRANTED - Number(batch.credits_charged) + 3 * batch.unit_cost);
+    expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+    const submitted = simulatedSubmissions(dataDir);
+    for (const t of tasks) expect(submitted.get(t.id) ?? 0).toBe(t.upstream_batch_id ? 1 : 0);
   });
 
   it('standard tasks never wait behind economy work: a standard batch created while a big economy batch waits finishes first', async () => {

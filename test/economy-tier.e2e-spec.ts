@@ -335,11 +335,14 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
 
   describe('cancel', () => {
     /** Stands in for the collector: the task goes into an upstream batch (status running, upstream_batch_id set). */
-    const submit = (taskIds: string[], sentAt: 'now()' | 'NULL') =>
-      t.db.query(`UPDATE tasks SET status = 'running', upstream_batch_id = $2, sent_at = ${sentAt}, updated_at = now() WHERE id = ANY($1::uuid[])`, [
-        taskIds,
-        randomUUID(),
-      ]);
+    const submit = async (taskIds: string[], sentAt: 'now()' | 'NULL') => {
+      // tasks.upstream_batch_id references upstream_batches: a group row first (due in a day: no collector takes it).
+      const [{ id: group }] = await t.db.query(
+        `INSERT INTO upstream_batches (model, provider, lines, state, poll_at) VALUES ('gamma-5-pro', '{}'::jsonb, $1, 'created', now() + interval '1 day') RETURNING id`,
+        [taskIds.length],
+      );
+      await t.db.query(`UPDATE tasks SET status = 'running', upstream_batch_id = $2, sent_at = ${sentAt}, updated_at = now() WHERE id = ANY($1::uuid[])`, [taskIds, group]);
+    };
 
     it('cancels and refunds the tasks not yet in an upstream batch, once; the submitted ones run on', async () => {
       const a = await t.account({ plan: 'studio', credits: 100 });

@@ -1,7 +1,7 @@
 import type { KilnStack } from './kiln';
 import type { ProfileSummary } from './profile';
 
-export const SCENARIOS = ['polling', 'conditional', 'long-poll', 'archive', 'creation', 'pipeline', 'latency', 'memory', 'webhooks', 'upstream-queue', 'openai-door', 'rate-limited'] as const;
+export const SCENARIOS = ['polling', 'conditional', 'long-poll', 'archive', 'creation', 'pipeline', 'latency', 'memory', 'webhooks', 'upstream-queue', 'openai-door', 'rate-limited', 'economy'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export interface RunOptions {

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ProviderRoute } from '@app/database';
-import { createBatch, routeModel, TestAccount, TestApp } from '@app/testing';
+import { createBatch, TestAccount, TestApp } from '@app/testing';
 
 /** A simulated route with its local batch API enabled; short intervals for tests. */
 export function simulatedBatchRoute(batch: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): ProviderRoute {
@@ -9,29 +9,25 @@ export function simulatedBatchRoute(batch: Record<string, unknown> = {}, extra: 
 }
 
 /**
- * An economy batch: created through the API on a model routed to `route`, then made economy
- * in SQL (tier on the batch and its tasks, back to `pending`, a window), as the API's `tier`
- * would have written it. Jobs the API enqueued for it find nothing (a claim never takes an
- * economy task). Call it while no generator runs, so none of its tasks is taken as standard.
+ * An economy batch, created through the API (`tier: "economy"`) on a model the admin API
+ * routes to `route` with economy prices (`economyCreditCost`, `economyWindowHours`); the
+ * model is put back on builtin without them afterwards.
  */
 export async function economyBatch(
   api: TestApp,
   a: TestAccount,
   route: ProviderRoute,
   prompts: string[],
-  opts: { model?: string; windowMs?: number } = {},
+  opts: { model?: string; economyCreditCost?: number } = {},
 ): Promise<string> {
   const model = opts.model ?? 'eta-image';
-  const restore = await routeModel(api, model, route);
-  let id: string;
+  const res = await api.admin('patch', `/v1/admin/models/${model}`).send({ provider: route, economyCreditCost: { '1K': opts.economyCreditCost ?? 1 }, economyWindowHours: 24 });
+  if (res.status !== 200) throw new Error(`PATCH /v1/admin/models/${model} answered ${res.status}: ${JSON.stringify(res.body)}`);
   try {
-    id = await createBatch(api, a, { model, prompts });
+    return await createBatch(api, a, { model, prompts, tier: 'economy' });
   } finally {
-    await restore();
+    await api.admin('patch', `/v1/admin/models/${model}`).send({ provider: { type: 'builtin' }, economyCreditCost: null }).expect(200);
   }
-  await api.db.query(`UPDATE batches SET tier = 'economy', expires_at = now() + $2::int * interval '1 millisecond' WHERE id = $1`, [id, opts.windowMs ?? 3_600_000]);
-  await api.db.query(`UPDATE tasks SET tier = 'economy', status = 'pending' WHERE batch_id = $1 AND status IN ('pending', 'queued')`, [id]);
-  return id;
 }
 
 /** Where the simulated batch API keeps its state under a local storage dataDir. */

@@ -6,6 +6,7 @@ import { KilnMetrics } from '@app/metrics';
 import { isProviderError, ProviderError, routeBatchSettings, UpstreamBatchApi, UpstreamBatchRef, UpstreamBatchStatus } from '@app/providers';
 import { ClaimedTask, EconomyRoute, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
 import { UPSTREAM_BATCH_STATES } from '@app/database';
+import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { ProviderRegistry } from '../running/provider-registry';
 import { describeError } from '../running/task-failure';
 import { TaskRunnerService } from '../running/task-runner.service';
@@ -13,7 +14,13 @@ import { TaskRunnerService } from '../running/task-runner.service';
 /** Groups one generator works on at once (each a few calls, or one results stream). */
 const MAX_WORKING = 8;
 /** Results of one upstream batch being stored and recorded at once (successes are group-committed). */
-const RESULT_CONCURRENCY = 16;
+const RESULT_CONCURRENCY = 8;
+/**
+ * Upstream batches whose results one generator reads at once: each holds its tasks' rows (up
+ * to maxRequests) while it reads, so five 10,000-line batches ending together are read two at
+ * a time, not all at once (memory, and CPU left for standard work).
+ */
+const MAX_READING = 2;
 /** Groups one route may form in one tick (each up to maxRequests lines). */
 const MAX_FORMS_PER_TICK = 20;
 /** Tries at an upload or a create through passing trouble before the group's tasks are failed and refunded. */
@@ -66,6 +73,7 @@ export class EconomyCollector {
   private stopped = true;
   private lastExpiry = 0;
   private readonly abort = new AbortController();
+  private readonly reading = new PrioritySemaphore(MAX_READING);
 
   constructor(
     private readonly store: UpstreamBatchStore,
@@ -236,7 +244,7 @@ export class EconomyCollector {
         group.found = status.found;
         group.upstreamStatus = status.upstreamStatus;
       }
-      if (group.state === 'ended') await this.readResults(api, group, ref);
+      if (group.state === 'ended') await this.reading.use(0, signal, () => this.readResults(api!, group, ref));
     } catch (err) {
       await this.afterTrouble(group, err).catch((e) => this.logger.warn(`Upstream batch ${group.id}: could not record its trouble: ${describeError(e)}`));
     } finally {
@@ -280,28 +288,32 @@ export class EconomyCollector {
     let failed = 0;
     let trouble: { err: unknown } | null = null;
     const inFlight = new Set<Promise<void>>();
-    for await (const line of api.results(ref, ended, this.abort.signal)) {
-      if (trouble) break;
-      const task = tasks.get(line.key);
-      if (!task) continue;
-      tasks.delete(line.key);
-      const done: Promise<void> = (
-        line.ok
-          ? this.runner.storeBatchResult(task, line.image).then((o) => {
-              if (o === 'succeeded') succeeded += this.line(group, 'succeeded');
-            })
-          : this.runner.failBatchTask(task, line.error).then((o) => {
-              if (o === 'failed') failed += this.line(group, 'failed');
-            })
-      )
-        .catch((err) => {
-          trouble ??= { err };
-        })
-        .finally(() => inFlight.delete(done));
-      inFlight.add(done);
-      if (inFlight.size >= RESULT_CONCURRENCY) await Promise.race(inFlight);
+    try {
+      for await (const line of api.results(ref, ended, this.abort.signal)) {
+        if (trouble) break;
+        const task = tasks.get(line.key);
+        if (!task) continue;
+        tasks.delete(line.key);
+        const done: Promise<void> = (
+          line.ok
+            ? this.runner.storeBatchResult(task, line.image).then((o) => {
+                if (o === 'succeeded') succeeded += this.line(group, 'succeeded');
+              })
+            : this.runner.failBatchTask(task, line.error).then((o) => {
+                if (o === 'failed') failed += this.line(group, 'failed');
+              })
+        )
+          .catch((err) => {
+            trouble ??= { err };
+          })
+          .finally(() => inFlight.delete(done));
+        inFlight.add(done);
+        if (inFlight.size >= RESULT_CONCURRENCY) await Promise.race(inFlight);
+      }
+    } finally {
+      // Even when the stream fails (or a shutdown aborts it): no store or record is left running unawaited.
+      await Promise.all(inFlight);
     }
-    await Promise.all(inFlight);
     if (trouble) throw (trouble as { err: unknown }).err;
     const message = NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed;
     for (const task of tasks.values()) {
