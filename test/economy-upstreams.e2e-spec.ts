@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { createBatch, download, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { createBatch, download, fileEnvironment, solidPng, upload, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
 import { GEMINI_BATCH_FAKE_MARKERS, GeminiBatchFakeUpstream, OPENAI_BATCH_FAKE_MARKERS, OpenAiBatchFakeUpstream } from '@app/providers';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { economyBatch, expectMoneyExact } from './helpers/economy';
@@ -133,6 +133,29 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({ status: 'failed', error_code: 'content_refused' });
     await expectMoneyExact(api, a, id, GRANTED);
     expect(await api.balance(a.id)).toBe(GRANTED - 2);
+  });
+
+  it('openai: economy tasks with reference images are not batchable there: failed at once and refunded, never sent upstream', async () => {
+    const a = await account();
+    const ref = await upload(api, a, await solidPng(16, 16, { r: 0, g: 200, b: 0 }), 'ref.png');
+    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    let id: string;
+    try {
+      id = await createBatch(api, a, { model: 'eta-image', prompts: ['with a reference 1', 'with a reference 2'], refMode: 'combined', refImages: [ref], tier: 'economy' });
+    } finally {
+      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null }).expect(200);
+    }
+    const uploadsBefore = openai.requests.filter((r) => r.path === '/v1/files').length;
+    gen = await bootGenerator(config);
+    await waitForBatchDone(api, id, 60_000);
+    const tasks = await taskRows(api, id);
+    for (const t of tasks) {
+      expect(t).toMatchObject({ status: 'failed', error: expect.stringContaining('cannot carry reference images') });
+      expect(openai.submissions.get(t.id)).toBeUndefined();
+    }
+    expect(openai.requests.filter((r) => r.path === '/v1/files').length).toBe(uploadsBefore);
+    await expectMoneyExact(api, a, id, GRANTED);
+    expect(await api.balance(a.id)).toBe(GRANTED);
   });
 
   it('openai: an upstream batch that expires stores what it finished and refunds the lines it never ran, once', async () => {
