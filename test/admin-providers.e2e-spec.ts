@@ -53,8 +53,8 @@ describe('admin: providers, presets, honest sizes and models of the operator', (
       model: 'gpt-image-1',
       apiKeyEnv: 'OPENAI_API_KEY',
       timeoutMs: 90_000,
-      // The preset's list price, for the operator's usage report (an operator's own cost wins).
-      cost: { '1K': 0.042 },
+      // The preset's list price and its Batch API price, for the operator's usage report (an operator's own cost wins).
+      cost: { '1K': 0.042, economy: { '1K': 0.021 } },
     });
     expect(body.model.resolutionsByRatio).toEqual({ '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] });
     expect((await publicModel('alpha-image-2'))!.resolutionsByRatio).toEqual({ '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] });

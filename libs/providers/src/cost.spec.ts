@@ -56,7 +56,10 @@ describe('route cost', () => {
   });
 
   it("a route by preset takes the preset's list price as its cost, unless the operator gives one", () => {
-    expect(expandRoute({ preset: 'gemini/gemini-3.1-flash-image' })).toMatchObject({ type: 'gemini', cost: { '1K': 0.039, '2K': 0.039, '4K': 0.078 } });
+    expect(expandRoute({ preset: 'gemini/gemini-3.1-flash-image' })).toEqual(
+      expect.objectContaining({ type: 'gemini', cost: { '1K': 0.039, '2K': 0.039, '4K': 0.078, economy: { '1K': 0.0195, '2K': 0.0195, '4K': 0.039 } } }),
+    );
+    expect(expandRoute({ preset: 'openai/gpt-image-1' })).toEqual(expect.objectContaining({ cost: { '1K': 0.042, economy: { '1K': 0.021 } } }));
     expect(expandRoute({ preset: 'fal/fal-ai/flux/schnell', cost: { '1K': 0.002 } })).toMatchObject({ type: 'fal', cost: { '1K': 0.002 } });
     // builtin has no cost setting: nothing is added to its routes.
     const builtin = allPresets().find((p) => p.type === 'builtin');
@@ -69,6 +72,7 @@ describe('route cost', () => {
     for (const preset of priced) {
       expect(preset.cost!.readOn).toMatch(/^\d{4}-\d{2}-\d{2}$/);
       expect(() => validateRoute({ type: preset.type, ...preset.settings, cost: preset.cost!.usdPerImage })).not.toThrow();
+      expect(() => validateRoute(expandRoute({ preset: preset.id }))).not.toThrow();
     }
   });
 });

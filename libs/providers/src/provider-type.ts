@@ -158,6 +158,8 @@ export interface ProviderPreset {
   /** The upstream's list price, as it states it (e.g. { usdPerImage: { '1K': 0.039 } }). */
   cost?: {
     usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>;
+    /** The upstream's batch API price (economy tier), for types with one: a route by the preset takes it as `cost.economy`. */
+    economyUsdPerImage?: Partial<Record<'1K' | '2K' | '4K', number>>;
     /** The day (YYYY-MM-DD) the price was read from the upstream's pricing page: prices move. */
     readOn: string;
     note?: string;

@@ -145,7 +145,9 @@ export function expandRoute(input: unknown): unknown {
   if (overrides.type !== undefined && overrides.type !== preset.type) throw new RouteSettingsError('provider.type', 'not_the_preset_type');
   // The preset's list price becomes the route's `cost` (for the usage report) unless the
   // operator gives their own; stored expanded like every other setting.
-  const priced = preset.cost && definitionOf({ type: preset.type } as ProviderRoute).settings.some((s) => s.name === 'cost') ? { cost: preset.cost.usdPerImage } : {};
+  const def = definitionOf({ type: preset.type } as ProviderRoute);
+  const economy = preset.cost?.economyUsdPerImage && def.batch ? { economy: preset.cost.economyUsdPerImage } : {};
+  const priced = preset.cost && def.settings.some((s) => s.name === 'cost') ? { cost: { ...preset.cost.usdPerImage, ...economy } } : {};
   return withDefaults({ ...priced, ...preset.settings, ...overrides, type: preset.type, preset: preset.id } as unknown as ProviderRoute);
 }
 

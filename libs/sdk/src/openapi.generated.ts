@@ -1806,10 +1806,13 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description The upstream's list price: usdPerImage by resolution, readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost
+             * @description The upstream's list price: usdPerImage by resolution, economyUsdPerImage (its batch API's price, for types with one), readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost and economyUsdPerImage as cost.economy
              * @example {
              *       "usdPerImage": {
              *         "1K": 0.042
+             *       },
+             *       "economyUsdPerImage": {
+             *         "1K": 0.021
              *       },
              *       "readOn": "2026-11-20"
              *     }
@@ -6991,6 +6994,9 @@ export interface operations {
                      *           "cost": {
                      *             "usdPerImage": {
                      *               "1K": 0.042
+                     *             },
+                     *             "economyUsdPerImage": {
+                     *               "1K": 0.021
                      *             },
                      *             "readOn": "2026-11-20"
                      *           },

@@ -174,7 +174,7 @@ export class ProviderPresetDto {
   @ApiProperty({ enum: PROVIDER_TYPE_NAMES }) type: string;
   @ApiProperty({ type: 'object', additionalProperties: true, description: 'The route settings the preset expands to', example: { model: 'gpt-image-1' } })
   settings: Record<string, unknown>;
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost", example: { usdPerImage: { '1K': 0.042 }, readOn: '2026-11-20' } })
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: "The upstream's list price: usdPerImage by resolution, economyUsdPerImage (its batch API's price, for types with one), readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost and economyUsdPerImage as cost.economy", example: { usdPerImage: { '1K': 0.042 }, economyUsdPerImage: { '1K': 0.021 }, readOn: '2026-11-20' } })
   cost?: Record<string, unknown>;
   @ApiPropertyOptional({ format: 'date', example: '2026-12-01', description: 'When the upstream announced it stops serving the model' }) retiresAt?: string;
   @ApiPropertyOptional() notes?: string;
