@@ -374,7 +374,7 @@ describe('Batches: creation, validation and detail', () => {
         [
           'aspectRatio', 'background', 'cancelledAt', 'countPerCombo', 'counts', 'createdAt', 'createdViaApi', 'creditsCharged',
           'creditsRefunded', 'done', 'id', 'model', 'note', 'outputFormat', 'previewUrl', 'prompts', 'quality', 'refImages',
-          'refMode', 'resolution', 'seed', 'status', 'total',
+          'refMode', 'resolution', 'seed', 'status', 'total', 'tier', 'expiresAt',
         ].sort(),
       );
       expect(batch).toMatchObject({
@@ -578,7 +578,7 @@ describe('Batches: creation, validation and detail', () => {
     const schema = doc.components.schemas.CreateBatchRequestDto;
     expect(schema.required.sort()).toEqual(['model', 'prompts']);
     expect(Object.keys(schema.properties).sort()).toEqual(
-      ['aspectRatio', 'background', 'countPerCombo', 'model', 'note', 'outputFormat', 'prompts', 'quality', 'refImages', 'refMode', 'resolution', 'seed'].sort(),
+      ['aspectRatio', 'background', 'countPerCombo', 'model', 'note', 'outputFormat', 'prompts', 'quality', 'refImages', 'refMode', 'resolution', 'seed', 'tier'].sort(),
     );
     expect(schema.properties.resolution.enum).toEqual(['1K', '2K', '4K']);
     expect(schema.properties.countPerCombo).toMatchObject({ minimum: 1, maximum: 20, default: 1 });

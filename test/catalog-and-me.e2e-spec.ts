@@ -58,8 +58,11 @@ describe('GET /v1/models and GET /v1/me', () => {
         [
           'key', 'displayName', 'blurb', 'creditCost', 'aspectRatios', 'resolutions', 'resolutionsByRatio',
           'supportsRefImages', 'maxRefImages', 'supportsQuality', 'supportsBackground', 'maxPromptLength',
+          'economyCreditCost', 'economyWindowHours',
         ].sort(),
       );
+      // No seeded model has an economy tier (docs/admin.md#economy-tier).
+      expect(m).toMatchObject({ economyCreditCost: null, economyWindowHours: null });
     }
   });
 
@@ -98,7 +101,7 @@ describe('GET /v1/models and GET /v1/me', () => {
     expect(res.body).toEqual({
       user: { id: a.id, email: a.email, plan: 'studio', status: 'active', createdAt: expect.any(Number) },
       credits: { balance: 321 },
-      limits: { maxImagesPerBatch: 50, maxConcurrentBatches: 10, activeBatches: 0 },
+      limits: { maxImagesPerBatch: 50, maxConcurrentBatches: 10, activeBatches: 0, maxConcurrentEconomyBatches: 10, activeEconomyBatches: 0 },
       key: {
         id: a.keyId,
         scopes: ['account:read', 'models:read'],
@@ -110,12 +113,18 @@ describe('GET /v1/models and GET /v1/me', () => {
   });
 
   it.each([
-    ['starter', 10, 1],
-    ['scale', 100, 20],
-  ])('GET /v1/me reports the %s plan limits', async (plan, maxImages, maxConcurrent) => {
+    ['starter', 10, 1, 2],
+    ['scale', 100, 20, 50],
+  ])('GET /v1/me reports the %s plan limits', async (plan, maxImages, maxConcurrent, maxEconomy) => {
     const a = await t.account({ plan });
     const res = await t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`).expect(200);
-    expect(res.body.limits).toEqual({ maxImagesPerBatch: maxImages, maxConcurrentBatches: maxConcurrent, activeBatches: 0 });
+    expect(res.body.limits).toEqual({
+      maxImagesPerBatch: maxImages,
+      maxConcurrentBatches: maxConcurrent,
+      activeBatches: 0,
+      maxConcurrentEconomyBatches: maxEconomy,
+      activeEconomyBatches: 0,
+    });
     expect(res.body.key.creditCapPerDay).toBeNull();
   });
 });

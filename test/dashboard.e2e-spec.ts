@@ -78,6 +78,8 @@ describe('Dashboard API (docs/dashboard.md)', () => {
           maxImagesPerBatch: 4,
           maxConcurrentBatches: 1,
           activeBatches: 0,
+          maxConcurrentEconomyBatches: 0,
+          activeEconomyBatches: 0,
           maxKeys: 0,
           apiAccess: false,
           requestsPerMinute: 60,

@@ -174,6 +174,7 @@ describe('Idempotent create and estimate', () => {
       expect(res.status).toBe(200);
       expect(res.body).toEqual({
         total: 4,
+        tier: 'standard',
         creditCost: 1,
         creditsRequired: 4,
         balance: 1000,

@@ -20,6 +20,7 @@ export interface AccountView {
   account: AccountEntity;
   plan: PlanEntity;
   activeBatches: number;
+  activeEconomyBatches: number;
 }
 
 @Injectable()
@@ -65,15 +66,15 @@ export class AccountsService {
       .getOne();
   }
 
-  /** Account, plan and the number of unfinished batches (what counts against the plan). */
+  /** Account, plan and the number of unfinished batches of each tier (what counts against the plan's two caps). */
   async view(id: string): Promise<AccountView> {
     const account = await this.get(id);
     const plan = await this.requirePlan(account.planKey);
-    return { account, plan, activeBatches: await this.activeBatches(id) };
-  }
-
-  async activeBatches(accountId: string): Promise<number> {
-    return countActiveBatches(this.db, accountId);
+    const [activeBatches, activeEconomyBatches] = await Promise.all([
+      countActiveBatches(this.db, id, 'standard'),
+      countActiveBatches(this.db, id, 'economy'),
+    ]);
+    return { account, plan, activeBatches, activeEconomyBatches };
   }
 
   async update(id: string, patch: { plan?: PlanKey; status?: AccountStatus }): Promise<AccountEntity> {
@@ -115,7 +116,7 @@ export class AccountsService {
 
   async updatePlan(
     key: string,
-    patch: Partial<Pick<PlanEntity, 'maxKeys' | 'maxImagesPerBatch' | 'maxConcurrentBatches' | 'requestsPerMinute' | 'apiAccess'>>,
+    patch: Partial<Pick<PlanEntity, 'maxKeys' | 'maxImagesPerBatch' | 'maxConcurrentBatches' | 'maxConcurrentEconomyBatches' | 'requestsPerMinute' | 'apiAccess'>>,
   ): Promise<PlanEntity> {
     await this.requirePlan(key);
     await this.plans.update({ key: key as PlanKey }, patch);

@@ -29,6 +29,10 @@ export interface BatchObject {
   creditsCharged: number;
   creditsRefunded: number;
   cancelledAt: number | null;
+  /** standard or economy. */
+  tier: string;
+  /** Economy: Unix ms by which every task has ended (createdAt + the model's window); null for standard. */
+  expiresAt: number | null;
 }
 
 export function batchObject(b: BatchView): BatchObject {
@@ -62,5 +66,7 @@ export function batchObject(b: BatchView): BatchObject {
     creditsCharged: b.creditsCharged,
     creditsRefunded: b.creditsRefunded,
     cancelledAt: b.cancelledAt ? b.cancelledAt.getTime() : null,
+    tier: b.tier,
+    expiresAt: b.expiresAt ? b.expiresAt.getTime() : null,
   };
 }

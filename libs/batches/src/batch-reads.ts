@@ -14,7 +14,7 @@ const SELECT_BATCH_FIELDS: PreparedStatement = {
                 background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
                 note, seed, output_format AS "outputFormat", preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
                 credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
-                cancelled_at AS "cancelledAt", version
+                cancelled_at AS "cancelledAt", version, tier, expires_at AS "expiresAt"
            FROM batches WHERE id = $1 AND account_id = $2`,
 };
 

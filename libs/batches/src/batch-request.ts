@@ -1,5 +1,5 @@
 import { CATALOG_DEFAULTS, CATALOG_LIMITS } from '@app/catalog';
-import { OutputFormat, REF_MODES, RefMode, Resolution } from '@app/database';
+import { BATCH_TIERS, BatchTier, OutputFormat, REF_MODES, RefMode, Resolution } from '@app/database';
 import { invalidRequest } from '@app/errors';
 import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
 
@@ -7,7 +7,7 @@ import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
  * Shape rules of a batch request (docs/api.md#batch-creation-request, docs/api.md#step-2-request-shape). The api's DTO
  * decorates the same constants, so the OpenAPI document and these checks cannot drift.
  */
-export { REF_MODES };
+export { REF_MODES, BATCH_TIERS };
 export const QUALITIES = ['auto', 'low', 'medium', 'high'] as const;
 export type Quality = (typeof QUALITIES)[number];
 export const BACKGROUND_PATTERN = /^(transparent|#[0-9A-Fa-f]{6})$/;
@@ -34,6 +34,8 @@ export interface CreateBatchInput {
   /** 0..SEED_MAX; absent or null: each task's seed is drawn from the batch id. */
   seed?: number | null;
   outputFormat?: OutputFormat;
+  /** standard (default) or economy: the model's economy price, results within its economyWindowHours. */
+  tier?: BatchTier;
 }
 
 /** The request with every default applied. */
@@ -50,6 +52,7 @@ export interface BatchRequest {
   note: string | null;
   seed: number | null;
   outputFormat: OutputFormat;
+  tier: BatchTier;
 }
 
 /**
@@ -98,6 +101,8 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
   }
   const outputFormat = input.outputFormat ?? 'png';
   if (!OUTPUT_FORMATS.includes(outputFormat)) throw invalidRequest('outputFormat', 'isIn', 'outputFormat must be png, jpeg or webp');
+  const tier = input.tier ?? 'standard';
+  if (!BATCH_TIERS.includes(tier)) throw invalidRequest('tier', 'isIn', 'tier must be standard or economy');
 
   const refMode = input.refMode ?? CATALOG_DEFAULTS.refMode;
   if (!REF_MODES.includes(refMode)) throw invalidRequest('refMode', 'isIn', 'refMode must be none, each or combined');
@@ -132,5 +137,6 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
     note,
     seed,
     outputFormat,
+    tier,
   };
 }

@@ -26,6 +26,8 @@ export type BatchFields = Pick<
   | 'creditsRefunded'
   | 'cancelledAt'
   | 'version'
+  | 'tier'
+  | 'expiresAt'
 >;
 
 /** A batch as clients see it: the row plus its live task counts and whether it is done. */

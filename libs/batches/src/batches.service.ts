@@ -4,8 +4,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { BatchLimits, countActiveBatches, lockAccountForBatch, readBatchLimits } from '@app/accounts';
 import { BillingService, insufficientCredits, nextUtcMidnight } from '@app/billing';
-import { CatalogService, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
-import { Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
+import { CatalogService, economyUnitCost, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
+import { BatchTier, Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
 import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
 import { lockKeyCreditCap, readKeyCreditCap } from '@app/keys';
 import { KilnMetrics } from '@app/metrics';
@@ -39,11 +39,13 @@ export type BatchActor = { accountId: string; apiKeyId: string | null; via: 'api
 export type BatchTask = TaskView & TaskPosition;
 
 /** A batch just created: its row as written. */
-export type CreatedBatch = NewBatch & { status: 'pending'; createdAt: Date };
+export type CreatedBatch = NewBatch & { status: 'pending'; createdAt: Date; expiresAt: Date | null };
 
 /** What a batch would cost and whether it would be created now (POST /v1/batches/estimate). */
 export interface BatchEstimate {
   total: number;
+  /** The tier priced: creditCost is that tier's price per image. */
+  tier: BatchTier;
   creditCost: number;
   creditsRequired: number;
   balance: number;
@@ -117,16 +119,17 @@ export class BatchesService {
     // One snapshot, so the figures agree with each other.
     return this.db.transaction('REPEATABLE READ', async (m) => {
       const limits = await readBatchLimits(m, actor.accountId);
-      const active = await countActiveBatches(m, actor.accountId);
+      const active = await countActiveBatches(m, actor.accountId, batch.tier);
       const [{ balance }] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [actor.accountId]);
       const cap = actor.apiKeyId ? await readKeyCreditCap(m, actor.apiKeyId) : null;
       const used = cap === null ? 0 : await this.billing.creditsUsedToday(actor.apiKeyId as string, m);
       const refusal =
-        planRefusal(batch.total, limits, active) ??
+        planRefusal(batch, limits, active) ??
         (Number(balance) < cost ? insufficientCredits(cost, Number(balance)) : null) ??
         (cap === null ? null : dailyCapRefusal({ cap, used }, cost));
       return {
         total: batch.total,
+        tier: batch.tier,
         creditCost: batch.unitCost,
         creditsRequired: cost,
         balance: Number(balance),
@@ -137,16 +140,18 @@ export class BatchesService {
     });
   }
 
-  /** Checks 2-6 of the validation order (shape, model, size and price, references, prompts): the batch they make. */
+  /** Checks 2-6 of the validation order (shape, model, size, tier and price, references, prompts): the batch they make. */
   private async checkRequest(actor: BatchActor, input: CreateBatchInput): Promise<{ batch: NewBatch; refUploadIds: string[] }> {
     const req = normalizeBatchRequest(input);
     const model = await this.catalog.requireEnabled(req.model);
-    const unitCost = priceOf(model, req);
+    const standardCost = priceOf(model, req);
+    // The economy tier prices the same legal sizes, or refuses with tier_not_available.
+    const { unitCost, windowHours } = req.tier === 'economy' ? economyUnitCost(model, req.resolution) : { unitCost: standardCost, windowHours: null };
     const refUploadIds = await this.resolveReferences(actor.accountId, model, req);
     await this.checkPrompts(model, req.prompts);
     // Counted, not expanded: the tasks are made only once every check has passed, so a
     // refused request costs work bounded by its body, whatever total it asks for.
-    return { batch: newBatch(actor, req, model, unitCost), refUploadIds };
+    return { batch: newBatch(actor, req, model, unitCost, windowHours), refUploadIds };
   }
 
   /** Without an Idempotency-Key there is nothing to replay: the compiler knows it from these overloads. */
@@ -164,8 +169,8 @@ export class BatchesService {
     const { batch, refUploadIds } = await this.checkRequest(actor, input);
 
     // Asked of Redis while the transaction checks and charges (it never rejects); a refused
-    // request never waits for it.
-    const dispatching = this.dispatcher.dispatchCount(batch.total);
+    // request never waits for it. Economy tasks are never queued: they wait for the collector.
+    const dispatching = batch.tier === 'economy' ? Promise.resolve(0) : this.dispatcher.dispatchCount(batch.total);
     const outcome = await this.db.transaction(async (m) => {
       if (idempotency) {
         // A request with the same key that committed since the first look is replayed.
@@ -173,7 +178,7 @@ export class BatchesService {
         if (remembered) return { replay: replayOf(remembered, idempotency) };
       }
       const limits = await lockAccountForBatch(m, actor.accountId);
-      const planRefused = planRefusal(batch.total, limits, await countActiveBatches(m, actor.accountId));
+      const planRefused = planRefusal(batch, limits, await countActiveBatches(m, actor.accountId, batch.tier));
       if (planRefused) throw planRefused;
       const cap = actor.apiKeyId ? await this.lockDailyCap(m, actor.apiKeyId) : null;
       // insufficient_credits comes before the daily cap; a throw below rolls the charge back
@@ -181,11 +186,11 @@ export class BatchesService {
       await this.billing.chargeBatch(m, { accountId: actor.accountId, batchId: batch.id, apiKeyId: actor.apiKeyId, amount: batch.creditsCharged });
       const capRefused = cap ? dailyCapRefusal(cap, batch.creditsCharged) : null;
       if (capRefused) throw capRefused;
-      const createdAt = await insertBatch(m, batch);
+      const { createdAt, expiresAt } = await insertBatch(m, batch);
       const tasks = tasksOf(batch, refUploadIds);
       const dispatchCount = await dispatching;
       await insertTasks(m, batch, tasks, dispatchCount);
-      const created: CreatedBatch = { ...batch, status: 'pending', createdAt };
+      const created: CreatedBatch = { ...batch, status: 'pending', createdAt, expiresAt };
       if (idempotency) await rememberCreation(m, actor.accountId, idempotency, batch.id, createdResponse(created));
       return { created, tasks, dispatchCount };
     });
@@ -314,8 +319,8 @@ function taskSeed(batchId: string, seq: number): number {
   return createHash('sha256').update(`${batchId}:${seq}`).digest().readUInt32BE(0) >>> 1;
 }
 
-/** The batch row a checked request makes. */
-function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unitCost: number): NewBatch {
+/** The batch row a checked request makes; `windowHours` is the economy window (null for standard). */
+function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unitCost: number, windowHours: number | null): NewBatch {
   const total = imageCount(req.prompts.length, req.refImages.length, req.refMode, req.countPerCombo);
   const { width, height } = pixelSize(req.aspectRatio, req.resolution);
   return {
@@ -341,20 +346,32 @@ function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unit
     width,
     height,
     createdViaApi: actor.via === 'api',
+    tier: req.tier,
+    windowHours,
   };
 }
 
 /**
  * The plan's refusal of a batch, if any. create asks under the account lock, so two creations
- * cannot both take the last slot; an estimate asks without one.
+ * cannot both take the last slot; an estimate asks without one. `active`: the account's
+ * unfinished batches of the batch's tier; each tier has its own cap.
  */
-function planRefusal(total: number, limits: BatchLimits, active: number): KilnError | null {
+function planRefusal(batch: Pick<NewBatch, 'total' | 'tier'>, limits: BatchLimits, active: number): KilnError | null {
+  const { total } = batch;
   // MAX_IMAGES_PER_BATCH also holds against a plan row edited outside the admin API.
   const maxImages = Math.min(limits.maxImagesPerBatch, MAX_IMAGES_PER_BATCH);
   if (total > maxImages) {
     return new KilnError(ErrorCode.BatchLimitExceeded, `Your plan allows at most ${maxImages} images per batch`, {
       total,
       max: maxImages,
+    });
+  }
+  if (batch.tier === 'economy') {
+    if (active < limits.maxConcurrentEconomyBatches) return null;
+    return new KilnError(ErrorCode.ConcurrentLimitExceeded, 'Too many economy batches are still running; wait for one to finish', {
+      tier: 'economy',
+      active,
+      max: limits.maxConcurrentEconomyBatches,
     });
   }
   if (active >= limits.maxConcurrentBatches) {

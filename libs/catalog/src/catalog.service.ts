@@ -7,6 +7,7 @@ import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
 import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
 import { expandRoute, pairsRouteCannotMake, presetById, RouteSettingsError, upstreamUrl, validateRoute } from '@app/providers';
+import { validateEconomy } from './economy';
 
 export const CATALOG_DEFAULTS = {
   aspectRatio: '1:1',
@@ -42,6 +43,10 @@ export interface ModelPatch {
   displayName?: string;
   blurb?: string;
   creditCost?: Partial<Record<Resolution, number>>;
+  /** Credits per image on the economy tier by resolution; null: no economy tier (economy.ts). */
+  economyCreditCost?: Partial<Record<Resolution, number>> | null;
+  /** Hours within which an economy batch's tasks all end; required with economyCreditCost. */
+  economyWindowHours?: number | null;
   resolutionsByRatio?: Record<string, Resolution[]>;
   enabled?: boolean;
   supportsRefImages?: boolean;
@@ -121,7 +126,7 @@ export class CatalogService {
     const provider = patch.provider !== undefined ? resolveRoute(patch.provider) : undefined;
     const next: ModelEntity = { ...model, ...stripUndefined({ ...patch, provider }) } as ModelEntity;
     if (provider?.preset && patch.resolutionsByRatio === undefined) next.resolutionsByRatio = narrowedPairs(next.resolutionsByRatio, provider);
-    validateModel(next);
+    validateModel(next, patch.economyCreditCost !== undefined);
     if (provider !== undefined || patch.resolutionsByRatio !== undefined) checkHonestSizes(next);
     if (provider) await this.checkRouteAddress(provider);
     await this.models.save(next);
@@ -154,6 +159,8 @@ export class CatalogService {
       displayName: input.displayName,
       blurb: input.blurb ?? '',
       creditCost: input.creditCost,
+      economyCreditCost: input.economyCreditCost ?? null,
+      economyWindowHours: input.economyWindowHours ?? null,
       resolutionsByRatio: input.resolutionsByRatio ?? presetPairs ?? {},
       supportsRefImages: input.supportsRefImages ?? preset?.model.supportsRefImages ?? true,
       maxRefImages: input.maxRefImages !== undefined ? input.maxRefImages : (preset?.model.maxRefImages ?? null),
@@ -165,7 +172,7 @@ export class CatalogService {
       sortOrder: Number(sortOrder),
     });
     if (typeof model.displayName !== 'string' || model.displayName.trim() === '') throw invalidRequest('displayName', 'required');
-    validateModel(model);
+    validateModel(model, true);
     checkHonestSizes(model);
     await this.checkRouteAddress(provider);
     // TypeORM's deep-partial type does not follow the route union past a few types; the row is whole.
@@ -206,7 +213,8 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
-function validateModel(m: ModelEntity): void {
+/** `economyEdited`: the edit sets economyCreditCost (validateEconomy names the field it refuses by it). */
+function validateModel(m: ModelEntity, economyEdited: boolean): void {
   const priced = pricedResolutions(m);
   for (const [res, cost] of Object.entries(m.creditCost)) {
     if (!RESOLUTIONS.includes(res as Resolution)) throw invalidRequest(`creditCost.${res}`, 'unknown_resolution');
@@ -230,6 +238,7 @@ function validateModel(m: ModelEntity): void {
     throw invalidRequest('maxPromptLength', 'out_of_range');
   }
   validateProvider(m.provider);
+  validateEconomy(m, MAX_CREDIT_COST, economyEdited);
 }
 
 /** The route's own type checks it (libs/providers registry); its refusals become invalid_request. */

@@ -1,3 +1,4 @@
 export * from './catalog.service';
 export * from './catalog.module';
 export * from './route-health.store';
+export * from './economy';

@@ -16,6 +16,8 @@ export enum ErrorCode {
   RefsNotSupported = 'refs_not_supported',
   ContentBlocked = 'content_blocked',
   PromptTooLong = 'prompt_too_long',
+  /** The economy tier asked of a model (or a resolution of it) that does not offer it. */
+  TierNotAvailable = 'tier_not_available',
   InsufficientCredits = 'insufficient_credits',
   DailyCreditCapExceeded = 'daily_credit_cap_exceeded',
   BatchLimitExceeded = 'batch_limit_exceeded',

@@ -909,6 +909,21 @@ export interface components {
             creditCost: {
                 [key: string]: number;
             };
+            /**
+             * @description Credits per image on the economy tier (`tier: "economy"`), by resolution; null: the model has no economy tier. A resolution absent here has none
+             * @example {
+             *       "1K": 3,
+             *       "2K": 5
+             *     }
+             */
+            economyCreditCost: {
+                [key: string]: number;
+            } | null;
+            /**
+             * @description Hours within which every task of an economy batch ends (its expiresAt); null when the model has no economy tier
+             * @example 24
+             */
+            economyWindowHours: number | null;
             aspectRatios: string[];
             resolutions: string[];
             resolutionsByRatio: {
@@ -960,7 +975,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "tier_not_available" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -984,8 +999,17 @@ export interface components {
         };
         MeLimitsDto: {
             maxImagesPerBatch: number;
+            /** @description Standard batches not done at once */
             maxConcurrentBatches: number;
+            /** @description Standard batches not done yet */
             activeBatches: number;
+            /**
+             * @description Economy batches not done at once (0: no economy tier on the plan)
+             * @example 2
+             */
+            maxConcurrentEconomyBatches: number;
+            /** @description Economy batches not done yet */
+            activeEconomyBatches: number;
         };
         MeKeyDto: {
             id: string;
@@ -1066,6 +1090,13 @@ export interface components {
              * @enum {string}
              */
             outputFormat?: "png" | "jpeg" | "webp";
+            /**
+             * @description standard: rendered as soon as a generator has room, at creditCost. economy: at the model's economyCreditCost (about half), run through its upstream's batch API; every task ends within the model's economyWindowHours (the batch's expiresAt). A model (or resolution) without economy prices: 400 tier_not_available
+             * @default standard
+             * @example standard
+             * @enum {string}
+             */
+            tier?: "standard" | "economy";
         };
         CreatedBatchResponseDto: {
             id: string;
@@ -1100,7 +1131,12 @@ export interface components {
              */
             total: number;
             /**
-             * @description Credits per image at the resolution
+             * @description The tier priced (the request's, standard by default)
+             * @enum {string}
+             */
+            tier: "standard" | "economy";
+            /**
+             * @description Credits per image at the resolution, on the tier (economy: the model's economyCreditCost)
              * @example 5
              */
             creditCost: number;
@@ -1180,6 +1216,16 @@ export interface components {
             creditsRefunded: number;
             /** @description Unix milliseconds of the cancel, else null */
             cancelledAt: number | null;
+            /**
+             * @description The tier it was created on (priced and run accordingly)
+             * @enum {string}
+             */
+            tier: "standard" | "economy";
+            /**
+             * @description Economy: Unix milliseconds by which every task has ended (createdAt + the model's economyWindowHours); tasks not ended by then fail and are refunded. null for standard
+             * @example 1795513462562
+             */
+            expiresAt: number | null;
         };
         BatchListResponseDto: {
             batches: components["schemas"]["BatchDto"][];
@@ -1464,6 +1510,20 @@ export interface components {
                 [key: string]: number;
             };
             /**
+             * @description Credits per image on the economy tier by resolution, as stored; null: no economy tier. Offered to clients only while the route's batch.enabled is true
+             * @example {
+             *       "1K": 3
+             *     }
+             */
+            economyCreditCost: {
+                [key: string]: number;
+            } | null;
+            /**
+             * @description Hours within which an economy batch ends; kept (unused) when economyCreditCost is null
+             * @example 24
+             */
+            economyWindowHours: number | null;
+            /**
              * @example {
              *       "1:1": [
              *         "1K",
@@ -1559,6 +1619,20 @@ export interface components {
             creditCost?: {
                 [key: string]: number;
             };
+            /**
+             * @description Credits per image on the economy tier by resolution (positive integers; resolutions a subset of creditCost's); needs economyWindowHours and a route with batch { "enabled": true }. null: no economy tier
+             * @example {
+             *       "1K": 3
+             *     }
+             */
+            economyCreditCost?: {
+                [key: string]: number;
+            } | null;
+            /**
+             * @description Hours within which every task of an economy batch ends (the batch's expiresAt); required with economyCreditCost
+             * @example 24
+             */
+            economyWindowHours?: number | null;
             resolutionsByRatio?: {
                 [key: string]: string[];
             };
@@ -1600,6 +1674,20 @@ export interface components {
             creditCost: {
                 [key: string]: number;
             };
+            /**
+             * @description Credits per image on the economy tier by resolution, as stored; null: no economy tier. Offered to clients only while the route's batch.enabled is true
+             * @example {
+             *       "1K": 3
+             *     }
+             */
+            economyCreditCost: {
+                [key: string]: number;
+            } | null;
+            /**
+             * @description Hours within which an economy batch ends; kept (unused) when economyCreditCost is null
+             * @example 24
+             */
+            economyWindowHours: number | null;
             /**
              * @example {
              *       "1:1": [
@@ -1645,6 +1733,20 @@ export interface components {
             creditCost?: {
                 [key: string]: number;
             };
+            /**
+             * @description Credits per image on the economy tier by resolution (positive integers; resolutions a subset of creditCost's); needs economyWindowHours and a route with batch { "enabled": true }. null: no economy tier
+             * @example {
+             *       "1K": 3
+             *     }
+             */
+            economyCreditCost?: {
+                [key: string]: number;
+            } | null;
+            /**
+             * @description Hours within which every task of an economy batch ends (the batch's expiresAt); required with economyCreditCost
+             * @example 24
+             */
+            economyWindowHours?: number | null;
             resolutionsByRatio?: {
                 [key: string]: string[];
             };
@@ -1738,8 +1840,16 @@ export interface components {
             maxKeys: number;
             /** @example 10 */
             maxImagesPerBatch: number;
-            /** @example 1 */
+            /**
+             * @description Standard batches not done at once
+             * @example 1
+             */
             maxConcurrentBatches: number;
+            /**
+             * @description Economy batches not done at once (they do not count toward maxConcurrentBatches); 0: no economy tier on the plan
+             * @example 2
+             */
+            maxConcurrentEconomyBatches: number;
             /**
              * @description Per API key
              * @example 120
@@ -1754,6 +1864,8 @@ export interface components {
             maxKeys?: number;
             maxImagesPerBatch?: number;
             maxConcurrentBatches?: number;
+            /** @description Economy batches not done at once; 0 turns the economy tier off for the plan */
+            maxConcurrentEconomyBatches?: number;
             requestsPerMinute?: number;
         };
         PlanResponseDto: {
@@ -1930,6 +2042,9 @@ export interface components {
             maxImagesPerBatch: number;
             maxConcurrentBatches: number;
             activeBatches: number;
+            /** @description Economy batches not done at once (they do not count toward maxConcurrentBatches) */
+            maxConcurrentEconomyBatches: number;
+            activeEconomyBatches: number;
             /** @description Unrevoked API keys allowed */
             maxKeys: number;
             /** @description Whether API keys may call the public API */
@@ -2072,6 +2187,11 @@ export interface operations {
                      *             "1K": 5,
                      *             "2K": 10
                      *           },
+                     *           "economyCreditCost": {
+                     *             "1K": 3,
+                     *             "2K": 5
+                     *           },
+                     *           "economyWindowHours": 24,
                      *           "aspectRatios": [
                      *             "string"
                      *           ],
@@ -2279,7 +2399,9 @@ export interface operations {
                      *       "limits": {
                      *         "maxImagesPerBatch": 1,
                      *         "maxConcurrentBatches": 1,
-                     *         "activeBatches": 1
+                     *         "activeBatches": 1,
+                     *         "maxConcurrentEconomyBatches": 2,
+                     *         "activeEconomyBatches": 1
                      *       },
                      *       "key": {
                      *         "id": "string",
@@ -2483,7 +2605,9 @@ export interface operations {
                      *           "done": true,
                      *           "creditsCharged": 1,
                      *           "creditsRefunded": 1,
-                     *           "cancelledAt": null
+                     *           "cancelledAt": null,
+                     *           "tier": "standard",
+                     *           "expiresAt": 1795513462562
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -2649,7 +2773,8 @@ export interface operations {
                  *       "background": "transparent",
                  *       "note": null,
                  *       "seed": 42,
-                 *       "outputFormat": "png"
+                 *       "outputFormat": "png",
+                 *       "tier": "standard"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2897,7 +3022,8 @@ export interface operations {
                  *       "background": "transparent",
                  *       "note": null,
                  *       "seed": 42,
-                 *       "outputFormat": "png"
+                 *       "outputFormat": "png",
+                 *       "tier": "standard"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2916,6 +3042,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "total": 8,
+                     *       "tier": "standard",
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
                      *       "balance": 30,
@@ -3128,7 +3255,9 @@ export interface operations {
                      *         "done": true,
                      *         "creditsCharged": 1,
                      *         "creditsRefunded": 1,
-                     *         "cancelledAt": null
+                     *         "cancelledAt": null,
+                     *         "tier": "standard",
+                     *         "expiresAt": 1795513462562
                      *       },
                      *       "tasks": [
                      *         {
@@ -3372,7 +3501,9 @@ export interface operations {
                      *       "done": true,
                      *       "creditsCharged": 1,
                      *       "creditsRefunded": 1,
-                     *       "cancelledAt": null
+                     *       "cancelledAt": null,
+                     *       "tier": "standard",
+                     *       "expiresAt": 1795513462562
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDto"];
@@ -6329,6 +6460,10 @@ export interface operations {
                      *             "1K": 5,
                      *             "2K": 10
                      *           },
+                     *           "economyCreditCost": {
+                     *             "1K": 3
+                     *           },
+                     *           "economyWindowHours": 24,
                      *           "resolutionsByRatio": {
                      *             "1:1": [
                      *               "1K",
@@ -6479,6 +6614,10 @@ export interface operations {
                  *         "1K": 4,
                  *         "2K": 8
                  *       },
+                 *       "economyCreditCost": {
+                 *         "1K": 3
+                 *       },
+                 *       "economyWindowHours": 24,
                  *       "resolutionsByRatio": {},
                  *       "enabled": true,
                  *       "supportsRefImages": true,
@@ -6511,6 +6650,10 @@ export interface operations {
                      *           "1K": 5,
                      *           "2K": 10
                      *         },
+                     *         "economyCreditCost": {
+                     *           "1K": 3
+                     *         },
+                     *         "economyWindowHours": 24,
                      *         "resolutionsByRatio": {
                      *           "1:1": [
                      *             "1K",
@@ -6647,6 +6790,10 @@ export interface operations {
                  *       "displayName": "string",
                  *       "blurb": "string",
                  *       "creditCost": {},
+                 *       "economyCreditCost": {
+                 *         "1K": 3
+                 *       },
+                 *       "economyWindowHours": 24,
                  *       "resolutionsByRatio": {},
                  *       "enabled": true,
                  *       "supportsRefImages": true,
@@ -6677,6 +6824,10 @@ export interface operations {
                      *           "1K": 5,
                      *           "2K": 10
                      *         },
+                     *         "economyCreditCost": {
+                     *           "1K": 3
+                     *         },
+                     *         "economyWindowHours": 24,
                      *         "resolutionsByRatio": {
                      *           "1:1": [
                      *             "1K",
@@ -6974,6 +7125,7 @@ export interface operations {
                      *           "maxKeys": 1,
                      *           "maxImagesPerBatch": 10,
                      *           "maxConcurrentBatches": 1,
+                     *           "maxConcurrentEconomyBatches": 2,
                      *           "requestsPerMinute": 120
                      *         }
                      *       ]
@@ -7096,6 +7248,7 @@ export interface operations {
                  *       "maxKeys": 1,
                  *       "maxImagesPerBatch": 1,
                  *       "maxConcurrentBatches": 1,
+                 *       "maxConcurrentEconomyBatches": 0,
                  *       "requestsPerMinute": 1
                  *     }
                  */
@@ -7117,6 +7270,7 @@ export interface operations {
                      *         "maxKeys": 1,
                      *         "maxImagesPerBatch": 10,
                      *         "maxConcurrentBatches": 1,
+                     *         "maxConcurrentEconomyBatches": 2,
                      *         "requestsPerMinute": 120
                      *       }
                      *     }
@@ -7543,7 +7697,9 @@ export interface operations {
                      *         "done": true,
                      *         "creditsCharged": 1,
                      *         "creditsRefunded": 1,
-                     *         "cancelledAt": null
+                     *         "cancelledAt": null,
+                     *         "tier": "standard",
+                     *         "expiresAt": 1795513462562
                      *       },
                      *       "tasks": [
                      *         {
@@ -8858,6 +9014,8 @@ export interface operations {
                      *         "maxImagesPerBatch": 1,
                      *         "maxConcurrentBatches": 1,
                      *         "activeBatches": 1,
+                     *         "maxConcurrentEconomyBatches": 1,
+                     *         "activeEconomyBatches": 1,
                      *         "maxKeys": 1,
                      *         "apiAccess": true,
                      *         "requestsPerMinute": 1
@@ -10135,7 +10293,9 @@ export interface operations {
                      *           "done": true,
                      *           "creditsCharged": 1,
                      *           "creditsRefunded": 1,
-                     *           "cancelledAt": null
+                     *           "cancelledAt": null,
+                     *           "tier": "standard",
+                     *           "expiresAt": 1795513462562
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -10301,7 +10461,8 @@ export interface operations {
                  *       "background": "transparent",
                  *       "note": null,
                  *       "seed": 42,
-                 *       "outputFormat": "png"
+                 *       "outputFormat": "png",
+                 *       "tier": "standard"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -10549,7 +10710,8 @@ export interface operations {
                  *       "background": "transparent",
                  *       "note": null,
                  *       "seed": 42,
-                 *       "outputFormat": "png"
+                 *       "outputFormat": "png",
+                 *       "tier": "standard"
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -10568,6 +10730,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "total": 8,
+                     *       "tier": "standard",
                      *       "creditCost": 5,
                      *       "creditsRequired": 40,
                      *       "balance": 30,
@@ -10780,7 +10943,9 @@ export interface operations {
                      *         "done": true,
                      *         "creditsCharged": 1,
                      *         "creditsRefunded": 1,
-                     *         "cancelledAt": null
+                     *         "cancelledAt": null,
+                     *         "tier": "standard",
+                     *         "expiresAt": 1795513462562
                      *       },
                      *       "tasks": [
                      *         {
@@ -11024,7 +11189,9 @@ export interface operations {
                      *       "done": true,
                      *       "creditsCharged": 1,
                      *       "creditsRefunded": 1,
-                     *       "cancelledAt": null
+                     *       "cancelledAt": null,
+                     *       "tier": "standard",
+                     *       "expiresAt": 1795513462562
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDto"];
@@ -12397,6 +12564,11 @@ export interface operations {
                      *             "1K": 5,
                      *             "2K": 10
                      *           },
+                     *           "economyCreditCost": {
+                     *             "1K": 3,
+                     *             "2K": 5
+                     *           },
+                     *           "economyWindowHours": 24,
                      *           "aspectRatios": [
                      *             "string"
                      *           ],

@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { OutputFormat, ProviderRoute, RefMode, Resolution } from '@app/database';
+import { BatchTier, OutputFormat, ProviderRoute, RefMode, Resolution } from '@app/database';
 
 /*
  * The batches table has one writer, this lib (libs/testing/src/architecture.ts checks it): the
@@ -34,22 +34,29 @@ export interface NewBatch {
   width: number;
   height: number;
   createdViaApi: boolean;
+  /** standard, or economy: its tasks wait for the generator's collector (an upstream batch), not the feeder. */
+  tier: BatchTier;
+  /** Economy: the model's window; expires_at = created_at + this many hours. Null for standard. */
+  windowHours: number | null;
 }
 
 /**
  * Inserts the batch `pending`, in the caller's transaction. clock_timestamp(), not now(): it
  * is read after the account lock was taken, so one account's batches get created_at in
  * commit order and a newest-first listing never shows a batch "older" than one committed
- * before it. Returns created_at.
+ * before it. An economy batch's expires_at is that same instant, rounded to milliseconds as
+ * the created_at column stores it, plus its window: expiresAt - createdAt is exactly the window.
+ * Returns created_at and expires_at.
  */
-export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> {
+export async function insertBatch(m: EntityManager, b: NewBatch): Promise<{ createdAt: Date; expiresAt: Date | null }> {
   const [row] = await m.query(
     `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
        count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-       width, height, status, created_via_api, seed, output_format, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-       $21, $22, clock_timestamp())
-     RETURNING created_at`,
+       width, height, status, created_via_api, seed, output_format, tier, created_at, expires_at)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
+       $21, $22, $23, at.t, at.t + make_interval(hours => $24::int)
+       FROM (SELECT clock_timestamp()::timestamptz(3) AS t) at
+     RETURNING created_at, expires_at`,
     [
       b.id,
       b.accountId,
@@ -73,9 +80,11 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<Date> 
       b.createdViaApi,
       b.seed,
       b.outputFormat,
+      b.tier,
+      b.tier === 'economy' ? b.windowHours : null,
     ],
   );
-  return row.created_at;
+  return { createdAt: row.created_at, expiresAt: row.expires_at };
 }
 
 /** Previews of batches done before `cutoff`, oldest first: the retention sweep's next chunk. */

@@ -23,7 +23,9 @@ export interface CancelledTasks {
 /**
  * Every task of the batch not in its provider's hands (`pending`, `queued`, and `running`
  * but not sent: its worker still waits for a slot; never one a queue upstream has accepted,
- * even between two attempts: that request runs on) becomes `cancelled`; one refund row
+ * even between two attempts: that request runs on; never an economy task the collector has
+ * put in an upstream batch (upstream_batch_id set), whatever its status and sent_at say: it
+ * runs on with its upstream batch) becomes `cancelled`; one refund row
  * carries their price, and the batch's tally counts them, sets cancelledAt and bumps its
  * version. With `only`, just that attempt of one task (a retry given back after the batch
  * was cancelled: between attempts, it is in no provider's hands either).
@@ -45,6 +47,7 @@ export async function cancelUnsentTasks(
         m,
         `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
           WHERE id = $2 AND batch_id = $1 AND status = 'running' AND attempts = $3 AND upstream_request_id IS NULL
+            AND upstream_batch_id IS NULL
           RETURNING id`,
         [batchId, only.taskId, only.attempt],
       )
@@ -52,7 +55,7 @@ export async function cancelUnsentTasks(
         m,
         `UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()
           WHERE batch_id = $1 AND (status IN ('pending', 'queued') OR (status = 'running' AND sent_at IS NULL))
-            AND upstream_request_id IS NULL
+            AND upstream_request_id IS NULL AND upstream_batch_id IS NULL
           RETURNING id`,
         [batchId],
       );

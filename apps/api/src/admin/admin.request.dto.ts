@@ -17,7 +17,7 @@ import {
   NotEquals,
   ValidateIf,
 } from 'class-validator';
-import { MAX_IMAGES_PER_BATCH, MAX_REF_IMAGES } from '@app/catalog';
+import { ECONOMY_WINDOW_HOURS, MAX_IMAGES_PER_BATCH, MAX_REF_IMAGES } from '@app/catalog';
 import type { ProviderRoute, Resolution } from '@app/database';
 import { ACCOUNT_STATUSES } from '@app/database';
 import { routeShapes } from '@app/providers';
@@ -75,6 +75,29 @@ export class UpdateModelRequestDto {
   @IsOptional() @IsObject()
   creditCost?: Partial<Record<Resolution, number>>;
 
+  @ApiPropertyOptional({
+    type: 'object',
+    nullable: true,
+    additionalProperties: { type: 'integer' },
+    example: { '1K': 3 },
+    description:
+      'Credits per image on the economy tier by resolution (positive integers; resolutions a subset of creditCost\'s); needs economyWindowHours and a route with batch { "enabled": true }. null: no economy tier',
+  })
+  @IsOptional() @IsObject()
+  economyCreditCost?: Partial<Record<Resolution, number>> | null;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    nullable: true,
+    minimum: ECONOMY_WINDOW_HOURS.min,
+    maximum: ECONOMY_WINDOW_HOURS.max,
+    example: 24,
+    description: "Hours within which every task of an economy batch ends (the batch's expiresAt); required with economyCreditCost",
+  })
+  // Decorators run bottom-up: the type check first, so text is reported as isInt.
+  @IsOptional() @ValidateIf((_, v) => v !== null) @Max(ECONOMY_WINDOW_HOURS.max) @Min(ECONOMY_WINDOW_HOURS.min) @IsInt()
+  economyWindowHours?: number | null;
+
   @ApiPropertyOptional({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } })
   @IsOptional() @IsObject()
   resolutionsByRatio?: Record<string, Resolution[]>;
@@ -130,6 +153,9 @@ export class UpdatePlanRequestDto {
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(0) @Max(1000) maxKeys?: number;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(MAX_IMAGES_PER_BATCH) maxImagesPerBatch?: number;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000) maxConcurrentBatches?: number;
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 10_000, description: 'Economy batches not done at once; 0 turns the economy tier off for the plan' })
+  @IsOptional() @IsInt() @Min(0) @Max(10_000)
+  maxConcurrentEconomyBatches?: number;
   @ApiPropertyOptional({ type: 'integer' }) @IsOptional() @IsInt() @Min(1) @Max(10_000_000) requestsPerMinute?: number;
 }
 

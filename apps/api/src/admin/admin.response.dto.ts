@@ -21,6 +21,16 @@ export class AdminModelDto {
   @ApiProperty() blurb: string;
   @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, example: { '1K': 5, '2K': 10 }, description: 'Credits per image by resolution; a resolution absent here is not offered' })
   creditCost: Record<string, number>;
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    additionalProperties: { type: 'integer' },
+    example: { '1K': 3 },
+    description: "Credits per image on the economy tier by resolution, as stored; null: no economy tier. Offered to clients only while the route's batch.enabled is true",
+  })
+  economyCreditCost: Record<string, number> | null;
+  @ApiProperty({ type: 'integer', nullable: true, example: 24, description: 'Hours within which an economy batch ends; kept (unused) when economyCreditCost is null' })
+  economyWindowHours: number | null;
   @ApiProperty({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string', enum: [...RESOLUTIONS] } }, example: { '1:1': ['1K', '2K'] } })
   resolutionsByRatio: Record<string, string[]>;
   @ApiProperty() supportsRefImages: boolean;
@@ -92,7 +102,9 @@ export class PlanDto {
   @ApiProperty() apiAccess: boolean;
   @ApiProperty({ type: 'integer' }) maxKeys: number;
   @ApiProperty({ type: 'integer', example: 10 }) maxImagesPerBatch: number;
-  @ApiProperty({ type: 'integer', example: 1 }) maxConcurrentBatches: number;
+  @ApiProperty({ type: 'integer', example: 1, description: 'Standard batches not done at once' }) maxConcurrentBatches: number;
+  @ApiProperty({ type: 'integer', example: 2, description: 'Economy batches not done at once (they do not count toward maxConcurrentBatches); 0: no economy tier on the plan' })
+  maxConcurrentEconomyBatches: number;
   @ApiProperty({ type: 'integer', example: 120, description: 'Per API key' }) requestsPerMinute: number;
 }
 

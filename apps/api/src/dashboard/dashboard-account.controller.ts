@@ -16,13 +16,15 @@ export class DashboardAccountController {
   @ApiOperation({ operationId: 'getDashboardAccount', summary: 'The account, its plan, balance and limits' })
   @ApiOkResponse({ type: DashboardAccountResponseDto })
   async account(@CurrentSession() auth: AuthenticatedSession): Promise<DashboardAccountResponseDto> {
-    const { account, plan, activeBatches } = await this.accounts.view(auth.account.id);
+    const { account, plan, activeBatches, activeEconomyBatches } = await this.accounts.view(auth.account.id);
     return {
       account: AccountDto.from(account),
       limits: {
         maxImagesPerBatch: plan.maxImagesPerBatch,
         maxConcurrentBatches: plan.maxConcurrentBatches,
         activeBatches,
+        maxConcurrentEconomyBatches: plan.maxConcurrentEconomyBatches,
+        activeEconomyBatches,
         maxKeys: plan.maxKeys,
         apiAccess: plan.apiAccess,
         requestsPerMinute: plan.requestsPerMinute,

@@ -19,6 +19,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.RefsNotSupported]: HttpStatus.BAD_REQUEST,
   [ErrorCode.ContentBlocked]: HttpStatus.BAD_REQUEST,
   [ErrorCode.PromptTooLong]: HttpStatus.BAD_REQUEST,
+  [ErrorCode.TierNotAvailable]: HttpStatus.BAD_REQUEST,
   [ErrorCode.InsufficientCredits]: HttpStatus.PAYMENT_REQUIRED,
   [ErrorCode.DailyCreditCapExceeded]: HttpStatus.PAYMENT_REQUIRED,
   [ErrorCode.BatchLimitExceeded]: HttpStatus.FORBIDDEN,

@@ -19,7 +19,7 @@ export class MeController {
   @ApiOperation({ operationId: 'getMe', summary: "Account, credit balance, plan limits and this key's daily usage" })
   @ApiOkResponse({ type: MeResponseDto })
   async me(@CurrentKey() auth: AuthenticatedKey): Promise<MeResponseDto> {
-    const [{ account, plan, activeBatches }, usedToday] = await Promise.all([
+    const [{ account, plan, activeBatches, activeEconomyBatches }, usedToday] = await Promise.all([
       this.accounts.view(auth.account.id),
       this.billing.creditsUsedToday(auth.key.id),
     ]);
@@ -36,6 +36,8 @@ export class MeController {
         maxImagesPerBatch: plan.maxImagesPerBatch,
         maxConcurrentBatches: plan.maxConcurrentBatches,
         activeBatches,
+        maxConcurrentEconomyBatches: plan.maxConcurrentEconomyBatches,
+        activeEconomyBatches,
       },
       key: {
         id: auth.key.id,

@@ -15,8 +15,11 @@ export class MeCreditsDto {
 
 export class MeLimitsDto {
   @ApiProperty({ type: 'integer' }) maxImagesPerBatch: number;
-  @ApiProperty({ type: 'integer' }) maxConcurrentBatches: number;
-  @ApiProperty({ type: 'integer' }) activeBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Standard batches not done at once' }) maxConcurrentBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Standard batches not done yet' }) activeBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Economy batches not done at once (0: no economy tier on the plan)', example: 2 })
+  maxConcurrentEconomyBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Economy batches not done yet' }) activeEconomyBatches: number;
 }
 
 export class MeKeyDto {

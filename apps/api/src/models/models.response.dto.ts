@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ModelEntity } from '@app/database';
-import { CATALOG_DEFAULTS, CATALOG_LIMITS, orderedRatios, pricedResolutions } from '@app/catalog';
+import { CATALOG_DEFAULTS, CATALOG_LIMITS, economyOffer, orderedRatios, pricedResolutions } from '@app/catalog';
 
 export class ModelDto {
   @ApiProperty({ example: 'alpha-image-2' }) key: string;
@@ -8,6 +8,21 @@ export class ModelDto {
   @ApiProperty() blurb: string;
   @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, example: { '1K': 5, '2K': 10 } })
   creditCost: Record<string, number>;
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    additionalProperties: { type: 'integer' },
+    example: { '1K': 3, '2K': 5 },
+    description: 'Credits per image on the economy tier (`tier: "economy"`), by resolution; null: the model has no economy tier. A resolution absent here has none',
+  })
+  economyCreditCost: Record<string, number> | null;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    example: 24,
+    description: "Hours within which every task of an economy batch ends (its expiresAt); null when the model has no economy tier",
+  })
+  economyWindowHours: number | null;
   @ApiProperty({ type: [String] }) aspectRatios: string[];
   @ApiProperty({ type: [String] }) resolutions: string[];
   @ApiProperty({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } })
@@ -21,11 +36,14 @@ export class ModelDto {
   static from(m: ModelEntity): ModelDto {
     const ratios = orderedRatios(m);
     const priced = pricedResolutions(m);
+    const economy = economyOffer(m);
     return {
       key: m.key,
       displayName: m.displayName,
       blurb: m.blurb,
       creditCost: m.creditCost as Record<string, number>,
+      economyCreditCost: economy ? (economy.creditCost as Record<string, number>) : null,
+      economyWindowHours: economy ? economy.windowHours : null,
       aspectRatios: ratios,
       resolutions: priced,
       resolutionsByRatio: Object.fromEntries(

@@ -18,7 +18,7 @@ describe('the documented wire shapes are the ones sent', () => {
   const view = {
     id: 'b', createdAt: new Date(1_700_000_000_123), prompts: ['p'], model: 'eta-image', aspectRatio: '1:1', resolution: '1K',
     quality: 'auto', background: null, countPerCombo: 2, refMode: 'none', refImages: [], total: 2, note: 'n', previewUrl: 'u',
-    createdViaApi: true, status: 'partial', creditsCharged: 4, creditsRefunded: 2, cancelledAt: null,
+    createdViaApi: true, status: 'partial', creditsCharged: 4, creditsRefunded: 2, cancelledAt: null, tier: 'economy', expiresAt: new Date(1_700_086_400_123),
     counts: { pending: 0, running: 0, succeeded: 1, failed: 1, cancelled: 0 }, done: true,
     // A field the api does not show must not leak.
     accountId: 'secret-ish',
@@ -27,6 +27,7 @@ describe('the documented wire shapes are the ones sent', () => {
   it('BatchDto documents exactly the fields of batchObject, counts included', () => {
     const sent = batchObject(view);
     expect(BatchDto.from(view)).toEqual(sent);
+    expect(sent).toMatchObject({ tier: 'economy', expiresAt: 1_700_086_400_123 });
     expect(documented(BatchDto)).toEqual(Object.keys(sent).sort());
     expect(documented(CountsDto)).toEqual(Object.keys(sent.counts).sort());
   });

@@ -1,7 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { batchObject, type BatchEstimate, type BatchTask, type BatchView, type RememberedCreation } from '@app/batches';
 import { QUALITIES } from '@app/batches';
-import { BATCH_STATUSES, REF_MODES, TASK_ERROR_CODES, TASK_STATUSES } from '@app/database';
+import { BATCH_STATUSES, BATCH_TIERS, REF_MODES, TASK_ERROR_CODES, TASK_STATUSES } from '@app/database';
 import { RESOLUTIONS } from '@app/geometry';
 import { taskObject } from '@app/tasks';
 import { ErrorObjectDto } from '../../common/error.response.dto';
@@ -44,6 +44,14 @@ export class BatchDto {
   @ApiProperty({ type: 'integer', description: 'Credits refunded for failed and cancelled tasks' }) creditsRefunded: number;
   @ApiProperty({ type: 'integer', nullable: true, description: 'Unix milliseconds of the cancel, else null' })
   cancelledAt: number | null;
+  @ApiProperty({ enum: BATCH_TIERS, description: 'The tier it was created on (priced and run accordingly)' }) tier: string;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: "Economy: Unix milliseconds by which every task has ended (createdAt + the model's economyWindowHours); tasks not ended by then fail and are refunded. null for standard",
+    example: 1795513462562,
+  })
+  expiresAt: number | null;
 
   /** The libs build the object (webhook events carry the same one); this class documents it. */
   static from(b: BatchView): BatchDto {
@@ -122,7 +130,8 @@ export class DailyCapEstimateDto {
 /** POST /v1/batches/estimate: what create would charge and answer now; nothing is charged or reserved. */
 export class BatchEstimateResponseDto {
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)', example: 8 }) total: number;
-  @ApiProperty({ type: 'integer', description: 'Credits per image at the resolution', example: 5 }) creditCost: number;
+  @ApiProperty({ enum: BATCH_TIERS, description: 'The tier priced (the request\'s, standard by default)' }) tier: string;
+  @ApiProperty({ type: 'integer', description: "Credits per image at the resolution, on the tier (economy: the model's economyCreditCost)", example: 5 }) creditCost: number;
   @ApiProperty({ type: 'integer', description: 'total x creditCost: what create would charge', example: 40 }) creditsRequired: number;
   @ApiProperty({ type: 'integer', example: 30 }) balance: number;
   @ApiProperty({ type: DailyCapEstimateDto, nullable: true, description: "The key's daily cap; null without one (and for the dashboard)" })

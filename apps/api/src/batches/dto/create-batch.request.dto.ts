@@ -14,6 +14,7 @@ import {
 } from 'class-validator';
 import {
   BACKGROUND_PATTERN,
+  BATCH_TIERS,
   COUNT_PER_COMBO,
   CreateBatchInput,
   MAX_NOTE_LENGTH,
@@ -24,7 +25,7 @@ import {
   REF_MODES,
   SEED_MAX,
 } from '@app/batches';
-import type { OutputFormat, RefMode, Resolution } from '@app/database';
+import type { BatchTier, OutputFormat, RefMode, Resolution } from '@app/database';
 import { ASPECT_RATIO_PATTERN, RESOLUTIONS } from '@app/geometry';
 
 /**
@@ -139,4 +140,15 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @IsOptional()
   @IsIn(OUTPUT_FORMATS)
   outputFormat?: OutputFormat;
+
+  @ApiPropertyOptional({
+    enum: BATCH_TIERS,
+    default: 'standard',
+    description:
+      "standard: rendered as soon as a generator has room, at creditCost. economy: at the model's economyCreditCost (about half), run through its upstream's batch API; every task ends within the model's economyWindowHours (the batch's expiresAt). A model (or resolution) without economy prices: 400 tier_not_available",
+    example: 'standard',
+  })
+  @IsOptional()
+  @IsIn(BATCH_TIERS)
+  tier?: BatchTier;
 }

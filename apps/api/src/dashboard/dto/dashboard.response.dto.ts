@@ -21,6 +21,9 @@ export class DashboardLimitsDto {
   @ApiProperty({ type: 'integer' }) maxImagesPerBatch: number;
   @ApiProperty({ type: 'integer' }) maxConcurrentBatches: number;
   @ApiProperty({ type: 'integer' }) activeBatches: number;
+  @ApiProperty({ type: 'integer', description: 'Economy batches not done at once (they do not count toward maxConcurrentBatches)' })
+  maxConcurrentEconomyBatches: number;
+  @ApiProperty({ type: 'integer' }) activeEconomyBatches: number;
   @ApiProperty({ type: 'integer', description: 'Unrevoked API keys allowed' }) maxKeys: number;
   @ApiProperty({ description: 'Whether API keys may call the public API' }) apiAccess: boolean;
   @ApiProperty({ type: 'integer', description: 'Per API key' }) requestsPerMinute: number;
