@@ -73,8 +73,9 @@ describe('@kiln/sdk package', () => {
 
       // Its declarations type-check a client, and catch a wrong field.
       const client = `
-        import { Kiln, KilnApiError, type CreateBatchRequest, type BatchDetail } from '@kiln/sdk';
-        const body: CreateBatchRequest = { model: 'beta-2-lite', prompts: ['a fox'], seed: 42, outputFormat: 'webp' };
+        import { Kiln, KilnApiError, type BatchTier, type CreateBatchRequest, type BatchDetail } from '@kiln/sdk';
+        const tier: BatchTier = 'economy';
+        const body: CreateBatchRequest = { model: 'beta-2-lite', prompts: ['a fox'], seed: 42, outputFormat: 'webp', tier };
         export async function make(kiln: Kiln): Promise<string[]> {
           const { id } = await kiln.batches.create(body);
           const done: BatchDetail = await kiln.batches.wait(id);
@@ -92,6 +93,7 @@ describe('@kiln/sdk package', () => {
       };
       expect(tsc(client)).toBe('');
       expect(tsc(client.replace("outputFormat: 'webp'", "outputFormat: 'gif'"))).toMatch(/gif/);
+      expect(tsc(client.replace("= 'economy'", "= 'cheap'"))).toMatch(/cheap/);
     } finally {
       fs.rmSync(work, { recursive: true, force: true });
     }
