@@ -11,7 +11,7 @@
 # exported key, the images, a batch done, the demo account's plan unchanged, a second demo
 # saying it replaced the key, the development webhook secret and a loopback webhook's refusal.
 # Part of CI (.ci/run, once, on the machine's Node), not of npm test (it builds and starts a
-# whole Kiln of its own: about 3 minutes).
+# whole Kiln of its own: 1 to 2 minutes with KILN_README_NODE_MODULES, a minute more with npm ci).
 #
 #   scripts/test-readme.sh                 clone HEAD into a temporary directory and test that
 #   KILN_README_NODE_MODULES=<dir>         reuse an installed node_modules (hard-linked) instead of npm ci
