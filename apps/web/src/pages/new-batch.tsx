@@ -43,8 +43,9 @@ function legalSize(m: Model, ratio: string, resolution: string): { aspectRatio: 
 }
 
 /*
- * Tier: when the catalog gains economy prices (economyCreditCost, docs/roadmap.md), a tier
- * picker goes beside the resolution, and `tier` into requestBody; no model has them yet.
+ * Tier: the catalog may carry economy prices (economyCreditCost, docs/api.md#economy-tier);
+ * a tier picker goes beside the resolution, and `tier` into requestBody (docs/roadmap.md).
+ * Until then this page creates standard batches.
  */
 export function NewBatchPage() {
   const catalog = useLoad(() => api<Catalog>('GET', '/models'));
