@@ -286,4 +286,88 @@ describe('kiln command line', () => {
     expect(JSON.parse(run.stdout)).toMatchObject({ prompts: 25, images: 25, batches: 3, creditsRequired: 75, balance: 500, affordable: true });
     expect(await batchCount(kiln.api, a.id)).toBe(0);
   });
+
+  describe('the economy tier', () => {
+    // gamma-5-pro: 1K 6, 2K 12 at standard; economy 1K 3 within 24 h, on a route that runs
+    // upstream batches (the simulated type's local batch API). No collector runs in this tree's
+    // generator for it: economy tasks wait pending, which is all these commands need.
+    const ECO = 'gamma-5-pro';
+    beforeAll(async () => {
+      await kiln.api
+        .admin('patch', `/v1/admin/models/${ECO}`)
+        .send({ provider: { type: 'simulated', batch: { enabled: true } }, economyCreditCost: { '1K': 3 }, economyWindowHours: 24 })
+        .expect(200);
+    });
+
+    it('kiln models shows both prices, and the economy window', async () => {
+      const a = await kiln.api.account({ plan: 'starter', credits: 0 });
+      const run = await kilnCli(kiln, a, ['models'], tmp);
+      expect(run.code).toBe(0);
+      const lines = run.stdout.split('\n');
+      expect(lines[0]).toMatch(/^model\s+standard\s+economy \(within\)\s+aspect ratios$/);
+      expect(lines.find((l) => l.startsWith(`${ECO} `))).toMatch(new RegExp(`^${ECO}\\s+1K=6 2K=12\\s+1K=3 \\(24 h\\)\\s+1:1 `));
+      expect(lines.find((l) => l.startsWith(`${MODEL} `))).toMatch(new RegExp(`^${MODEL}\\s+1K=3\\s+-\\s+1:1 `));
+    });
+
+    it('--estimate prices the chosen tier: economy at the economy price with its window, standard by default; nothing charged', async () => {
+      const a = await kiln.api.account({ plan: 'studio', credits: 500 });
+      const dir = fs.mkdtempSync(path.join(tmp, 'eco-estimate-'));
+      const file = promptsFile(dir, 4);
+      const economy = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--tier', 'economy', '--estimate', '--json'], dir);
+      expect({ code: economy.code, stderr: economy.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(economy.stdout)).toMatchObject({ tier: 'economy', windowHours: 24, images: 8, creditsRequired: 24, affordable: true, refusal: null });
+      const standard = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--estimate', '--json'], dir);
+      expect(JSON.parse(standard.stdout)).toMatchObject({ tier: 'standard', windowHours: null, images: 8, creditsRequired: 48 });
+      const human = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--tier', 'economy', '--estimate'], dir);
+      expect(human.stdout).toContain('credits required 24 at the economy tier (every image within 24 h), balance 500');
+      expect(await batchCount(kiln.api, a.id)).toBe(0);
+    });
+
+    it('submit --tier economy creates economy batches charged at the economy price; status, ls and me say so', async () => {
+      const a = await kiln.api.account({ plan: 'studio', credits: 500 });
+      const dir = fs.mkdtempSync(path.join(tmp, 'eco-submit-'));
+      const file = promptsFile(dir, 3);
+      const run = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--tier', 'economy', '--json'], dir);
+      expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+      const outcome = JSON.parse(run.stdout);
+      expect(outcome).toMatchObject({ refusal: null, credits: { charged: 9, refunded: 0 }, images: { total: 3, pending: 3 } });
+      const id = outcome.batches[0].id as string;
+      expect(await charged(a.id)).toBe(9);
+      const status = JSON.parse((await kilnCli(kiln, a, ['status', id, '--json'], dir)).stdout);
+      expect(status.batch).toMatchObject({ tier: 'economy', done: false, creditsCharged: 9 });
+      expect(status.batch.expiresAt).toBe(status.batch.createdAt + 24 * 3_600_000);
+      const line = (await kilnCli(kiln, a, ['status', id.slice(0, 8)], dir)).stdout;
+      expect(line).toContain(`${ECO} economy (due by ${new Date(status.batch.expiresAt).toISOString()})`);
+      expect((await kilnCli(kiln, a, ['ls'], dir)).stdout).toContain(`${ECO} economy (due by`);
+      expect((await kilnCli(kiln, a, ['me'], dir)).stdout).toContain('economy batches: 10 at once (1 not done)');
+      // The same command again resumes the same submission: nothing more is charged.
+      const again = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--tier', 'economy', '--json'], dir);
+      expect(again.code).toBe(0);
+      expect(await charged(a.id)).toBe(9);
+      expect(await batchCount(kiln.api, a.id)).toBe(1);
+    });
+
+    it('--tier economy on a model without it, or on a plan without economy batches: refused (exit 3), nothing charged', async () => {
+      const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+      const dir = fs.mkdtempSync(path.join(tmp, 'eco-refused-'));
+      const file = promptsFile(dir, 2);
+      const noTier = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--tier', 'economy', '--wait'], dir);
+      expect(noTier.code).toBe(3);
+      expect(noTier.stderr).toContain('tier_not_available');
+      const badTier = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--tier', 'cheap'], dir);
+      expect(badTier.code).toBe(2);
+      // A plan whose economy cap is 0 would answer every create concurrent_limit_exceeded (which
+      // the command otherwise waits out): refused at once instead.
+      await kiln.api.admin('patch', '/v1/admin/plans/starter').send({ maxConcurrentEconomyBatches: 0 }).expect(200);
+      try {
+        const noSlots = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--tier', 'economy', '--wait'], dir);
+        expect(noSlots.code).toBe(3);
+        expect(noSlots.stderr).toContain('concurrent_limit_exceeded: The starter plan runs no economy batches');
+      } finally {
+        await kiln.api.admin('patch', '/v1/admin/plans/starter').send({ maxConcurrentEconomyBatches: 2 }).expect(200);
+      }
+      expect(await batchCount(kiln.api, a.id)).toBe(0);
+      expect(await charged(a.id)).toBe(0);
+    });
+  });
 });

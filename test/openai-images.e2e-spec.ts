@@ -90,3 +90,47 @@ describe('OpenAI-compatible images door', () => {
     expect(await batchCount(kiln.api, a.id)).toBe(before);
   });
 });
+
+/** The door's wait (OPENAI_COMPAT_WAIT_MS) running out, on a Kiln whose wait is short. */
+describe('OpenAI-compatible images door: past OPENAI_COMPAT_WAIT_MS', () => {
+  let kiln: LiveKiln;
+  let a: TestAccount;
+
+  beforeAll(async () => {
+    kiln = await startLiveKiln('openai_door_wait', { openaiCompat: { waitMs: 1000 } });
+    a = await kiln.api.account({ plan: 'scale', credits: 1000 });
+  });
+  afterAll(() => kiln?.close());
+
+  it('answers 504 generation_timeout naming the batch, tells the client not to retry (one batch, charged once), and the batch goes on to succeed', async () => {
+    // Each image takes 4 s upstream: well past the 1 s wait.
+    await routeModel(kiln.api, 'gamma-4-5', { type: 'simulated', latencyMs: 4000 });
+    const before = await kiln.api.db.query(`SELECT balance::int AS n FROM accounts WHERE id = $1`, [a.id]);
+    const batches = await batchCount(kiln.api, a.id);
+    // The client's defaults: it retries a 5xx twice unless the answer says not to.
+    const openai = new OpenAI({ baseURL: `${kiln.url}/v1`, apiKey: a.key, timeout: 60_000 });
+    const err = (await openai.images.generate({ model: 'gamma-4-5', prompt: 'a slow one', n: 2, size: '1024x1024' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect(err.status).toBe(504);
+    expect(err.headers?.get('x-should-retry')).toBe('false');
+    expect(err.error).toMatchObject({ code: 'generation_timeout', type: 'server_error', param: null, details: { batchId: expect.any(String) } });
+    expect((err.error as any).message).toContain(`GET /v1/batches/${(err.error as any).details.batchId}`);
+    // No retry made a second batch.
+    expect(await batchCount(kiln.api, a.id)).toBe(batches + 1);
+
+    // The batch was not cancelled: it runs to the end, charged once, nothing refunded.
+    const id = (err.error as any).details.batchId as string;
+    let batch: any;
+    for (let etag: string | undefined; ; ) {
+      const req = kiln.api.http.get(`/v1/batches/${id}`).set('Authorization', `Bearer ${a.key}`).set('Prefer', 'wait=10');
+      const res = await (etag ? req.set('If-None-Match', etag) : req);
+      etag = res.headers.etag;
+      if (res.status === 200) batch = res.body.batch;
+      if (batch?.done) break;
+    }
+    expect(batch).toMatchObject({ status: 'succeeded', total: 2, creditsRefunded: 0 });
+    expect(batch.creditsCharged).toBeGreaterThan(0);
+    const after = await kiln.api.db.query(`SELECT balance::int AS n FROM accounts WHERE id = $1`, [a.id]);
+    expect(after[0].n).toBe(before[0].n - batch.creditsCharged);
+  });
+});

@@ -210,6 +210,40 @@ describe('SDK against a live Kiln', () => {
     expect(zip.toString('latin1')).toContain('images/0001-a-red-fox.png');
   });
 
+  it('tier: economy priced and created at the model\'s economy price with its window; tier_not_available as a KilnApiError; the catalog and me show both', async () => {
+    // gamma-5-pro: 1K 6, 2K 12 at standard. Economy (1K 3, within 24 h) needs a route that runs
+    // upstream batches: the simulated type's local batch API. No collector runs here: the
+    // economy tasks wait pending, which is all this needs.
+    const eco = await kiln.api
+      .admin('patch', '/v1/admin/models/gamma-5-pro')
+      .send({ provider: { type: 'simulated', batch: { enabled: true } }, economyCreditCost: { '1K': 3 }, economyWindowHours: 24 });
+    expect(eco.status).toBe(200);
+    const a = await kiln.api.account({ plan: 'studio', credits: 100 });
+    const sdk = clientFor(a);
+    const model = (await sdk.models()).models.find((m) => m.key === 'gamma-5-pro')!;
+    expect(model).toMatchObject({ creditCost: { '1K': 6, '2K': 12 }, economyCreditCost: { '1K': 3 }, economyWindowHours: 24 });
+    expect((await sdk.models()).models.find((m) => m.key === MODEL)).toMatchObject({ economyCreditCost: null, economyWindowHours: null });
+
+    const body = { model: 'gamma-5-pro', prompts: ['e1', 'e2'], countPerCombo: 2, tier: 'economy' as const };
+    expect(await sdk.batches.estimate(body)).toMatchObject({ tier: 'economy', total: 4, creditCost: 3, creditsRequired: 12, wouldCreate: true });
+    expect(await sdk.batches.estimate({ ...body, tier: 'standard' })).toMatchObject({ tier: 'standard', creditCost: 6, creditsRequired: 24 });
+
+    const created = await sdk.batches.create(body);
+    expect(created).toMatchObject({ total: 4, creditsCharged: 12 });
+    const { batch } = await sdk.batches.get(created.id);
+    expect(batch).toMatchObject({ tier: 'economy', done: false });
+    expect(batch.expiresAt).toBe(batch.createdAt + 24 * 3_600_000);
+    expect(await kiln.api.balance(a.id)).toBe(88);
+    const me = await sdk.me();
+    expect(me.limits).toMatchObject({ maxConcurrentEconomyBatches: 10, activeEconomyBatches: 1, activeBatches: 0 });
+
+    // Economy where the model has none: the SDK's error, nothing charged.
+    const refused = await sdk.batches.create({ model: MODEL, prompts: ['x'], tier: 'economy' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(KilnApiError);
+    expect(refused).toMatchObject({ code: 'tier_not_available', status: 400, details: { model: MODEL, tier: 'economy' } });
+    expect(await kiln.api.balance(a.id)).toBe(88);
+  });
+
   it('cancel stops what has not started and answers the batch', async () => {
     const a = await kiln.api.account({ plan: 'scale', credits: 1000 });
     const sdk = clientFor(a);

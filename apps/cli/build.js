@@ -5,8 +5,9 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const tsc = require.resolve('typescript/bin/tsc');
-// The SDK's declarations, which the CLI compiles against (see tsconfig.json's paths).
-execFileSync(process.execPath, [tsc, '-p', path.join(__dirname, '../../libs/sdk/tsconfig.json')], { stdio: 'inherit' });
+// The SDK's package build, whose declarations the CLI compiles against (see tsconfig.json's
+// paths): the trimmed ones a client of @kiln/sdk gets.
+execFileSync(process.execPath, [path.join(__dirname, '../../libs/sdk/build.js')], { stdio: 'inherit' });
 const dist = path.join(__dirname, 'dist');
 fs.rmSync(dist, { recursive: true, force: true });
 execFileSync(process.execPath, [tsc, '-p', path.join(__dirname, 'tsconfig.json')], { stdio: 'inherit' });

@@ -54,11 +54,19 @@ function print(json: boolean, value: unknown, human: () => string): void {
   io.out(json ? JSON.stringify(value, null, 2) : human());
 }
 
+/** An economy batch says so, and by when its images are due. */
+function tierNote(batch: Batch): string {
+  return batch.tier === 'economy' ? ` economy${batch.expiresAt && !batch.done ? ` (due by ${new Date(batch.expiresAt).toISOString()})` : ''}` : '';
+}
+
+/** Credits by resolution: "1K=6 2K=12". */
+const prices = (cost: Record<string, number>) => Object.entries(cost).map(([r, c]) => `${r}=${c}`).join(' ');
+
 function batchLine(detail: BatchDetail): string {
   const { batch } = detail;
   const c = batch.counts as typeof batch.counts & { cancelled?: number };
   return (
-    `${batch.id}  ${batch.status}${batch.done ? '' : ' (running)'}  ${batch.model}  ` +
+    `${batch.id}  ${batch.status}${batch.done ? '' : ' (running)'}  ${batch.model}${tierNote(batch)}  ` +
     `${c.succeeded}/${batch.total} succeeded, ${c.failed} failed${c.cancelled ? `, ${c.cancelled} cancelled` : ''}, ${c.pending + c.running} to go  ` +
     `credits ${batch.creditsCharged} charged, ${batch.creditsRefunded} refunded`
   );
@@ -98,14 +106,18 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
 
   program
     .command('models')
-    .description('the models, their prices per resolution and aspect ratios')
+    .description('the models: credits per image by resolution on each tier (standard, and economy with its window), aspect ratios')
     .option('--json', 'print JSON')
     .action(async (opts: { json?: boolean }) => {
       const catalog = await client().models();
       print(!!opts.json, catalog, () =>
-        catalog.models
-          .map((m) => `${m.key.padEnd(22)} ${Object.entries(m.creditCost).map(([r, c]) => `${r}=${c}`).join(' ').padEnd(20)} ${m.aspectRatios.join(' ')}`)
-          .join('\n'),
+        [
+          `${'model'.padEnd(22)} ${'standard'.padEnd(20)} ${'economy (within)'.padEnd(24)} aspect ratios`,
+          ...catalog.models.map((m) => {
+            const economy = m.economyCreditCost ? `${prices(m.economyCreditCost)} (${m.economyWindowHours} h)` : '-';
+            return `${m.key.padEnd(22)} ${prices(m.creditCost).padEnd(20)} ${economy.padEnd(24)} ${m.aspectRatios.join(' ')}`;
+          }),
+        ].join('\n'),
       );
     });
 
@@ -120,6 +132,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
           `${me.user.email} (${me.user.plan}, ${me.user.status})`,
           `balance ${me.credits.balance} credits`,
           `batches: at most ${me.limits.maxImagesPerBatch} images each, ${me.limits.maxConcurrentBatches} at once (${me.limits.activeBatches} running)`,
+          `economy batches: ${me.limits.maxConcurrentEconomyBatches} at once (${me.limits.activeEconomyBatches} not done)`,
           `this key: ${me.key.creditsUsedToday} credits today${me.key.creditCapPerDay === null ? '' : ` of ${me.key.creditCapPerDay}`}`,
         ].join('\n'),
       );
@@ -138,6 +151,9 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
     .option('--note <text>', 'a label shown in the dashboard')
     .option('--seed <n>', 'image n of the file renders with seed + n - 1, so the same command makes the same images', seedInt)
     .addOption(new Option('--format <format>', 'the images\' format (default png)').choices(['png', 'jpeg', 'webp']))
+    .addOption(
+      new Option('--tier <tier>', "standard (default), or economy: the model's economy price, every image within its window (kiln models)").choices(['standard', 'economy']),
+    )
     .option('--estimate', 'price the whole file and exit; charges nothing')
     .option('--partial', 'when the balance or the daily cap cannot cover the whole file, submit the batches they cover instead of refusing')
     .option('--wait', 'wait for every batch to finish')
@@ -150,7 +166,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         print(!!opts.json, e, () =>
           [
             `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
-            `credits required ${e.creditsRequired}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
+            `credits required ${e.creditsRequired} at the ${e.tier} tier${e.windowHours ? ` (every image within ${e.windowHours} h)` : ''}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
             ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
           ].join('\n'),
         );
@@ -250,7 +266,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         if (batches.length >= opts.limit) break;
       }
       print(!!opts.json, { batches }, () =>
-        batches.map((b) => `${b.id}  ${new Date(b.createdAt).toISOString()}  ${b.status.padEnd(9)} ${b.model}  ${b.counts.succeeded}/${b.total}`).join('\n') || 'no batches',
+        batches.map((b) => `${b.id}  ${new Date(b.createdAt).toISOString()}  ${b.status.padEnd(9)} ${b.model}${tierNote(b)}  ${b.counts.succeeded}/${b.total}`).join('\n') || 'no batches',
       );
     });
 

@@ -23,9 +23,14 @@ describe('@kiln/cli package', () => {
       const project = path.join(work, 'project');
       fs.mkdirSync(project);
       fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'uses-kiln-cli', private: true }));
-      // The two tarballs need nothing else from the network but commander and cli-progress (and
-      // cli-progress's string-width), which npm takes from its cache when it has them.
-      run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', path.join(work, sdk.filename), path.join(work, cli.filename)], project);
+      // No network and no cache state: the CLI's own dependencies (commander, cli-progress and
+      // theirs) are packed from this repository's node_modules, the versions its lock pins, and
+      // everything installs --offline with an empty cache of the test's own (a dependency
+      // missing here fails with ENOTCACHED instead of being fetched).
+      const deps = runtimeClosure(CLI).map((dir) => path.join(work, JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], dir))[0].filename));
+      expect(deps.map((d) => path.basename(d))).toEqual(expect.arrayContaining(['commander-14.0.3.tgz', 'cli-progress-3.12.0.tgz']));
+      const cache = path.join(work, 'npm-cache');
+      run('npm', ['install', '--offline', '--cache', cache, '--no-audit', '--no-fund', path.join(work, sdk.filename), path.join(work, cli.filename), ...deps], project);
 
       const kiln = (args: string[], extra: NodeJS.ProcessEnv = {}) =>
         spawnSync(path.join(project, 'node_modules/.bin/kiln'), args, { cwd: project, env: { ...env, ...extra }, encoding: 'utf8', timeout: 60_000 });
@@ -43,3 +48,34 @@ describe('@kiln/cli package', () => {
     }
   }, 300_000);
 });
+
+/**
+ * The folders of a package's runtime dependencies, and theirs, as Node resolves them from the
+ * package up through this repository's node_modules (@kiln/sdk excluded: it is packed itself).
+ */
+function runtimeClosure(pkgDir: string): string[] {
+  const found = new Map<string, string>();
+  const visit = (dir: string) => {
+    const { dependencies = {} } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+    for (const name of Object.keys(dependencies).filter((n) => n !== '@kiln/sdk')) {
+      let at = dir;
+      let hit: string | undefined;
+      for (;;) {
+        const candidate = path.join(at, 'node_modules', name);
+        if (fs.existsSync(path.join(candidate, 'package.json'))) {
+          hit = candidate;
+          break;
+        }
+        if (path.dirname(at) === at) throw new Error(`${name} (a dependency of ${dir}) is not installed: npm ci first`);
+        at = path.dirname(at);
+      }
+      const key = fs.realpathSync(hit);
+      if (!found.has(key)) {
+        found.set(key, hit);
+        visit(hit);
+      }
+    }
+  };
+  visit(pkgDir);
+  return [...found.values()];
+}

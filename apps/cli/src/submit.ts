@@ -17,6 +17,8 @@ export interface SubmitOptions {
   note?: string;
   seed?: number;
   format?: 'png' | 'jpeg' | 'webp';
+  /** economy: the models' economy price, each image within the model's window; standard by default. */
+  tier?: 'standard' | 'economy';
   wait?: boolean;
   out?: string;
   /** Submit what the balance and the daily cap cover instead of refusing the whole file. */
@@ -77,7 +79,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     }
   });
   const refMode = refs.length ? (options.refMode ?? 'combined') : undefined;
-  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp' } = {
+  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp'; tier?: 'economy' } = {
     ...(options.model !== undefined && { model: options.model }),
     ...(options.ratio !== undefined && { aspectRatio: options.ratio }),
     ...(options.resolution !== undefined && { resolution: options.resolution }),
@@ -86,6 +88,9 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     ...(options.note !== undefined && { note: options.note }),
     ...(options.seed !== undefined && { seed: options.seed }),
     ...(options.format !== undefined && { outputFormat: options.format }),
+    // Standard is the server's default: sent only for economy, so `--tier standard` is the
+    // same submission (and state file entry) as no --tier at all.
+    ...(options.tier === 'economy' && { tier: 'economy' as const }),
   };
   const groups = new Map<string, PromptGroup>();
   lines.forEach((line, i) => {
@@ -160,7 +165,10 @@ export async function submit(
   const outDir = options.out ? path.resolve(options.out) : null;
   const store = new SubmitStateStore(outDir ?? process.cwd());
   const [me, catalog] = await Promise.all([kiln.me(), kiln.models()]);
-  const concurrency = Math.max(1, me.limits.maxConcurrentBatches);
+  // Economy batches have their own cap on the plan, apart from standard ones.
+  const economy = options.tier === 'economy';
+  const slots = economy ? me.limits.maxConcurrentEconomyBatches : me.limits.maxConcurrentBatches;
+  const concurrency = Math.max(1, slots);
 
   let state = store.get(plan.fingerprint);
   if (!state) {
@@ -190,7 +198,14 @@ export async function submit(
   }
   const refImages = plan.refs.map((r) => submission.refs[r.hash]);
 
-  let refusal: SubmitOutcome['refusal'] = options.partial ? null : await priceWhole(kiln, plan, submission.chunks.filter((c) => !c.batchId), refImages);
+  // A plan without economy batches would answer every create concurrent_limit_exceeded, which
+  // otherwise means "wait for a slot": refused here instead of waiting for ever.
+  let refusal: SubmitOutcome['refusal'] =
+    economy && slots < 1
+      ? { code: 'concurrent_limit_exceeded', status: 403, message: `The ${me.user.plan} plan runs no economy batches (maxConcurrentEconomyBatches is 0); submit without --tier economy`, details: { tier: 'economy', limit: 0 } }
+      : options.partial
+        ? null
+        : await priceWhole(kiln, plan, submission.chunks.filter((c) => !c.batchId), refImages);
 
   const live = new Map<ChunkState, BatchDetail>();
   let files = 0;
@@ -212,7 +227,7 @@ export async function submit(
           break;
         } catch (err) {
           if (err instanceof KilnApiError && err.code === 'concurrent_limit_exceeded' && !signal.aborted) {
-            if (!slotNoted) progress.note(`Waiting for a batch slot (the plan runs ${concurrency} at a time)`);
+            if (!slotNoted) progress.note(`Waiting for a batch slot (the plan runs ${concurrency}${economy ? ' economy batches' : ''} at a time)`);
             slotNoted = true;
             await sleepUnlessAborted(SLOT_RETRY_MS, signal);
             if (signal.aborted) return;
@@ -399,7 +414,14 @@ export async function estimateSubmission(kiln: Kiln, file: string, options: Subm
   const creditsRequired = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const balance = me.credits.balance;
   const refusals = estimates.map((e) => e.refusal).filter((r) => r && r.code !== 'concurrent_limit_exceeded');
+  // The tier priced, and for economy the longest window of the file's models: when the last
+  // image is due at the latest.
+  const tier = options.tier ?? 'standard';
+  const models = new Set(plan.groups.map((g) => g.body.model));
+  const windows = catalog.models.filter((m) => models.has(m.key)).map((m) => m.economyWindowHours ?? 0);
   return {
+    tier,
+    windowHours: tier === 'economy' && windows.length ? Math.max(...windows) : null,
     prompts: plan.promptCount,
     images: estimates.reduce((sum, e) => sum + e.total, 0),
     batches: chunks.length,

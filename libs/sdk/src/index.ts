@@ -6,4 +6,6 @@ export { KilnApiError, KilnConnectionError, KilnWebhookVerificationError } from 
 export { verifyWebhook, WEBHOOK_TOLERANCE_SECONDS } from './webhooks';
 export type { WebhookHeaders } from './webhooks';
 export type * from './types';
-export type { components, operations, paths } from './openapi.generated';
+// The wire schemas. The package's build keeps of them only what the types above reach
+// (libs/sdk/build.js); inside this repository the generated file is whole.
+export type { components } from './openapi.generated';

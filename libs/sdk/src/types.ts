@@ -11,6 +11,8 @@ export type Catalog = Schemas['CatalogResponseDto'];
 export type Model = Schemas['ModelDto'];
 export type Me = Schemas['MeResponseDto'];
 export type CreateBatchRequest = Schemas['CreateBatchRequestDto'];
+/** `standard` (the default) or `economy`: the model's economy price, every image within its economyWindowHours. */
+export type BatchTier = NonNullable<CreateBatchRequest['tier']>;
 export type CreatedBatch = Schemas['CreatedBatchResponseDto'];
 export type Batch = Schemas['BatchDto'];
 export type Task = Schemas['TaskDto'];

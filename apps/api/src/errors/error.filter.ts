@@ -139,6 +139,10 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof KilnError && exception.code === ErrorCode.IdempotencyKeyInUse) {
       res.setHeader('Retry-After', String(IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S));
     }
+    // OpenAI's SDKs retry every 5xx by default (twice) and the door sends no idempotency key:
+    // a retried timeout would make and charge another batch while the first goes on. Their
+    // clients obey x-should-retry; a failure (everything refunded) may be asked again.
+    if (exception instanceof KilnError && exception.code === ErrorCode.GenerationTimeout) res.setHeader('x-should-retry', 'false');
     // OpenAI's SDKs read error.type and error.param: the door adds them to Kiln's object.
     res.status(status).json(req?.path?.startsWith(OPENAI_IMAGES_PATH) ? withOpenAiFields(status, body) : body);
   }
