@@ -96,6 +96,17 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       expect(await adminModel('beta-2')).toEqual(before);
     });
 
+    it('a batch setting on a route type without a batch API (builtin) does not enable economy prices', async () => {
+      const before = await adminModel('beta-2');
+      const res = await patchModel('beta-2', {
+        provider: { type: 'builtin', batch: { enabled: true } },
+        economyCreditCost: { '1K': 2 },
+        economyWindowHours: 24,
+      }).expect(400);
+      expect(res.body.error.details).toEqual({ field: 'economyCreditCost', reason: 'route_batch_not_enabled' });
+      expect(await adminModel('beta-2')).toEqual(before);
+    });
+
     it('enables, edits and clears the economy tier of a model; the window stays stored but is not offered without prices', async () => {
       const a = await t.account({ credits: 0 });
       const on = await patchModel('beta-2', { provider: BATCH_ROUTE, economyCreditCost: { '1K': 2, '2K': 3 }, economyWindowHours: 12 }).expect(200);

@@ -1,6 +1,7 @@
 import type { ModelEntity, Resolution } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError } from '@app/errors';
 import { RESOLUTIONS } from '@app/geometry';
+import { hasBatchApi, type ProviderRoute } from '@app/providers';
 
 /**
  * The economy tier of a model (docs/admin.md "Economy tier"): credits per image by resolution
@@ -20,13 +21,12 @@ export interface EconomyOffer {
 }
 
 /**
- * Whether a route runs upstream batches: its `batch.enabled` is true. Read from the route as
- * JSON, whatever its type: each type that has a batch API checks its own `batch` setting
- * (libs/providers), the catalog only asks whether it is on.
+ * Whether a route runs upstream batches: its type has a batch API (libs/providers' registry)
+ * and its `batch.enabled` is true. A `batch` setting on a type without one (builtin, fal,
+ * replicate, bfl) runs nothing, so it does not count.
  */
 export function routeRunsBatches(route: unknown): boolean {
-  const batch = (route as { batch?: unknown } | null | undefined)?.batch;
-  return typeof batch === 'object' && batch !== null && (batch as { enabled?: unknown }).enabled === true;
+  return hasBatchApi(route as ProviderRoute);
 }
 
 /**
