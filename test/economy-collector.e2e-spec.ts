@@ -159,7 +159,12 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const b = await account();
     const upstream = await economyBatch(api, b, simulatedBatchRoute({ delayMs: 60_000 }), ['slow 1', 'slow 2']);
     gen = await bootGenerator(config);
-    await waitFor('the slow batch submitted', async () => (await taskRows(api, upstream)).every((t) => t.status === 'running' && t.upstream_batch_id));
+    await waitFor('the slow batch created upstream', async () => {
+      const tasks = await taskRows(api, upstream);
+      if (!tasks.every((t) => t.status === 'running' && t.upstream_batch_id)) return false;
+      const [group] = await api.db.query(`SELECT state FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+      return group?.state === 'created';
+    });
     expect((await taskRows(api, waiting)).every((t) => t.status === 'pending')).toBe(true);
     const metrics = (await gen.get(KilnMetrics).render()).body;
     expect(metrics).toContain('kiln_economy_tasks_waiting 3');
