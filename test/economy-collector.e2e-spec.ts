@@ -55,6 +55,12 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const a = await account();
     const prompts = [...Array.from({ length: 8 }, (_, i) => `economy ${i}`), `refuse me ${SIMULATED_BATCH_MARKERS.refuse}`, `fail me ${SIMULATED_BATCH_MARKERS.fail}`];
     const route = simulatedBatchRoute({ delayMs: 300 }, { cost: { '1K': 0.04, economy: { '1K': 0.02 } } });
+    // Webhook events fire as economy tasks end, as for standard ones (the outbox rows, written with each end).
+    await api.http
+      .post('/v1/webhooks')
+      .set('Authorization', bearer(a))
+      .send({ url: 'https://93.184.216.34/kiln-hook', events: ['task.succeeded', 'task.failed', 'batch.completed'] })
+      .expect(201);
     const id = await economyBatch(api, a, route, prompts);
     const created = await getBatch(api, a, id);
     expect(created.batch).toMatchObject({ tier: 'economy', expiresAt: expect.any(Number) });
@@ -93,6 +99,16 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await expectMoneyExact(api, a, id, GRANTED);
     const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count FROM batches WHERE id = $1`, [id]);
     expect(batch).toEqual({ status: 'partial', succeeded_count: 8, failed_count: 2 });
+
+    const events: { type: string; n: number }[] = await api.db.query(
+      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
+      [a.id],
+    );
+    expect(events).toEqual([
+      { type: 'batch.completed', n: 1 },
+      { type: 'task.failed', n: 2 },
+      { type: 'task.succeeded', n: 8 },
+    ]);
 
     const metrics = (await gen.get(KilnMetrics).render()).body;
     expect(metrics).toContain('kiln_economy_upstream_batches_formed_total{model="eta-image"} 1');
@@ -143,7 +159,12 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const b = await account();
     const upstream = await economyBatch(api, b, simulatedBatchRoute({ delayMs: 60_000 }), ['slow 1', 'slow 2']);
     gen = await bootGenerator(config);
-    await waitFor('the slow batch submitted', async () => (await taskRows(api, upstream)).every((t) => t.status === 'running' && t.upstream_batch_id));
+    await waitFor('the slow batch created upstream', async () => {
+      const tasks = await taskRows(api, upstream);
+      if (!tasks.every((t) => t.status === 'running' && t.upstream_batch_id)) return false;
+      const [group] = await api.db.query(`SELECT state FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+      return group?.state === 'created';
+    });
     expect((await taskRows(api, waiting)).every((t) => t.status === 'pending')).toBe(true);
     const metrics = (await gen.get(KilnMetrics).render()).body;
     expect(metrics).toContain('kiln_economy_tasks_waiting 3');

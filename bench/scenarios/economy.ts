@@ -43,10 +43,6 @@ export async function economy(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     await waitAllDone(stack, [warm], 5 * 60_000, 200);
     await standardLoad(stack, standard, 3);
     await waitAllDone(stack, standard, 5 * 60_000, 200);
-
-    log(`economy: standard creates alone (${LOAD_SEC} s, ${LOAD_CONNECTIONS} connections)`);
-    const alone = await standardLoad(stack, standard, LOAD_SEC);
-    await waitAllDone(stack, standard, 5 * 60_000, 200);
     await sleep(2000);
     const idleRssMb = readProcStatus(gen.pid)?.rssMb ?? NaN;
 
@@ -63,12 +59,17 @@ export async function economy(ctx: BenchContext): Promise<Omit<ScenarioResult, '
       log(`economy: ${TASKS} economy tasks created in ${round((Date.now() - t0) / 1000, 1)} s; standard creates alongside (${LOAD_SEC} s)`);
       withEconomy = await standardLoad(stack, standard, LOAD_SEC);
       end = await waitAllDone(stack, [account], 30 * 60_000, 500);
+      await waitAllDone(stack, standard, 5 * 60_000, 200);
     } catch (err) {
       sampler.stop();
       throw err;
     }
     const figures = sampler.stop();
     const wallSec = (end - t0) / 1000;
+    // The baseline afterwards, on the same warmed-up processes, with no economy work left.
+    log(`economy: standard creates alone (${LOAD_SEC} s, ${LOAD_CONNECTIONS} connections)`);
+    const alone = await standardLoad(stack, standard, LOAD_SEC);
+    await waitAllDone(stack, standard, 5 * 60_000, 200);
     const outcome = await stack.taskOutcomes([account.id]);
     const { rows: groups } = await stack.db.query<{ lines: number; state: string }>(
       `SELECT lines, state FROM upstream_batches WHERE id IN (SELECT DISTINCT upstream_batch_id FROM tasks WHERE account_id = $1)`,
@@ -116,7 +117,7 @@ export async function economy(ctx: BenchContext): Promise<Omit<ScenarioResult, '
       title: `Economy tier: ${TASKS} tasks in upstream batches of ${PER_UPSTREAM_BATCH} on the simulated batch API`,
       method: [
         `${TASKS / (PROMPTS_PER_BATCH * COPIES)} economy batches of ${PROMPTS_PER_BATCH} prompts x ${COPIES} copies on a model routed to simulated with batch { collectMs 1000, maxRequests ${PER_UPSTREAM_BATCH}, pollIntervalMs 1000, delayMs ${DELAY_MS} }; one generator (GENERATOR_CONCURRENCY=20, ECONOMY_TICK_MS=500), warmed up with a 100-task economy batch.`,
-        `RSS: the generator's peak (sampled every 100 ms, and VmHWM) from the first economy create until every economy task ended. p99: autocannon POSTs of 4-prompt standard batches on ${LOAD_CONNECTIONS} connections (four accounts) for ${LOAD_SEC} s, once with no economy work, once right after the economy batches were created (while they are gathered, uploaded, waited on and read).`,
+        `RSS: the generator's peak (sampled every 100 ms, and VmHWM) from the first economy create until every economy task ended (the standard load below ran in that time, on the same generator). p99: autocannon POSTs of 4-prompt standard batches on ${LOAD_CONNECTIONS} connections (four accounts) for ${LOAD_SEC} s, once right after the economy batches were created (while they are gathered, uploaded, waited on and read), and once after every economy task ended (the baseline: no economy work).`,
       ],
       figures: [rss, p99, wall],
       notes,

@@ -39,7 +39,9 @@ WITH input AS (
          upstream_cost_micros = t.upstream_cost_micros + i.cost_micros,
          finished_at = now(), updated_at = now()
     FROM input i
-   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
+   -- t.id = ANY($1) as well as the join: the planner then finds the group's rows by primary
+   -- key, not by scanning the batch's running tasks (an economy batch has thousands running).
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND t.status = 'running' AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.attempts, t.batch_id, i.preview_url, ${ENDED_TASK_COLUMNS}
 ), counted AS (

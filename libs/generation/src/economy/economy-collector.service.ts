@@ -135,7 +135,7 @@ export class EconomyCollector {
     }
     const room = MAX_WORKING - this.working.size;
     if (room <= 0 || this.stopped) return;
-    for (const group of await this.store.leaseDue(this.id, this.leaseMs, room)) this.work(group, null);
+    for (const group of await this.store.leaseDue(this.id, this.leaseMs, room)) void this.work(group, null);
   }
 
   private get leaseMs(): number {
@@ -167,7 +167,8 @@ export class EconomyCollector {
       if (!group) return;
       this.logger.log(`Upstream batch ${group.id} formed for ${route.model}: ${group.tasks.length} task(s)`);
       this.metrics.economyUpstreamBatchesFormed.inc({ model: route.model });
-      this.work(
+      // Uploaded and created before the next group is gathered: one group's tasks and lines in memory at a time.
+      await this.work(
         { id: group.id, model: route.model, provider: route.provider, state: 'collecting', lines: group.tasks.length, inputId: null, upstreamBatchId: null, upstreamState: null, found: null, outcome: null, upstreamStatus: null, tries: 0 },
         lines,
       );
@@ -197,11 +198,13 @@ export class EconomyCollector {
     return { lines, refused };
   }
 
-  private work(group: UpstreamGroup, prepared: Map<string, string> | null): void {
+  /** Advances the group, counted in `working` (the shutdown waits for it); resolves when this step of it is done. */
+  private work(group: UpstreamGroup, prepared: Map<string, string> | null): Promise<void> {
     const run = this.advance(group, prepared)
       .catch((err) => this.logger.warn(`Upstream batch ${group.id}: ${describeError(err)}`))
       .finally(() => this.working.delete(group.id));
     this.working.set(group.id, run);
+    return run;
   }
 
   /** Takes the group from its recorded step as far as it goes now, recording each step. */
