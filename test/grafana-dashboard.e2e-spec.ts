@@ -22,4 +22,10 @@ describe('docker/grafana-dashboard.json', () => {
     expect(cost.fieldConfig.defaults.unit).toBe('currencyUSD');
     expect(cost.targets[0].expr).toMatch(/sum by \(model, provider\)/);
   });
+
+  it('charts the economy tier: tasks waiting for an upstream batch, batches by state, lines by outcome', () => {
+    const charted = (name: string) => exprs.some((e) => e.includes(name));
+    expect(['kiln_economy_tasks_waiting', 'kiln_economy_upstream_batches', 'kiln_economy_lines_total'].filter((n) => !charted(n))).toEqual([]);
+    expect(exprs.find((e) => e.includes('kiln_economy_lines_total'))).toMatch(/by \(model, outcome\)/);
+  });
 });
