@@ -219,4 +219,50 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const [{ open }] = await api.db.query(`SELECT count(*)::int AS open FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [big]);
     expect(open).toBe(400);
   });
+
+  it("a key's daily cap counts economy charges net of refunds, and the operator's usage report equals the ledger", async () => {
+    const a = await api.account({ plan: 'scale', credits: GRANTED, creditCapPerDay: 12 });
+    const route = simulatedBatchRoute({ delayMs: 100 }, { cost: { '1K': 0.04, economy: { '1K': 0.02 } } });
+    // 10 images at 1 credit, 4 of them failing upstream: 10 charged, 4 refunded, 6 net of the cap's 12.
+    const prompts = Array.from({ length: 10 }, (_, i) => (i < 4 ? `fail ${i} ${SIMULATED_BATCH_MARKERS.fail}` : `economy ${i}`));
+    const first = await economyBatch(api, a, route, prompts);
+    gen = await bootGenerator(config);
+    await waitForBatchDone(api, first, 60_000);
+    await expectMoneyExact(api, a, first, GRANTED);
+    const [done] = await api.db.query(`SELECT credits_charged, credits_refunded FROM batches WHERE id = $1`, [first]);
+    expect([Number(done.credits_charged), Number(done.credits_refunded)]).toEqual([10, 4]);
+
+    // 6 more fit (6 + 6 = 12: the refunds gave their credits back to the cap), a 7th does not.
+    const second = await economyBatch(api, a, route, Array.from({ length: 6 }, (_, i) => `more ${i}`));
+    await waitForBatchDone(api, second, 60_000);
+    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: route, economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    try {
+      const over = await api.http.post('/v1/batches').set('Authorization', bearer(a)).send({ model: 'eta-image', prompts: ['one too many'], tier: 'economy' });
+      expect(over.status).toBe(402);
+      expect(over.body.error.code).toBe('daily_credit_cap_exceeded');
+    } finally {
+      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null }).expect(200);
+    }
+
+    // The usage report's money is the ledger's and its work the tasks', economy included.
+    const day = new Date().toISOString().slice(0, 10);
+    const [ledger] = await api.db.query(
+      `SELECT COALESCE(-SUM(amount) FILTER (WHERE kind = 'batch_charge'), 0)::int AS charged,
+              COALESCE(SUM(amount) FILTER (WHERE kind IN ('task_refund', 'cancel_refund')), 0)::int AS refunded
+         FROM ledger_entries WHERE account_id = $1`,
+      [a.id],
+    );
+    const [work] = await api.db.query(
+      `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS images, count(*) FILTER (WHERE status = 'failed')::int AS failed,
+              COALESCE(SUM(upstream_cost_micros), 0)::bigint AS micros
+         FROM tasks WHERE account_id = $1`,
+      [a.id],
+    );
+    expect([ledger.charged, ledger.refunded, work.images, work.failed, Number(work.micros)]).toEqual([16, 4, 12, 4, 12 * 20_000]);
+    const report = await api.admin('get', `/v1/admin/usage?from=${day}&to=${day}&groupBy=account`).expect(200);
+    const row = (report.body.rows as Record<string, number | string>[]).find((r) => r.accountId === a.id);
+    expect(row).toMatchObject({ images: 12, failed: 4, creditsCharged: 16, creditsRefunded: 4, upstreamCostUsd: 0.24 });
+    expect(row!.revenueUsd).toBeCloseTo(12 * 0.01, 9);
+    expect(row!.marginUsd).toBeCloseTo(12 * 0.01 - 0.24, 9);
+  });
 });
