@@ -16,29 +16,12 @@ export function batchChangeChannel(redis: Pick<RedisService, 'key'>, batchId: st
 @Injectable()
 export class BatchChangePublisher {
   private readonly logger = new Logger(BatchChangePublisher.name);
-  /** Batches announced in this turn of the event loop, published together at its end. */
-  private readonly pending = new Set<string>();
-  private scheduled = false;
 
   constructor(private readonly redis: RedisService) {}
 
-  /**
-   * Fire-and-forget; never throws. The batches of every write that commits in the same turn
-   * of the event loop go out together at its end (setImmediate), each once: a generator's
-   * claims, sends and successes of the same batches often commit in one turn, and each
-   * announced them apart (1.8 PUBLISH per task in the pipeline bench).
-   */
+  /** Fire-and-forget, one round trip for any number of batches; never throws. */
   announce(batchIds: Iterable<string>): void {
-    for (const id of batchIds) this.pending.add(id);
-    if (this.scheduled || this.pending.size === 0) return;
-    this.scheduled = true;
-    setImmediate(() => this.publish());
-  }
-
-  private publish(): void {
-    this.scheduled = false;
-    const ids = [...this.pending];
-    this.pending.clear();
+    const ids = [...new Set(batchIds)];
     if (ids.length === 0) return;
     const pipeline = this.redis.client.pipeline();
     for (const id of ids) pipeline.publish(batchChangeChannel(this.redis, id), '1');
