@@ -364,6 +364,17 @@ export class KilnStack {
     if (this.opts.profile && child.running) child.send({ kilnBenchProfiler: 'start' });
   }
 
+  /**
+   * A full garbage collection in a Kiln process (through the profiler preload); resolves to
+   * its process.memoryUsage() after it, or null when the preload is not there.
+   */
+  async collectGarbage(child: NodeChild): Promise<NodeJS.MemoryUsage | null> {
+    if (!this.opts.profile || !child.running) return null;
+    const done = child.nextMessage<{ kilnBenchGcDone?: NodeJS.MemoryUsage }>((m) => !!m && 'kilnBenchGcDone' in m, 30_000);
+    child.send({ kilnBenchGc: true });
+    return (await done).kilnBenchGcDone ?? null;
+  }
+
   /** Stops it; resolves to the written .cpuprofile, or null. */
   async stopProfiler(child: NodeChild): Promise<string | null> {
     if (!this.opts.profile || !child.running) return null;
