@@ -80,8 +80,10 @@ trap 'kiln_log "stopping"; stop_all; exit 130' INT
 trap 'kiln_log "stopping"; stop_all; exit 143' TERM
 
 run_prefixed api node "$API_MAIN"
-# Fewer glibc arenas: 4K renders otherwise hold a third more memory (bench/results/latest.md).
-MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} run_prefixed generator node "$GENERATOR_MAIN"
+# Fewer glibc arenas and a fixed mmap threshold: 4K renders otherwise hold far more memory
+# (docker/Dockerfile and bench/findings.md say how much).
+MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072} \
+  run_prefixed generator node "$GENERATOR_MAIN"
 
 all_running() {
   local pid

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ModelConcurrencyLimiter, ModelLease } from '@app/generation';
-import { RedisService } from '@app/redis';
+import { RedisScript, RedisService } from '@app/redis';
 
 /**
  * The model slot limiter against real Redis, without the apps: two RedisService clients on
@@ -31,10 +31,14 @@ describe('the model slot limiter shared through Redis', () => {
   }
   const newModel = () => `model-${++models}`;
 
-  /** Script calls by kind, told apart by the statement only each script has. */
+  /**
+   * Script calls on `client` by kind, told apart by the statement only each script has
+   * (EVALSHA or EVAL alike: RedisScript.run is what every script call goes through).
+   */
   function countScripts(client: RedisService) {
-    const spy = jest.spyOn(client.client, 'eval');
-    const of = (marker: string) => spy.mock.calls.filter((call) => String(call[0]).includes(marker)).length;
+    const spy = jest.spyOn(RedisScript.prototype, 'run');
+    const of = (marker: string) =>
+      spy.mock.calls.filter((call, i) => call[0] === client.client && (spy.mock.contexts[i] as RedisScript).lua.includes(marker)).length;
     return { acquires: () => of('local wanted'), handOvers: () => of('local fair') };
   }
 
@@ -246,12 +250,12 @@ describe('the model slot limiter shared through Redis', () => {
     const wide = limiter(10);
     const other = newModel();
     const aborting = new AbortController();
-    const realEval = redis.client.eval.bind(redis.client) as (...args: unknown[]) => Promise<unknown>;
+    const realRun = RedisScript.prototype.run;
     // Every waiter aborts while its slots are being granted.
-    jest.spyOn(redis.client, 'eval').mockImplementationOnce(((...args: unknown[]) => {
+    jest.spyOn(RedisScript.prototype, 'run').mockImplementationOnce(function (this: RedisScript, ...args: Parameters<RedisScript['run']>) {
       aborting.abort(new Error('gone'));
-      return realEval(...args);
-    }) as never);
+      return realRun.apply(this, args);
+    });
     const results = await Promise.allSettled(Array.from({ length: 10 }, () => wide.acquire(other, { signal: aborting.signal })));
     expect(results.every((r) => r.status === 'rejected')).toBe(true);
     await waitFor('the slots to be given back', async () => (await wide.inUse(other)) === 0, 2000, 20);

@@ -3,7 +3,7 @@ import { buildConfig, KilnConfig } from '@app/config';
 import { FREE_RATE_LIMIT_RETRIES, ModelConcurrencyLimiter, PACING_BETA, RoutePacer } from '@app/generation';
 import { KilnMetrics } from '@app/metrics';
 import { OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
-import { RedisService } from '@app/redis';
+import { RedisScript, RedisService } from '@app/redis';
 
 /**
  * Route pacing against real Redis and a fake OpenAI upstream with a strict limit on
@@ -190,12 +190,12 @@ describe('route pacing shared through Redis', () => {
     const g = generator();
     const route = { model: newModel(), maxConcurrency: 4 };
     const redis = clients[clients.length - 1];
-    const original = redis.client.eval.bind(redis.client) as (...args: unknown[]) => Promise<unknown>;
-    const evalSpy = jest.spyOn(redis.client, 'eval').mockImplementation(((script: string, ...rest: unknown[]) => {
-      // The limiter's scripts still run; the pacer's never answer (a Redis that hangs for it).
-      if (script.includes('budgetUntil')) return new Promise(() => undefined);
-      return original(script, ...rest);
-    }) as any);
+    const original = RedisScript.prototype.run;
+    const evalSpy = jest.spyOn(RedisScript.prototype, 'run').mockImplementation(function (this: RedisScript, ...args: Parameters<RedisScript['run']>) {
+      // The limiter's scripts still run; the pacer's never answer on this generator's client (a Redis that hangs for it).
+      if (args[0] === redis.client && this.lua.includes('budgetUntil')) return new Promise(() => undefined);
+      return original.apply(this, args);
+    });
     try {
       const t = Date.now();
       const results = await Promise.all(calls(g, route, provider, 3));

@@ -9,6 +9,15 @@ import { Client, Pool } from 'pg';
 import { NodeChild } from './children';
 import { log, sleep, waitFor } from './util';
 
+/**
+ * glibc settings the generator is deployed with (docker/Dockerfile, scripts/start.sh): two
+ * malloc arenas, and the mmap threshold fixed at glibc's default of 128 KiB. Without the
+ * latter, glibc raises the threshold to the size of each large buffer freed (up to 32 MiB),
+ * so libvips' later image buffers come from the arenas and stay resident after a 4K render
+ * (bench/findings.md, 2026-11-25).
+ */
+export const GENERATOR_MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' } as const;
+
 export interface StackOptions {
   repoRoot: string;
   /** Any database on the PostgreSQL server to use; the bench creates its own beside it. */
@@ -192,8 +201,12 @@ export class KilnStack {
       name: label,
       script,
       // As deployed: docker/Dockerfile and scripts/start.sh give the generator two malloc
-      // arenas. An empty value (the memory scenario's diagnostic) leaves glibc's default.
-      env: withoutEmpty(this.env({ MALLOC_ARENA_MAX: '2', ...extra, ...this.opts.generatorEnv, ...prof.env }), 'MALLOC_ARENA_MAX'),
+      // arenas and a fixed mmap threshold. An empty value (the memory scenario's diagnostic)
+      // leaves glibc's default.
+      env: withoutEmpty(
+        this.env({ ...GENERATOR_MALLOC_ENV, ...extra, ...this.opts.generatorEnv, ...prof.env }),
+        ...Object.keys(GENERATOR_MALLOC_ENV),
+      ),
       execArgv: prof.execArgv,
       logFile: path.join(this.logDir, `${label}.log`),
     });
@@ -351,6 +364,17 @@ export class KilnStack {
     if (this.opts.profile && child.running) child.send({ kilnBenchProfiler: 'start' });
   }
 
+  /**
+   * A full garbage collection in a Kiln process (through the profiler preload); resolves to
+   * its process.memoryUsage() after it, or null when the preload is not there.
+   */
+  async collectGarbage(child: NodeChild): Promise<NodeJS.MemoryUsage | null> {
+    if (!this.opts.profile || !child.running) return null;
+    const done = child.nextMessage<{ kilnBenchGcDone?: NodeJS.MemoryUsage }>((m) => !!m && 'kilnBenchGcDone' in m, 30_000);
+    child.send({ kilnBenchGc: true });
+    return (await done).kilnBenchGcDone ?? null;
+  }
+
   /** Stops it; resolves to the written .cpuprofile, or null. */
   async stopProfiler(child: NodeChild): Promise<string | null> {
     if (!this.opts.profile || !child.running) return null;
@@ -380,8 +404,8 @@ export function freePort(): Promise<number> {
 }
 
 /** The environment without `name` when it is set to the empty string. */
-function withoutEmpty(env: NodeJS.ProcessEnv, name: string): NodeJS.ProcessEnv {
-  if (env[name] !== '') return env;
-  const { [name]: _unset, ...rest } = env;
+function withoutEmpty(env: NodeJS.ProcessEnv, ...names: string[]): NodeJS.ProcessEnv {
+  const rest = { ...env };
+  for (const name of names) if (rest[name] === '') delete rest[name];
   return rest;
 }

@@ -7,6 +7,10 @@
  * Nest's signal handling (it re-raises the signal) never gives. IPC rather than a signal:
  * the api's enableShutdownHooks() treats SIGUSR2 as a shutdown signal.
  *
+ * `{kilnBenchGc: true}` runs a full garbage collection (the inspector's, so the process needs
+ * no --expose-gc) and answers `{kilnBenchGcDone: process.memoryUsage()}`: memory figures that
+ * do not depend on when V8 last chose to collect.
+ *
  * Only node built-ins here: this runs before the process loads anything else.
  */
 import * as fs from 'node:fs';
@@ -19,8 +23,18 @@ const label = process.env.KILN_BENCH_PROFILE_LABEL ?? `pid${process.pid}`;
 if (dir && process.send) {
   let session: Session | null = null;
   let written = 0;
-  process.on('message', (m: { kilnBenchProfiler?: 'start' | 'stop' }) => {
-    if (m?.kilnBenchProfiler === 'start' && !session) {
+  process.on('message', (m: { kilnBenchProfiler?: 'start' | 'stop'; kilnBenchGc?: boolean }) => {
+    if (m?.kilnBenchGc) {
+      const s = new Session();
+      s.connect();
+      // Disconnecting inside this callback hangs the process (Node 24): after it, not in it.
+      s.post('HeapProfiler.collectGarbage', () =>
+        setImmediate(() => {
+          s.disconnect();
+          process.send?.({ kilnBenchGcDone: process.memoryUsage() });
+        }),
+      );
+    } else if (m?.kilnBenchProfiler === 'start' && !session) {
       const s = new Session();
       s.connect();
       s.post('Profiler.enable', () => s.post('Profiler.start'));

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { RedisService } from '@app/redis';
+import { RedisScript, RedisService } from '@app/redis';
 import { PriorityLine } from './priority-line';
 
 /**
@@ -36,7 +36,7 @@ end
  * KEYS[1] slots zset, KEYS[2] short owners zset; ARGV: cap, leaseMs, shortMs, owner, member...
  * Returns how many of the first members now hold a slot.
  */
-const ACQUIRE = `${PRELUDE}
+const ACQUIRE = new RedisScript(`${PRELUDE}
 local cap, lease, shortMs, owner = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local wanted = #ARGV - 4
 local granted = math.max(0, math.min(wanted, cap - redis.call('ZCARD', KEYS[1]), room(owner, cap)))
@@ -50,7 +50,7 @@ if granted < wanted then
 else
   redis.call('ZREM', KEYS[2], owner)
 end
-return granted`;
+return granted`);
 
 /**
  * Releases lease `from` and, when it was still live and the owner keeps within its fair
@@ -60,7 +60,7 @@ return granted`;
  * owner, from, to. Returns 1 when `to` holds the slot, 0 when `from` had expired, -1 when
  * the slot was freed for replicas short of their share or for a cap lowered meanwhile.
  */
-const HAND_OVER = `${PRELUDE}
+const HAND_OVER = new RedisScript(`${PRELUDE}
 local cap, lease, owner, from, to = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 if not redis.call('ZSCORE', KEYS[1], from) then return 0 end
 -- A cap lowered meanwhile (route pacing shrank its window): the slot is not handed on.
@@ -69,17 +69,17 @@ redis.call('ZREM', KEYS[1], from)
 if not fair then return -1 end
 redis.call('ZADD', KEYS[1], now + lease, to)
 redis.call('PEXPIRE', KEYS[1], lease * 2)
-return 1`;
+return 1`);
 
 /** Extends a lease still held; returns 0 when it already expired (the slot may be someone else's). */
-const RENEW = `
+const RENEW = new RedisScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if not score or tonumber(score) <= now then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) * 2)
-return 1`;
+return 1`);
 
 export interface ModelLease {
   release(): void;
@@ -120,6 +120,8 @@ export class ModelConcurrencyLimiter {
   private readonly owner = randomUUID();
   private readonly lines = new Map<string, ModelLine>();
   private seq = 0;
+  /** Slots released this turn with nobody waiting for them, by model (releaseSoon). */
+  private readonly releasing = new Map<string, string[]>();
   /** Long enough to survive a GC pause or a slow Redis; renewed every third of it. */
   leaseMs = 30_000;
 
@@ -253,7 +255,7 @@ export class ModelConcurrencyLimiter {
 
   private async tryAcquire(model: string, cap: number, members: string[]): Promise<number> {
     const keys = [this.slotsKey(model), this.shortKey(model)];
-    const res = await this.redis.client.eval(ACQUIRE, 2, ...keys, cap, this.leaseMs, SHORT_MS, this.owner, ...members);
+    const res = await ACQUIRE.run(this.redis.client, keys, [cap, this.leaseMs, SHORT_MS, this.owner, ...members]);
     return Number(res);
   }
 
@@ -265,7 +267,7 @@ export class ModelConcurrencyLimiter {
     const key = this.slotsKey(model);
     let released = false;
     const renewal = setInterval(() => {
-      this.redis.client.eval(RENEW, 1, key, this.leaseMs, member).then(
+      RENEW.run(this.redis.client, [key], [this.leaseMs, member]).then(
         (ok) => {
           if (!released && Number(ok) !== 1) {
             this.logger.warn(`A ${model} slot lease expired while in use; the cap may be exceeded briefly`);
@@ -282,7 +284,7 @@ export class ModelConcurrencyLimiter {
         clearInterval(renewal);
         const line = this.lines.get(model);
         if (line && line.waiters.length > line.handingOver) void this.handOver(model, line, member);
-        else void this.releaseMembers(model, [member]);
+        else this.releaseSoon(model, member);
       },
     };
   }
@@ -294,7 +296,7 @@ export class ModelConcurrencyLimiter {
     line.handingOver++;
     let outcome: number;
     try {
-      outcome = Number(await this.redis.client.eval(HAND_OVER, 2, ...keys, line.cap, this.leaseMs, this.owner, from, to));
+      outcome = Number(await HAND_OVER.run(this.redis.client, keys, [line.cap, this.leaseMs, this.owner, from, to]));
     } catch {
       // The call may have run without its answer arriving: neither lease may linger.
       await this.releaseMembers(model, [from, to]);
@@ -311,6 +313,27 @@ export class ModelConcurrencyLimiter {
       void this.pump(model, line);
     }
     this.retire(model, line);
+  }
+
+  /**
+   * Releases with nobody waiting here, gathered until the end of this turn of the event loop:
+   * the runs of a group-committed success end together, and one ZREM frees all their slots
+   * (one Redis command per task before).
+   */
+  private releaseSoon(model: string, member: string): void {
+    const members = this.releasing.get(model);
+    if (members) {
+      members.push(member);
+      return;
+    }
+    this.releasing.set(model, [member]);
+    if (this.releasing.size === 1) {
+      setImmediate(() => {
+        const all = [...this.releasing];
+        this.releasing.clear();
+        for (const [m, ms] of all) void this.releaseMembers(m, ms);
+      });
+    }
   }
 
   private async releaseMembers(model: string, members: string[]): Promise<void> {

@@ -2,7 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { KilnMetrics } from '@app/metrics';
 import { isProviderError, UpstreamRateHeaders } from '@app/providers';
-import { RedisService } from '@app/redis';
+import { RedisScript, RedisService } from '@app/redis';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 
 /**
@@ -32,7 +32,7 @@ const RESET_MARGIN_MS = 50;
 export const INITIAL_WINDOW = 8;
 
 /** ARGV: maxConcurrency, ratePerMinute (0: none). Returns {waitMs, startSeq, startedAt, window}. */
-const ADMIT = `
+const ADMIT = new RedisScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local max, rpm = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -69,7 +69,7 @@ else
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'starts', 1)
 redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
-return {0, seq, now, window}`;
+return {0, seq, now, window}`);
 
 /**
  * KEYS[1] the pace hash, KEYS[2] the model's slot leases (the concurrency limiter's: the
@@ -77,7 +77,7 @@ return {0, seq, now, window}`;
  * ARGV: outcome ('ok' | 'refused' | 'other'), maxConcurrency, startSeq, startedAt,
  * remaining, limit, resetMs, retryAfterMs (-1: not sent). Returns the window (string).
  */
-const ANSWERED = `
+const ANSWERED = new RedisScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local outcome, max, seq, startedAt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -125,7 +125,7 @@ if remaining >= 0 and resetMs >= 0 then
   end
 end
 redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
-return tostring(window)`;
+return tostring(window)`);
 
 /** A refused call waits this long before asking again, doubling with each refusal of the call. */
 const REFUSAL_BACKOFF_MS = 100;
@@ -215,6 +215,8 @@ export class RoutePacer {
   /** This generator's calls in flight, by model. */
   private readonly inFlight = new Map<string, number>();
   private fallbackUntil = 0;
+  /** Pace keys by model and upstream: the key hashes the route label, once per route, not per call. */
+  private readonly paceKeys = new Map<string, string>();
 
   constructor(
     private readonly redis: RedisService,
@@ -223,7 +225,15 @@ export class RoutePacer {
   ) {}
 
   paceKey(route: Pick<PaceRoute, 'model' | 'upstream'>): string {
-    return this.redis.key('route-pace', route.model, createHash('sha256').update(route.upstream).digest('hex').slice(0, 16));
+    const id = `${route.model}\n${route.upstream}`;
+    let key = this.paceKeys.get(id);
+    if (key === undefined) {
+      key = this.redis.key('route-pace', route.model, createHash('sha256').update(route.upstream).digest('hex').slice(0, 16));
+      // Routes are few; a map that grew past this (operators re-routing for months) starts again.
+      if (this.paceKeys.size >= 10_000) this.paceKeys.clear();
+      this.paceKeys.set(id, key);
+    }
+    return key;
   }
 
   /**
@@ -305,19 +315,10 @@ export class RoutePacer {
       const retryAfter = outcome.kind === 'refused' && outcome.retryAfterMs !== undefined ? outcome.retryAfterMs : -1;
       try {
         const window = await this.bounded(
-          this.redis.client.eval(
-            ANSWERED,
-            2,
-            this.paceKey(route),
-            this.limiter.slotsKey(route.model),
-            outcome.kind,
-            route.maxConcurrency,
-            ticket.startSeq,
-            ticket.startedAt,
-            h.remaining ?? -1,
-            h.limit ?? -1,
-            h.resetMs ?? -1,
-            retryAfter,
+          ANSWERED.run(
+            this.redis.client,
+            [this.paceKey(route), this.limiter.slotsKey(route.model)],
+            [outcome.kind, route.maxConcurrency, ticket.startSeq, ticket.startedAt, h.remaining ?? -1, h.limit ?? -1, h.resetMs ?? -1, retryAfter],
           ),
         );
         this.windowMoved(route, Number(window));
@@ -333,7 +334,7 @@ export class RoutePacer {
     if (Date.now() >= this.fallbackUntil) {
       try {
         const [waitMs, seq, now, window] = (await this.bounded(
-          this.redis.client.eval(ADMIT, 1, this.paceKey(route), route.maxConcurrency, route.ratePerMinute ?? 0),
+          ADMIT.run(this.redis.client, [this.paceKey(route)], [route.maxConcurrency, route.ratePerMinute ?? 0]),
         )) as (number | string)[];
         this.windowMoved(route, Number(window));
         if (Number(waitMs) > 0) return { waitMs: Number(waitMs) };
