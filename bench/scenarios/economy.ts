@@ -143,7 +143,7 @@ export async function economy(ctx: BenchContext): Promise<Omit<ScenarioResult, '
         `RSS: the generator's peak (sampled every 100 ms, and VmHWM) from the first economy create until the last round below ended; autocannon POSTs of 4-prompt standard batches on ${LOAD_CONNECTIONS} connections (four accounts) ran for the first ${LOAD_SEC} s of the ${TASKS} tasks' work, on the same generator.`,
         `p99, after the ${TASKS} tasks ended: ${ROUNDS} rounds, each one create of ${PER_UPSTREAM_BATCH} economy tasks (one upstream batch) and two ${SLICE_SEC} s slices of the same standard load, one starting when the round's first economy result is stored (its results being read and stored), one with no economy work, in alternating order (even rounds with economy first). The figure compares the medians of the per-round p99s; every round's pair is in the notes (this shared two-core machine moves a single p99 by 2-3x).`,
       ],
-      figures: [rss, p99, wall],
+      figures: rounds.length > 0 ? [rss, p99, wall] : [rss, wall],
       notes,
       profiles: [],
       details: {
