@@ -30,7 +30,7 @@ import * as path from 'node:path';
 import { Pool } from 'pg';
 import { NodeChild } from '../lib/children';
 import { FAST_MODEL } from '../lib/harness';
-import { BenchAccount, freePort, GENERATOR_MALLOC_ENV, KilnStack } from '../lib/kiln';
+import { BenchAccount, freePort, GENERATOR_MALLOC_ENV, GENERATOR_NODE_ARGS, KilnStack } from '../lib/kiln';
 import { errorMessage, log, round, sleep } from '../lib/util';
 import { checkInvariants, InvariantResult, unreferencedResultObjects } from './invariants';
 import { ApiEvent, LoadClient } from './load';
@@ -180,6 +180,7 @@ class Processes {
       // Retries within the run (the default schedule waits minutes), and a short circuit cooldown
       // so a receiver down for a while has its circuit open and closed within the run too.
       env: this.stack.env({ ...GENERATOR_MALLOC_ENV, WEBHOOK_RETRY_DELAYS_MS: CHAOS_WEBHOOK_RETRIES, WEBHOOK_CIRCUIT_COOLDOWN_MS: '5000' }),
+      execArgv: [...GENERATOR_NODE_ARGS],
       logFile: path.join(this.stack.logDir, `generator-${i}.log`),
     });
     this.generators[i] = child;

@@ -18,6 +18,15 @@ import { log, sleep, waitFor } from './util';
  */
 export const GENERATOR_MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072' } as const;
 
+/**
+ * Node flags the generator is deployed with (docker/Dockerfile, scripts/start.sh). A set old
+ * space limit makes V8 grow the heap by a small factor over what is live (about 1.4 under
+ * 1 GiB) instead of up to 4x: the economy path's garbage (50,000 results read and stored) had
+ * the heap at 340 MB over ~70 MB live. 512 MB is five times the most seen live (bench/findings.md,
+ * 2026-11-25, economy).
+ */
+export const GENERATOR_NODE_ARGS = ['--max-old-space-size=512'] as const;
+
 export interface StackOptions {
   repoRoot: string;
   /** Any database on the PostgreSQL server to use; the bench creates its own beside it. */
@@ -207,7 +216,7 @@ export class KilnStack {
         this.env({ ...GENERATOR_MALLOC_ENV, ...extra, ...this.opts.generatorEnv, ...prof.env }),
         ...Object.keys(GENERATOR_MALLOC_ENV),
       ),
-      execArgv: prof.execArgv,
+      execArgv: [...GENERATOR_NODE_ARGS, ...prof.execArgv],
       logFile: path.join(this.logDir, `${label}.log`),
     });
     // A generator that dies on boot (bad config) should fail fast, not time out a scenario.

@@ -139,8 +139,12 @@ function parseUuidArray(value: unknown): string[] {
   return [];
 }
 
-/** A CLAIM_GROUP row (or a row with the same columns) as a claim. */
-export function claimedTaskOf(row: Record<string, any>): ClaimedTask {
+/**
+ * A CLAIM_GROUP row (or a row with the same columns) as a claim. `batch`, when given, is used
+ * instead of the row's batch columns: callers reading thousands of tasks of a few batches
+ * (the economy collector) read each batch once and share it.
+ */
+export function claimedTaskOf(row: Record<string, any>, batch?: RenderBatch | null): ClaimedTask {
   return {
     id: row.id,
     batchId: row.batch_id,
@@ -151,15 +155,15 @@ export function claimedTaskOf(row: Record<string, any>): ClaimedTask {
     refUploadIds: parseUuidArray(row.ref_upload_ids),
     attempts: row.attempts,
     resultToken: row.result_token,
-    batch: row.batch_found ? renderBatchOf(row) : null,
+    batch: batch !== undefined ? batch : row.batch_found ? renderBatchOf(row) : null,
     upstream: row.upstream_request_id
       ? { requestId: row.upstream_request_id, handle: row.upstream_handle ?? {}, submittedAt: new Date(row.upstream_submitted_at) }
       : null,
   };
 }
 
-/** The batch columns of a CLAIM_GROUP row. */
-function renderBatchOf(row: Record<string, any>): RenderBatch {
+/** The batch columns of a CLAIM_GROUP row (or of BATCH_SNAPSHOT_COLUMNS' row). */
+export function renderBatchOf(row: Record<string, any>): RenderBatch {
   return {
     id: row.batch_id,
     model: row.model,

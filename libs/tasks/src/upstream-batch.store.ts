@@ -5,7 +5,7 @@ import { BillingService } from '@app/billing';
 import { ProviderRoute, queryRows, UpstreamBatchState } from '@app/database';
 import { BatchChangePublisher } from './batch-changes';
 import { FencedWrites } from './fenced-write';
-import { ClaimedTask, claimedTaskOf } from './task-claim';
+import { ClaimedTask, claimedTaskOf, RenderBatch, renderBatchOf } from './task-claim';
 import { TaskEconomyExpiry } from './task-economy-expiry';
 import { FormedGroup, TaskEconomySubmits } from './task-economy-submit';
 import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
@@ -39,9 +39,15 @@ export interface WaitingEconomyTask extends ClaimedTask {
 }
 
 /** The claim's columns for a task, with its batch's snapshot (as CLAIM_GROUP reads them). */
-const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at,
-       NULL AS upstream_request_id,
-       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
+/**
+ * A task's own columns. Its batch's (the same for up to 10,000 tasks of a group) are read once
+ * per batch (BATCH_SNAPSHOT_COLUMNS) and shared, not carried on every row: a 10,000-row read
+ * with the batch's columns, its provider snapshot parsed on each, made the generator's heap
+ * hold and then collect 10,000 copies per read (bench/findings.md, 2026-11-25 economy memory).
+ */
+const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at`;
+
+const BATCH_SNAPSHOT_COLUMNS = `b.id AS batch_id, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background`;
@@ -111,14 +117,14 @@ export class UpstreamBatchStore {
       this.db,
       `SELECT ${TASK_COLUMNS}
          FROM tasks t
-         JOIN batches b ON b.id = t.batch_id
-         LEFT JOIN models m ON m.key = b.model
         WHERE t.batch_id = ANY($1::uuid[]) AND t.status = 'pending' AND t.tier = 'economy' AND t.upstream_batch_id IS NULL
         ORDER BY t.created_at, t.id
         LIMIT $2`,
       [batchIds, limit],
     );
-    return rows.map((row) => ({ ...claimedTaskOf(row), createdAt: new Date(row.created_at) }));
+    const batches = await this.batchSnapshots(rows);
+    // A task whose batch row is gone is left out, as the join with batches did.
+    return rows.filter((row) => batches.get(row.batch_id)).map((row) => ({ ...claimedTaskOf(row, batches.get(row.batch_id)), createdAt: new Date(row.created_at) }));
   }
 
   /** TaskEconomySubmits.formGroup */
@@ -126,19 +132,40 @@ export class UpstreamBatchStore {
     return this.submits.formGroup(route, taskIds, hold);
   }
 
-  /** The group's tasks still `running` in it (not yet ended), each with its fence (attempts). */
-  async runningTasks(groupId: string): Promise<ClaimedTask[]> {
+  /**
+   * The group's tasks still `running` in it (not yet ended), each with its fence (attempts);
+   * only those of `ids` when given. Tasks of one batch share one batch object (null if the
+   * batch row is gone).
+   */
+  async runningTasks(groupId: string, ids?: readonly string[]): Promise<ClaimedTask[]> {
     const rows = await queryRows<Record<string, any>>(
       this.db,
       `SELECT ${TASK_COLUMNS}
          FROM tasks t
-         LEFT JOIN batches b ON b.id = t.batch_id
-         LEFT JOIN models m ON m.key = b.model
-        WHERE t.upstream_batch_id = $1 AND t.status = 'running'
+        WHERE t.upstream_batch_id = $1 AND t.status = 'running' ${ids ? 'AND t.id = ANY($2::uuid[])' : ''}
         ORDER BY t.batch_id, t.seq`,
-      [groupId],
+      ids ? [groupId, ids] : [groupId],
     );
-    return rows.map(claimedTaskOf);
+    const batches = await this.batchSnapshots(rows);
+    return rows.map((row) => claimedTaskOf(row, batches.get(row.batch_id) ?? null));
+  }
+
+  /** The ids of the group's tasks still `running` in it: what its upload needs when the lines are already made. */
+  async runningTaskIds(groupId: string): Promise<string[]> {
+    const rows = await queryRows<{ id: string }>(this.db, `SELECT t.id FROM tasks t WHERE t.upstream_batch_id = $1 AND t.status = 'running' ORDER BY t.batch_id, t.seq`, [groupId]);
+    return rows.map((r) => r.id);
+  }
+
+  /** The batches of these task rows, each read once, as what a render needs of them. */
+  private async batchSnapshots(rows: readonly Record<string, any>[]): Promise<Map<string, RenderBatch>> {
+    const ids = [...new Set(rows.map((r) => r.batch_id as string))];
+    if (ids.length === 0) return new Map();
+    const found = await queryRows<Record<string, any>>(
+      this.db,
+      `SELECT ${BATCH_SNAPSHOT_COLUMNS} FROM batches b LEFT JOIN models m ON m.key = b.model WHERE b.id = ANY($1::uuid[])`,
+      [ids],
+    );
+    return new Map(found.map((row) => [row.batch_id, renderBatchOf(row)]));
   }
 
   /** Up to `limit` groups due (poll_at passed) that nobody holds, leased to `poller`. */

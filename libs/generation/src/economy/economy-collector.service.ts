@@ -157,12 +157,9 @@ export class EconomyCollector {
     if (!api) return;
     const cap = Math.max(1, Math.min(settings.maxRequests, api.maxLines));
     for (let formed = 0; formed < MAX_FORMS_PER_TICK && !this.stopped && this.working.size < MAX_WORKING; formed++) {
-      const waiting = await this.store.waitingTasks(route.batchIds, cap);
-      if (waiting.length === 0) return;
-      const due = waiting.length >= cap || waiting[0].createdAt.getTime() <= Date.now() - settings.collectMs;
-      if (!due) return;
-      const { lines, refused } = await this.encode(api, waiting);
-      const ids = [...lines.keys(), ...refused.keys()];
+      const gathered = await this.gather(api, route, cap, settings.collectMs);
+      if (!gathered) return;
+      const { lines, ids, full } = gathered;
       const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, { poller: this.id, leaseMs: this.leaseMs });
       if (!group) return;
       this.logger.log(`Upstream batch ${group.id} formed for ${route.model}: ${group.tasks.length} task(s)`);
@@ -172,8 +169,26 @@ export class EconomyCollector {
         { id: group.id, model: route.model, provider: route.provider, state: 'collecting', lines: group.tasks.length, inputId: null, upstreamBatchId: null, upstreamState: null, found: null, outcome: null, upstreamStatus: null, tries: 0 },
         lines,
       );
-      if (waiting.length < cap) return;
+      if (!full) return;
     }
+  }
+
+  /**
+   * The waiting tasks of a route as lines, if a group of them is due. Only the lines and ids
+   * leave here: the task rows are dropped before the upload (10,000 of them per group).
+   */
+  private async gather(
+    api: UpstreamBatchApi,
+    route: EconomyRoute,
+    cap: number,
+    collectMs: number,
+  ): Promise<{ lines: Map<string, string>; ids: string[]; full: boolean } | null> {
+    const waiting = await this.store.waitingTasks(route.batchIds, cap);
+    if (waiting.length === 0) return null;
+    const due = waiting.length >= cap || waiting[0].createdAt.getTime() <= Date.now() - collectMs;
+    if (!due) return null;
+    const { lines, refused } = await this.encode(api, waiting);
+    return { lines, ids: [...lines.keys(), ...refused.keys()], full: waiting.length >= cap };
   }
 
   /**
@@ -257,14 +272,20 @@ export class EconomyCollector {
 
   /** The group's lines: those just made when it was formed, else made again from its tasks (a crash before the input was recorded). */
   private async linesOf(api: UpstreamBatchApi, group: UpstreamGroup, prepared: Map<string, string> | null): Promise<string[]> {
-    const tasks = await this.store.runningTasks(group.id);
     const lines: string[] = [];
-    for (const task of tasks) {
-      const ready = prepared?.get(task.id);
-      if (ready !== undefined) {
-        lines.push(ready);
-        continue;
+    let missing: string[] | undefined;
+    if (prepared) {
+      // Only the ids are read again (which of the group's tasks are still running): their lines are made.
+      missing = [];
+      for (const id of await this.store.runningTaskIds(group.id)) {
+        const ready = prepared.get(id);
+        if (ready !== undefined) lines.push(ready);
+        else missing.push(id);
       }
+      prepared.clear();
+      if (missing.length === 0) return lines;
+    }
+    for (const task of await this.store.runningTasks(group.id, missing)) {
       try {
         lines.push(api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) }));
       } catch (err) {

@@ -125,17 +125,22 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
   async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
     const manifest = await this.manifest(ref.batchId);
     if (!manifest) throw new ProviderError('upstream_error', `Simulated batch API: no batch ${ref.batchId}`, { retryable: false, status: 404 });
-    // Any order, as real upstreams write them: sorted by a hash of the key and the batch.
-    const lines = (await this.lines(ended.found.inputId ?? manifest.inputId))
-      .filter((l) => ended.outcome === 'completed' || (ended.outcome === 'expired' && !l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire)))
-      .map((l) => ({ l, order: unitHash(`${manifest.batchId}:${l.custom_id}`) }))
+    // Any order, as real upstreams write them: sorted by a hash of the key and the batch. Each
+    // line is parsed as it is answered: only the input's raw lines and their order are held
+    // while the reader stores images (10,000 parsed lines per batch were heap for its whole read).
+    const body = await this.inputBody(ended.found.inputId ?? manifest.inputId);
+    const raw = body.split('\n').filter((l) => l.length > 0);
+    const keep = (l: EncodedLine): boolean => ended.outcome === 'completed' || (ended.outcome === 'expired' && !l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire));
+    const order = raw
+      .map((l, i) => ({ i, order: unitHash(`${manifest.batchId}:${(JSON.parse(l) as EncodedLine).custom_id}`) }))
       .sort((a, b) => a.order - b.order)
-      .map((x) => x.l);
-    const half = Math.floor(lines.length / 2);
-    for (let i = 0; i < lines.length; i++) {
+      .map((x) => x.i);
+    const half = Math.floor(order.length / 2);
+    for (let n = 0; n < order.length; n++) {
       throwIfAborted(signal);
-      if (i === half && half > 0) await this.hang('mid-results', manifest.group);
-      yield await this.outcome(lines[i]);
+      if (n === half && half > 0) await this.hang('mid-results', manifest.group);
+      const line = JSON.parse(raw[order[n]]) as EncodedLine;
+      if (keep(line)) yield await this.outcome(line);
     }
   }
 
@@ -165,13 +170,16 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
   }
 
   private async lines(inputId: string): Promise<EncodedLine[]> {
-    const body = await this.store.get(inputKey(inputId));
-    if (!body) throw new ProviderError('upstream_error', `Simulated batch API: no input ${inputId}`, { retryable: false, status: 404 });
-    return body
-      .toString()
+    return (await this.inputBody(inputId))
       .split('\n')
       .filter((l) => l.length > 0)
       .map((l) => JSON.parse(l) as EncodedLine);
+  }
+
+  private async inputBody(inputId: string): Promise<string> {
+    const body = await this.store.get(inputKey(inputId));
+    if (!body) throw new ProviderError('upstream_error', `Simulated batch API: no input ${inputId}`, { retryable: false, status: 404 });
+    return body.toString();
   }
 
   /** The test-only hook: at its step, once per group (a marker says it hung), never returns. */
