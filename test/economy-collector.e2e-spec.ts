@@ -327,6 +327,8 @@ describe('economy tier: the collector on the simulated batch API', () => {
       const tasks = await taskRows(api, id);
       for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
       await expectMoneyExact(api, who, id, GRANTED);
+      // The sweep's refunds are written together (BillingService.refundTasks): each row still the running balance.
+      await expectRunningBalances(who);
     }
     expect((await gen.get(KilnMetrics).render()).body).toContain('kiln_economy_lines_total{model="eta-image",outcome="expired"} 5');
   });
