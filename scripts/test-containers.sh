@@ -3,6 +3,7 @@
 # for real and checks what an operator relies on (not part of npm test):
 #   1. the stack comes up; an account and a key are made through the admin API;
 #   2. a batch runs to done, its images download anonymously, the builtin text is real letters;
+#      the generator process runs with --max-old-space-size=512 and the MALLOC_* settings;
 #   3. with two generators, one is stopped mid-batch: it exits 0 within its grace period, the
 #      batch finishes, no task runs twice, the credits are exact;
 #   4. every line the apps logged is JSON;
@@ -155,6 +156,30 @@ done
 FONTS=$(compose exec -T generator node -e 'require("./dist/libs/providers/src").builtinFontRenders().then((r)=>console.log(JSON.stringify(r)))')
 [ "$(printf '%s' "$FONTS" | field ok)" = true ] || die "the builtin renderer's text is tofu in the image: $FONTS"
 say "2 images fetched anonymously; the text renders as letters ($FONTS)"
+# The generator's memory settings (docker/Dockerfile, bench/findings.md) as the running
+# process has them, not as the image's config says. compose's init (docker-init) is PID 1,
+# so the process is the node one running the generator's script. The V8 flag only counts
+# before the script (after it, it is an argument of the app); glibc reads the MALLOC_*
+# variables from the environment the process started with.
+GEN_PROC=$(compose exec -T generator node -e '
+const fs = require("fs");
+const found = [];
+for (const pid of fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p) && +p !== process.pid)) {
+  let argv, exe, env;
+  try {
+    argv = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+    exe = fs.readlinkSync(`/proc/${pid}/exe`);
+    env = fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").filter((e) => e.startsWith("MALLOC_"));
+  } catch { continue; } // gone meanwhile, or not ours to read
+  const script = argv.indexOf("dist/apps/generator/src/main.js");
+  if (script < 0 || !/\/node$/.test(exe)) continue; // not init, whose arguments hold the command too
+  found.push({ pid: +pid, exe, v8: argv.slice(1, script), env });
+}
+console.log(JSON.stringify(found));')
+js 'const f=JSON.parse(process.argv[1]);const p=f[0]||{};const want=["MALLOC_ARENA_MAX=2","MALLOC_MMAP_THRESHOLD_=131072"];
+process.exit(f.length===1&&p.v8.includes("--max-old-space-size=512")&&want.every((w)=>p.env.includes(w))?0:1)' "$GEN_PROC" ||
+  die "the generator does not run with --max-old-space-size=512, MALLOC_ARENA_MAX=2 and MALLOC_MMAP_THRESHOLD_=131072: $GEN_PROC"
+say "the generator process runs with its memory settings: $GEN_PROC"
 
 say "3. two generators, one stopped mid-batch"
 compose up -d --no-recreate --scale generator=2 generator >/dev/null 2>&1
