@@ -257,6 +257,70 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await expectMoneyExact(api, b, second, GRANTED);
   });
 
+  it("1,000 lines of which 990 fail upstream (refusals and failures): each refunded once with its line's own code, in a handful of statements (not one transaction per line)", async () => {
+    const a = await account();
+    await api.http
+      .post('/v1/webhooks')
+      .set('Authorization', bearer(a))
+      .send({ url: 'https://93.184.216.34/kiln-hook', events: ['task.succeeded', 'task.failed', 'batch.completed'] })
+      .expect(201);
+    // Every 100th line makes an image; of the others, odd lines fail and even ones are refused.
+    const prompts = Array.from({ length: 1000 }, (_, i) =>
+      i % 100 === 0 ? `made ${i}` : i % 2 === 1 ? `fail ${i} ${SIMULATED_BATCH_MARKERS.fail}` : `refuse ${i} ${SIMULATED_BATCH_MARKERS.refuse}`,
+    );
+    const id = await withLargeBatches(1000, () => economyBatch(api, a, simulatedBatchRoute({ maxRequests: 1000, delayMs: 300 }), prompts));
+
+    const recorder = recordSql();
+    try {
+      gen = await bootGenerator(config);
+      await waitForBatchDone(api, id, 90_000);
+    } finally {
+      recorder.restore();
+    }
+    // One transaction per failed line wrote 990 task updates and 990 ledger inserts; the failed
+    // lines of a read written together (250 per transaction, or whatever a second's reading
+    // gathered) write a few of each.
+    const writes = failureWrites(recorder.statements());
+    expect(writes.taskFails).toBeGreaterThanOrEqual(4);
+    expect(writes.taskFails).toBeLessThanOrEqual(20);
+    expect(writes.ledgerInserts).toBeLessThanOrEqual(20);
+
+    const tasks = await taskRows(api, id);
+    expect(new Set(tasks.map((t) => t.upstream_batch_id)).size).toBe(1);
+    const [group] = await api.db.query(`SELECT state, outcome, lines, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+    expect(group).toEqual({ state: 'read', outcome: 'completed', lines: 1000, succeeded_count: 10, failed_count: 990 });
+    expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(prompts.filter((p) => p.startsWith('made')));
+    const refused = tasks.filter((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.refuse));
+    const failedUpstream = tasks.filter((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.fail));
+    expect([refused.length, failedUpstream.length]).toEqual([490, 500]);
+    for (const t of refused) expect(t).toMatchObject({ status: 'failed', error_code: 'content_refused', error: 'Simulated content refusal', attempts: 1, result_key: null });
+    for (const t of failedUpstream) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: 'Simulated upstream failure', attempts: 1, result_key: null });
+    for (const t of [...refused, ...failedUpstream]) expect(Number(t.upstream_cost_micros)).toBe(0);
+    const submitted = simulatedSubmissions(dataDir);
+    for (const t of tasks) expect(submitted.get(t.id)).toBe(1);
+
+    // Exactly once: one task_refund row per failed task (expectMoneyExact), each the running balance.
+    await expectMoneyExact(api, a, id, GRANTED);
+    await expectRunningBalances(a);
+    const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count, credits_refunded FROM batches WHERE id = $1`, [id]);
+    expect(batch).toEqual({ status: 'partial', succeeded_count: 10, failed_count: 990, credits_refunded: 990 });
+    const events: { type: string; n: number }[] = await api.db.query(
+      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
+      [a.id],
+    );
+    expect(events).toEqual([
+      { type: 'batch.completed', n: 1 },
+      { type: 'task.failed', n: 990 },
+      { type: 'task.succeeded', n: 10 },
+    ]);
+    // Each task's own telemetry, as one by one: counted by its own error code, and refunded.
+    const metrics = (await gen!.get(KilnMetrics).render()).body;
+    expect(metrics).toContain('kiln_economy_lines_total{model="eta-image",outcome="failed"} 990');
+    expect(metrics).toMatch(/kiln_tasks_failed_total\{model="eta-image",provider="[^"]+",error_code="content_refused"\} 490\n/);
+    expect(metrics).toMatch(/kiln_tasks_failed_total\{model="eta-image",provider="[^"]+",error_code="upstream_unavailable"\} 500\n/);
+    expect(metrics).toContain('kiln_refunds_total{model="eta-image"} 990');
+  });
+
   it('an upstream batch refused while it runs: its 600 tasks failed and refunded once, a chunk per transaction; tasks the window ended meanwhile are not refunded again', async () => {
     const a = await account();
     const b = await account();

@@ -16,6 +16,16 @@ const MAX_WORKING = 8;
 /** Results of one upstream batch being stored and recorded at once (successes are group-committed). */
 const RESULT_CONCURRENCY = 8;
 /**
+ * Failed lines of a read written together, one transaction (TaskFailures.failMany's chunk of
+ * MAX_GROUP): a 10,000-line batch whose lines all failed is 40 transactions, not 10,000.
+ */
+const FAILED_LINES_CHUNK = 250;
+/**
+ * The longest a failed line read waits for others before its chunk is written anyway: a slow
+ * or stalled results stream still ends its tasks about as it reads them.
+ */
+const FAILED_LINES_WAIT_MS = 1000;
+/**
  * Upstream batches whose results one generator reads at once: each holds its tasks' rows (up
  * to maxRequests) while it reads, so five 10,000-line batches ending together are read two at
  * a time, not all at once (memory, and CPU left for standard work).
@@ -298,9 +308,12 @@ export class EconomyCollector {
   }
 
   /**
-   * Streams the ended batch's results: each image stored and recorded, each failed line failed
-   * and refunded; then whatever the upstream never ran. Tasks already ended (an earlier read cut
-   * short by a crash, the window's end) are not in the map and are skipped.
+   * Streams the ended batch's results: each image stored and recorded, the failed lines
+   * gathered and failed and refunded together (up to FAILED_LINES_CHUNK per transaction, each
+   * with its own code); then whatever the upstream never ran. Tasks already ended (an earlier
+   * read cut short by a crash, the window's end) are not in the map and are skipped; a failed
+   * line gathered but not yet written at a crash leaves its task running, so the next read
+   * fails it then.
    */
   private async readResults(api: UpstreamBatchApi, group: UpstreamGroup, ref: UpstreamBatchRef): Promise<void> {
     const tasks = new Map((await this.store.runningTasks(group.id)).map((t) => [t.id, t]));
@@ -314,30 +327,53 @@ export class EconomyCollector {
     let failed = 0;
     let trouble: { err: unknown } | null = null;
     const inFlight = new Set<Promise<void>>();
+    const track = (write: Promise<void>): void => {
+      const done: Promise<void> = write
+        .catch((err) => {
+          trouble ??= { err };
+        })
+        .finally(() => inFlight.delete(done));
+      inFlight.add(done);
+    };
+    let failing: { claim: ClaimedTask; err: unknown }[] = [];
+    let failingTimer: NodeJS.Timeout | null = null;
+    const writeFailures = (): void => {
+      if (failingTimer) clearTimeout(failingTimer);
+      failingTimer = null;
+      if (failing.length === 0) return;
+      const chunk = failing;
+      failing = [];
+      track(
+        this.runner.failBatchTasks(chunk).then((outcomes) => {
+          failed += this.lines(group, 'failed', outcomes.filter((o) => o === 'failed').length);
+        }),
+      );
+    };
     try {
       for await (const line of api.results(ref, ended, this.abort.signal)) {
         if (trouble) break;
         const task = tasks.get(line.key);
-        if (!task) continue;
-        tasks.delete(line.key);
-        const done: Promise<void> = (
-          line.ok
-            ? this.runner.storeBatchResult(task, line.image).then((o) => {
+        if (task) {
+          tasks.delete(line.key);
+          if (line.ok) {
+            track(
+              this.runner.storeBatchResult(task, line.image).then((o) => {
                 if (o === 'succeeded') succeeded += this.line(group, 'succeeded');
-              })
-            : this.runner.failBatchTask(task, line.error).then((o) => {
-                if (o === 'failed') failed += this.line(group, 'failed');
-              })
-        )
-          .catch((err) => {
-            trouble ??= { err };
-          })
-          .finally(() => inFlight.delete(done));
-        inFlight.add(done);
+              }),
+            );
+          } else {
+            failing.push({ claim: task, err: line.error });
+            if (failing.length >= FAILED_LINES_CHUNK) writeFailures();
+            else failingTimer ??= setTimeout(writeFailures, FAILED_LINES_WAIT_MS);
+          }
+        }
         if (inFlight.size >= RESULT_CONCURRENCY) await Promise.race(inFlight);
       }
     } finally {
-      // Even when the stream fails (or a shutdown aborts it): no store or record is left running unawaited.
+      // The failed lines read so far are written even when the stream fails (or a shutdown
+      // aborts it): they are the upstream's answer, and a read again would only fail them again.
+      writeFailures();
+      // No store or record is left running unawaited.
       await Promise.all(inFlight);
     }
     if (trouble) throw (trouble as { err: unknown }).err;

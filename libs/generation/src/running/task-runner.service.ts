@@ -357,21 +357,14 @@ export class TaskRunnerService {
   }
 
   /**
-   * An economy task whose upstream batch line failed (or that its upstream batch never ran):
-   * failed for good and refunded, once, with the failure's own error code (content_refused for
-   * a refusal). Never retried: a new line would be a new upstream batch and a new charge.
-   */
-  async failBatchTask(claim: ClaimedTask, err: unknown): Promise<RunOutcome> {
-    const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
-    this.telemetry.attemptFailed(claim, err, false);
-    return this.failForGood(claim, fence, classifyFailure(err).message, Date.now(), err, 'economy');
-  }
-
-  /**
-   * failBatchTask for many tasks (those an upstream batch never ran, a refused group's): the
-   * same fenced failures, refunds, tallies and outbox rows, written a chunk of tasks per
-   * transaction (TaskStateStore.failMany) instead of one transaction each. Answers one outcome
-   * per task, in order: 'failed', or 'superseded' where the task had ended meanwhile.
+   * Economy tasks whose upstream batch line failed, that their upstream batch never ran, or
+   * whose group the upstream refused (the economy collector): each failed for good and
+   * refunded, once, with its failure's own error code (content_refused for a refusal), its
+   * fenced failure, refund, tally and outbox rows written a chunk of tasks per transaction
+   * (TaskStateStore.failMany) instead of one transaction each. Never retried: a new line would
+   * be a new upstream batch and a new charge; and not billed (a batch API bills only what it
+   * made). Answers one outcome per task, in order: 'failed', or 'superseded' where the task had
+   * ended meanwhile.
    */
   async failBatchTasks(failures: readonly { claim: ClaimedTask; err: unknown }[]): Promise<RunOutcome[]> {
     const startedAt = Date.now();
@@ -489,9 +482,8 @@ export class TaskRunnerService {
     return upstreamCostMicros(batch.provider, { resolution: batch.resolution, width: batch.width, height: batch.height, quality: batch.supportsQuality ? batch.quality : null });
   }
 
-  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown, tier: 'standard' | 'economy' = 'standard'): Promise<RunOutcome> {
-    // A batch API's failed line is not billed (OpenAI and Gemini bill what they made).
-    const costMicros = tier === 'economy' ? 0 : this.billedFailureCost(claim, err);
+  private async failForGood(claim: ClaimedTask, fence: Fence, message: string, startedAt: number, err: unknown): Promise<RunOutcome> {
+    const costMicros = this.billedFailureCost(claim, err);
     const tally = await this.store.fail(fence, oneLine(message), classifyFailure(err).code, costMicros);
     if (!tally) return 'superseded';
     this.telemetry.upstreamCost(claim, costMicros);
