@@ -150,7 +150,7 @@ describe('Batches: dispatch to the task queue', () => {
     for (const task of tasks) expect((await queue.getJob(task.id))?.opts).toMatchObject({ jobId: task.id });
     // Nothing is pending any more, and re-adding a live job is a no-op in Bull.
     expect(await dispatch.feed(100)).toBe(0);
-    expect(await dispatch.enqueueQueued(tasks.map((x) => x.id))).toBe(3);
+    expect(await dispatch.enqueueQueued(tasks.map((x) => ({ id: x.id })))).toBe(3);
     const mine = (await queue.getWaiting(0, -1)).filter((j) => tasks.some((x) => x.id === String(j.id)));
     expect(mine).toHaveLength(3);
   });
@@ -183,7 +183,7 @@ describe('Batches: dispatch to the task queue', () => {
       const offline = new TaskDispatchService(deadQueue, t.db, env.config, t.app.get(BatchChangePublisher));
       offline.enqueueTimeoutMs = 300;
       const started = Date.now();
-      expect(await offline.enqueueQueued(tasks.map((x) => x.id))).toBe(0);
+      expect(await offline.enqueueQueued(tasks.map((x) => ({ id: x.id })))).toBe(0);
       expect(Date.now() - started).toBeLessThan(1500);
       expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['pending']);
     } finally {
