@@ -347,6 +347,44 @@ describe('kiln command line', () => {
       expect(await batchCount(kiln.api, a.id)).toBe(1);
     });
 
+    it('a .jsonl line carries its own tier over --tier: estimate and submit split the file by tier, each batch charged at its price', async () => {
+      const a = await kiln.api.account({ plan: 'studio', credits: 500 });
+      const dir = fs.mkdtempSync(path.join(tmp, 'eco-lines-'));
+      fs.writeFileSync(
+        path.join(dir, 'mixed.jsonl'),
+        ['"a plain prompt"', '{"prompt": "a patient prompt", "tier": "economy"}', '{"prompt": "another patient one", "tier": "economy"}', '{"prompt": "an urgent one", "tier": "standard"}'].join('\n'),
+      );
+      // Standard by default: two prompts at 6, two at the economy 3.
+      const estimate = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--estimate', '--json'], dir);
+      expect({ code: estimate.code, stderr: estimate.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(estimate.stdout)).toMatchObject({ tier: 'mixed', windowHours: 24, images: 4, batches: 2, creditsRequired: 18 });
+      const human = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--estimate'], dir);
+      expect(human.stdout).toContain('credits required 18 on both tiers (the economy images within 24 h), balance 500');
+      // Under --tier economy the line saying "standard" is the only standard prompt.
+      const economyRun = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--tier', 'economy', '--estimate', '--json'], dir);
+      expect(JSON.parse(economyRun.stdout)).toMatchObject({ tier: 'mixed', images: 4, creditsRequired: 15 });
+
+      const run = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--json'], dir);
+      expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+      const outcome = JSON.parse(run.stdout);
+      expect(outcome).toMatchObject({ refusal: null, credits: { charged: 18 } });
+      const created = await Promise.all(
+        (outcome.batches as { id: string }[]).map(async (b) => JSON.parse((await kilnCli(kiln, a, ['status', b.id, '--json'], dir)).stdout).batch),
+      );
+      expect(created.map((b) => ({ tier: b.tier, total: b.total, creditsCharged: b.creditsCharged })).sort((x, y) => x.tier.localeCompare(y.tier))).toEqual([
+        { tier: 'economy', total: 2, creditsCharged: 6 },
+        { tier: 'standard', total: 2, creditsCharged: 12 },
+      ]);
+      expect(await charged(a.id)).toBe(18);
+
+      // A bad tier is a usage error naming the line (exit 2), before anything is sent.
+      fs.writeFileSync(path.join(dir, 'bad.jsonl'), '"fine"\n{"prompt": "cheap please", "tier": "cheap"}\n');
+      const bad = await kilnCli(kiln, a, ['submit', 'bad.jsonl', '--model', ECO], dir);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('bad.jsonl:2: "tier" must be "standard" or "economy"');
+      expect(await batchCount(kiln.api, a.id)).toBe(2);
+    });
+
     it('--tier economy on a model without it, or on a plan without economy batches: refused (exit 3), nothing charged', async () => {
       const a = await kiln.api.account({ plan: 'starter', credits: 500 });
       const dir = fs.mkdtempSync(path.join(tmp, 'eco-refused-'));

@@ -6,10 +6,10 @@ import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
 import { SIMULATED_BATCH_MARKERS } from '@app/providers';
-import { ECONOMY_EXPIRED_MESSAGE } from '@app/tasks';
-import { bearer, createBatch, download, getBatch, fileEnvironment, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { ECONOMY_EXPIRED_MESSAGE, TaskStateStore } from '@app/tasks';
+import { bearer, createBatch, download, getBatch, fileEnvironment, FileEnvironment, recordSql, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
-import { economyBatch, expectMoneyExact, simulatedBatchRoute, simulatedSubmissions } from './helpers/economy';
+import { economyBatch, expectMoneyExact, simulatedBatchRoute, simulatedStateDir, simulatedSubmissions } from './helpers/economy';
 
 jest.setTimeout(90_000);
 
@@ -152,6 +152,154 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await expectMoneyExact(api, a, id, GRANTED);
   });
 
+  /** Runs `body` with the scale plan allowing `images` per batch (the grouped-failure tests need 1,000-image batches). */
+  async function withLargeBatches<T>(images: number, body: () => Promise<T>): Promise<T> {
+    await api.admin('patch', '/v1/admin/plans/scale').send({ maxImagesPerBatch: images }).expect(200);
+    try {
+      return await body();
+    } finally {
+      await api.admin('patch', '/v1/admin/plans/scale').send({ maxImagesPerBatch: 100 }).expect(200);
+    }
+  }
+
+  /** Statements that fail tasks and that write ledger rows, among those recorded. */
+  function failureWrites(statements: string[]): { taskFails: number; ledgerInserts: number } {
+    return {
+      taskFails: statements.filter((q) => q.startsWith("UPDATE tasks t SET status = 'failed'")).length,
+      ledgerInserts: statements.filter((q) => q.includes('INSERT INTO ledger_entries')).length,
+    };
+  }
+
+  /** Every ledger row's balance_after is the running sum of the account's rows in id order. */
+  async function expectRunningBalances(a: TestAccount): Promise<void> {
+    const rows: { amount: string; balance_after: string }[] = await api.db.query(`SELECT amount, balance_after FROM ledger_entries WHERE account_id = $1 ORDER BY id`, [a.id]);
+    let running = 0;
+    for (const r of rows) {
+      running += Number(r.amount);
+      expect(Number(r.balance_after)).toBe(running);
+    }
+    expect(running).toBe(await api.balance(a.id));
+  }
+
+  it('2,000 lines an upstream batch never ran: each failed and refunded once, in a few dozen statements (not one transaction per task); events and tallies as one by one', async () => {
+    const a = await account();
+    const b = await account();
+    await api.http
+      .post('/v1/webhooks')
+      .set('Authorization', bearer(a))
+      .send({ url: 'https://93.184.216.34/kiln-hook', events: ['task.succeeded', 'task.failed', 'batch.completed'] })
+      .expect(201);
+    // Two accounts' batches in one upstream batch: 5 images made, 1,995 never run.
+    const route = simulatedBatchRoute({ maxRequests: 2500, delayMs: 300 });
+    const aPrompts = Array.from({ length: 1000 }, (_, i) => (i < 5 ? `made ${i}` : `unrun a${i} ${SIMULATED_BATCH_MARKERS.expire}`));
+    const bPrompts = Array.from({ length: 1000 }, (_, i) => `unrun b${i} ${SIMULATED_BATCH_MARKERS.expire}`);
+    const [first, second] = await withLargeBatches(1000, async () => [await economyBatch(api, a, route, aPrompts), await economyBatch(api, b, route, bPrompts)]);
+
+    const recorder = recordSql();
+    try {
+      gen = await bootGenerator(config);
+      await waitForBatchDone(api, first, 90_000);
+      await waitForBatchDone(api, second, 90_000);
+    } finally {
+      recorder.restore();
+    }
+    // One transaction per task wrote 1,995 task updates and 1,995 ledger inserts; a chunk of
+    // 250 per transaction writes 8 of each (9 if the two batches' tasks split unevenly).
+    const writes = failureWrites(recorder.statements());
+    expect(writes.taskFails).toBeGreaterThanOrEqual(8);
+    expect(writes.taskFails).toBeLessThanOrEqual(12);
+    expect(writes.ledgerInserts).toBeLessThanOrEqual(12);
+
+    const tasks = [...(await taskRows(api, first)), ...(await taskRows(api, second))];
+    const groups = new Set(tasks.map((t) => t.upstream_batch_id));
+    expect(groups.size).toBe(1);
+    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [[...groups][0]]);
+    expect(group).toEqual({ state: 'read', outcome: 'expired', succeeded_count: 5, failed_count: 1995 });
+    expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(aPrompts.slice(0, 5));
+    const lost = tasks.filter((t) => t.status === 'failed');
+    expect(lost).toHaveLength(1995);
+    for (const t of lost) expect(t).toMatchObject({ error_code: 'upstream_unavailable', error: 'The upstream batch expired before this image was made', attempts: 1 });
+
+    await expectMoneyExact(api, a, first, GRANTED);
+    await expectMoneyExact(api, b, second, GRANTED);
+    await expectRunningBalances(a);
+    await expectRunningBalances(b);
+    const [byKey] = await api.db.query(
+      `SELECT count(*)::int AS refunds, count(*) FILTER (WHERE r.charge_day = c.charge_day AND r.api_key_id IS NOT DISTINCT FROM c.api_key_id)::int AS matching
+         FROM ledger_entries r JOIN ledger_entries c ON c.batch_id = r.batch_id AND c.kind = 'batch_charge'
+        WHERE r.kind = 'task_refund' AND r.batch_id = ANY($1::uuid[])`,
+      [[first, second]],
+    );
+    // Each refund carries its batch's charge key and day, as a single refund does (the daily cap).
+    expect(byKey).toEqual({ refunds: 1995, matching: 1995 });
+    const batches = await api.db.query(`SELECT id, status, succeeded_count, failed_count, credits_refunded FROM batches WHERE id = ANY($1::uuid[]) ORDER BY failed_count`, [[first, second]]);
+    expect(batches).toEqual([
+      { id: first, status: 'partial', succeeded_count: 5, failed_count: 995, credits_refunded: 995 },
+      { id: second, status: 'failed', succeeded_count: 0, failed_count: 1000, credits_refunded: 1000 },
+    ]);
+    const events: { type: string; n: number }[] = await api.db.query(
+      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
+      [a.id],
+    );
+    expect(events).toEqual([
+      { type: 'batch.completed', n: 1 },
+      { type: 'task.failed', n: 995 },
+      { type: 'task.succeeded', n: 5 },
+    ]);
+
+    // The fence: failing the same attempts again (a duplicate read, a second generator) changes nothing.
+    const ledgerRows = async () => (await api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = ANY($1::uuid[])`, [[a.id, b.id]]))[0].n;
+    const before = await ledgerRows();
+    const again = await gen.get(TaskStateStore).failMany(lost.map((t) => ({ fence: { taskId: t.id, attempt: t.attempts, batchId: t.batch_id }, message: 'again', code: 'internal' })));
+    expect(again.every((r) => r === null)).toBe(true);
+    expect(await ledgerRows()).toBe(before);
+    await expectMoneyExact(api, a, first, GRANTED);
+    await expectMoneyExact(api, b, second, GRANTED);
+  });
+
+  it('an upstream batch refused while it runs: its 600 tasks failed and refunded once, a chunk per transaction; tasks the window ended meanwhile are not refunded again', async () => {
+    const a = await account();
+    const b = await account();
+    const route = simulatedBatchRoute({ maxRequests: 2500, delayMs: 600_000 });
+    const [kept, expiring] = await withLargeBatches(600, async () => [
+      await economyBatch(api, a, route, Array.from({ length: 600 }, (_, i) => `refused ${i}`)),
+      await economyBatch(api, b, route, Array.from({ length: 40 }, (_, i) => `window ${i}`)),
+    ]);
+    gen = await bootGenerator(config);
+    const upstreamId = await waitFor('the upstream batch created', async () => {
+      const [row] = await api.db.query(
+        `SELECT u.upstream_batch_id FROM upstream_batches u WHERE u.state = 'created' AND u.id = (SELECT upstream_batch_id FROM tasks WHERE batch_id = $1 LIMIT 1)`,
+        [kept],
+      );
+      return row?.upstream_batch_id as string | undefined;
+    });
+    // The window of one batch ends first: the sweep fails and refunds its 40 tasks.
+    await api.db.query(`UPDATE batches SET expires_at = now() WHERE id = $1`, [expiring]);
+    await waitForBatchDone(api, expiring, 30_000);
+
+    // The upstream loses the batch: the next poll is refused (404, not retryable).
+    const recorder = recordSql();
+    try {
+      fs.rmSync(path.join(simulatedStateDir(dataDir), 'batches', `${upstreamId}.json`));
+      await waitForBatchDone(api, kept, 30_000);
+    } finally {
+      recorder.restore();
+    }
+    const writes = failureWrites(recorder.statements());
+    expect(writes.taskFails).toBe(3);
+    expect(writes.ledgerInserts).toBe(3);
+
+    const tasks = await taskRows(api, kept);
+    for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: `Simulated batch API: no batch ${upstreamId}` });
+    for (const t of await taskRows(api, expiring)) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
+    const [group] = await api.db.query(`SELECT state, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+    expect(group).toEqual({ state: 'failed', failed_count: 600 });
+    await expectMoneyExact(api, a, kept, GRANTED);
+    await expectMoneyExact(api, b, expiring, GRANTED);
+    await expectRunningBalances(a);
+    await expectRunningBalances(b);
+  });
+
   it('the economy window ends: tasks still waiting and tasks still upstream are failed and refunded once (upstream_unavailable)', async () => {
     const a = await account();
     // One batch never gathered (collectMs far away), one in an upstream batch that takes a minute.
@@ -179,6 +327,8 @@ describe('economy tier: the collector on the simulated batch API', () => {
       const tasks = await taskRows(api, id);
       for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
       await expectMoneyExact(api, who, id, GRANTED);
+      // The sweep's refunds are written together (BillingService.refundTasks): each row still the running balance.
+      await expectRunningBalances(who);
     }
     expect((await gen.get(KilnMetrics).render()).body).toContain('kiln_economy_lines_total{model="eta-image",outcome="expired"} 5');
   });

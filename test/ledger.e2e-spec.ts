@@ -68,4 +68,50 @@ describe('credit ledger invariant under concurrency', () => {
     expect(await t.ledgerSum(a.id)).toBe(45);
     expect(await billing.creditsUsedToday(a.keyId)).toBe(5);
   });
+
+  it('refundTasks: one row per task with the running balance and the charge key, a task already refunded skipped; racing calls refund each task once', async () => {
+    const a = await t.account({ credits: 100 });
+    const b = await t.account({ credits: 100 });
+    const billing = t.app.get(BillingService);
+    const db = t.app.get(DataSource);
+    const [batchA, batchB] = [randomUUID(), randomUUID()];
+    await db.transaction((m) => billing.chargeBatch(m, { accountId: a.id, batchId: batchA, apiKeyId: a.keyId, amount: 40 }));
+    await db.transaction((m) => billing.chargeBatch(m, { accountId: b.id, batchId: batchB, apiKeyId: b.keyId, amount: 40 }));
+    const tasksA = Array.from({ length: 6 }, () => randomUUID());
+    const tasksB = Array.from({ length: 4 }, () => randomUUID());
+    // One of a's tasks was refunded already (by the single path).
+    await db.transaction((m) => billing.refundTask(m, { accountId: a.id, batchId: batchA, taskId: tasksA[0], amount: 3 }));
+    const refunds = [
+      ...tasksA.map((taskId) => ({ accountId: a.id, batchId: batchA, taskId, amount: 3 })),
+      ...tasksB.map((taskId) => ({ accountId: b.id, batchId: batchB, taskId, amount: 2 })),
+    ];
+    // Interleaved accounts, in two calls at once: a task already refunded is skipped, never paid twice.
+    const interleaved = [...refunds].sort((x, y) => x.taskId.localeCompare(y.taskId));
+    const results = await Promise.allSettled([
+      db.transaction((m) => billing.refundTasks(m, interleaved)),
+      db.transaction((m) => billing.refundTasks(m, [...interleaved].reverse())),
+    ]);
+    const paid = results.filter((r): r is PromiseFulfilledResult<Set<string>> => r.status === 'fulfilled').map((r) => r.value);
+    expect(paid.length).toBeGreaterThanOrEqual(1);
+    expect(paid.reduce((n, s) => n + s.size, 0)).toBe(9);
+    expect(await t.balance(a.id)).toBe(100 - 40 + 6 * 3);
+    expect(await t.balance(b.id)).toBe(100 - 40 + 4 * 2);
+    for (const who of [a, b]) {
+      expect(await t.ledgerSum(who.id)).toBe(await t.balance(who.id));
+      const rows = await db.query(`SELECT amount, balance_after FROM ledger_entries WHERE account_id = $1 ORDER BY id`, [who.id]);
+      let running = 0;
+      for (const r of rows) {
+        running += Number(r.amount);
+        expect(Number(r.balance_after)).toBe(running);
+      }
+    }
+    const rows: { task_id: string; api_key_id: string; charge_day: string; reason: string }[] = await db.query(
+      `SELECT task_id, api_key_id, charge_day::text AS charge_day, reason FROM ledger_entries WHERE kind = 'task_refund' AND batch_id = ANY($1::uuid[])`,
+      [[batchA, batchB]],
+    );
+    expect(rows).toHaveLength(10);
+    expect(new Set(rows.map((r) => r.task_id)).size).toBe(10);
+    for (const r of rows) expect(r).toMatchObject({ api_key_id: (tasksA as string[]).includes(r.task_id) ? a.keyId : b.keyId, charge_day: new Date().toISOString().slice(0, 10), reason: 'Refund for a failed task' });
+    expect(await billing.creditsUsedToday(a.keyId)).toBe(40 - 18);
+  });
 });

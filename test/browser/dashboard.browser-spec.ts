@@ -282,6 +282,66 @@ describe('the web app in Chromium', () => {
     noConsoleErrors();
   });
 
+  it('new batch: a tier picker for models with an economy tier only; economy priced live and created on the economy tier', async () => {
+    // gamma-5-pro: 1K 6, 2K 12 at standard; economy at 1K only, 3 credits within 24 h, on a
+    // route that runs upstream batches (the simulated type's local batch API). eta-image has none.
+    await kiln.api
+      .admin('patch', '/v1/admin/models/gamma-5-pro')
+      .send({ provider: { type: 'simulated', batch: { enabled: true } }, economyCreditCost: { '1K': 3 }, economyWindowHours: 24 })
+      .expect(200);
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    const picker = page.getByRole('group', { name: 'Tier' });
+    const standard = picker.getByRole('radio', { name: /^Standard/ });
+    const economy = picker.getByRole('radio', { name: /^Economy/ });
+    const estimate = page.getByTestId('estimate');
+
+    await page.getByLabel('Model').selectOption('eta-image');
+    await page.getByLabel('Prompts, one per line').fill('a harbour at dawn\na harbour at dusk');
+    await estimate.getByText('2 credits').waitFor(); // eta-image: 2 images x 1
+    expect(await picker.count()).toBe(0);
+    expect(await page.getByRole('radio', { name: /Economy/ }).count()).toBe(0);
+
+    await page.getByLabel('Model').selectOption('gamma-5-pro');
+    await page.getByLabel('Resolution').selectOption('1K');
+    await page.getByLabel('Images per prompt').fill('2');
+    await picker.waitFor();
+    expect(await standard.isChecked()).toBe(true);
+    await picker.getByText('Standard — 6 credits per image, rendered right away').waitFor();
+    await picker.getByText('Economy — 3 credits per image, ready within 24 hours').waitFor();
+    await estimate.getByText('24 credits').waitFor(); // 4 images x 6
+    expect(await estimate.textContent()).not.toContain('Economy tier');
+
+    await economy.check();
+    await estimate.getByText('12 credits').waitFor(); // 4 images x 3
+    await estimate.getByText('Economy tier: every image ready within 24 hours').waitFor();
+    // 2K has no economy price: economy is disabled there and the form falls back to standard.
+    await page.getByLabel('Resolution').selectOption('2K');
+    await picker.getByText('Economy — not at 2K (only 1K)').waitFor();
+    expect(await economy.isDisabled()).toBe(true);
+    expect(await standard.isChecked()).toBe(true);
+    await estimate.getByText('48 credits').waitFor(); // 4 images x 12
+    await page.getByLabel('Resolution').selectOption('1K');
+    await economy.check();
+    await estimate.getByText('12 credits').waitFor();
+    await screenshot(page, 'new-batch-economy', { fullPage: true });
+
+    const sent: unknown[] = [];
+    const onRequest = (r: import('playwright-core').Request) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') sent.push(r.postDataJSON());
+    };
+    page.on('request', onRequest);
+    await page.getByRole('button', { name: 'Create batch' }).click();
+    await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
+    page.off('request', onRequest);
+    expect(sent).toEqual([expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', countPerCombo: 2, tier: 'economy' })]);
+    const id = page.url().split('/').pop()!;
+    const created = await kiln.api.http.get(`/v1/dashboard/batches/${id}`).set(await apiSession()).expect(200);
+    expect(created.body.batch).toMatchObject({ model: 'gamma-5-pro', tier: 'economy', total: 4, creditsCharged: 12 });
+    expect(created.body.batch.expiresAt).toBe(created.body.batch.createdAt + 24 * 3_600_000);
+    noConsoleErrors();
+  });
+
   it('adds a webhook endpoint (secret once) and test-pings a local receiver, seen in the delivery log', async () => {
     await page.goto(app('webhooks'));
     await heading('Webhooks').waitFor();

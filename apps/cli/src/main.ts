@@ -55,6 +55,13 @@ function print(json: boolean, value: unknown, human: () => string): void {
 }
 
 /** An economy batch says so, and by when its images are due. */
+/** The tier an estimate priced: one of the two, or both when the file's lines chose per prompt. */
+function tierPhrase(tier: string, windowHours: number | null): string {
+  const within = windowHours ? ` within ${windowHours} h` : '';
+  if (tier === 'mixed') return `on both tiers (the economy images${within})`;
+  return `at the ${tier} tier${within ? ` (every image${within})` : ''}`;
+}
+
 function tierNote(batch: Batch): string {
   return batch.tier === 'economy' ? ` economy${batch.expiresAt && !batch.done ? ` (due by ${new Date(batch.expiresAt).toISOString()})` : ''}` : '';
 }
@@ -152,7 +159,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
     .option('--seed <n>', 'image n of the file renders with seed + n - 1, so the same command makes the same images', seedInt)
     .addOption(new Option('--format <format>', 'the images\' format (default png)').choices(['png', 'jpeg', 'webp']))
     .addOption(
-      new Option('--tier <tier>', "standard (default), or economy: the model's economy price, every image within its window (kiln models)").choices(['standard', 'economy']),
+      new Option('--tier <tier>', "standard (default), or economy: the model's economy price, every image within its window (kiln models); a .jsonl line's \"tier\" wins for its prompt").choices(['standard', 'economy']),
     )
     .option('--estimate', 'price the whole file and exit; charges nothing')
     .option('--partial', 'when the balance or the daily cap cannot cover the whole file, submit the batches they cover instead of refusing')
@@ -166,7 +173,7 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         print(!!opts.json, e, () =>
           [
             `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
-            `credits required ${e.creditsRequired} at the ${e.tier} tier${e.windowHours ? ` (every image within ${e.windowHours} h)` : ''}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
+            `credits required ${e.creditsRequired} ${tierPhrase(e.tier, e.windowHours)}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
             ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
           ].join('\n'),
         );

@@ -9,6 +9,8 @@ export interface LineOptions {
   countPerCombo?: number;
   seed?: number;
   note?: string;
+  /** Over --tier for this prompt: "standard" on a line of an `--tier economy` run makes it standard. */
+  tier?: 'standard' | 'economy';
 }
 
 export interface PromptLine {
@@ -26,12 +28,13 @@ const LINE_OPTIONS: Record<keyof LineOptions, [(v: unknown) => boolean, string]>
   countPerCombo: [(v) => Number.isInteger(v) && (v as number) >= 1, 'a whole number of at least 1'],
   seed: [(v) => Number.isInteger(v) && (v as number) >= 0 && (v as number) <= SEED_MAX, `a whole number 0..${SEED_MAX}`],
   note: [(v) => typeof v === 'string', 'a string'],
+  tier: [(v) => v === 'standard' || v === 'economy', '"standard" or "economy"'],
 };
 
 /**
  * A prompts file: `.txt` holds a prompt a line (blank lines and lines starting with `#` are
  * skipped); `.jsonl` a JSON string or `{ "prompt": ..., "model"?, "aspectRatio"?, "resolution"?,
- * "countPerCombo"?, "seed"?, "note"? }` a line (blank lines skipped; other keys are the
+ * "countPerCombo"?, "seed"?, "note"?, "tier"? }` a line (blank lines skipped; other keys are the
  * caller's own and ignored). Anything else is a usage error naming the line.
  */
 export function parsePromptsFile(fileName: string, text: string): PromptLine[] {

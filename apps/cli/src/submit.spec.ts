@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { UsageError } from './cli.errors';
 import { parsePromptsFile } from './prompts-file';
-import { chunkKey, chunkPlan, chunkPrompts, planSubmission } from './submit';
+import { chunkKey, chunkPlan, chunkPrompts, groupIsEconomy, planSubmission } from './submit';
 import { SubmitStateStore } from './submit-state';
 
 describe('prompts files', () => {
@@ -25,6 +25,16 @@ describe('prompts files', () => {
     expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "seed": -1}')).toThrow('p.jsonl:1: "seed" must be a whole number 0..2147483647');
     expect(() => parsePromptsFile('p.jsonl', '"ok"\n{"prompt": "a", "resolution": "8K"}')).toThrow('p.jsonl:2: "resolution"');
     expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "countPerCombo": 1.5}')).toThrow('"countPerCombo"');
+  });
+
+  it('.jsonl lines carry their own tier, "standard" or "economy"; anything else is named with its line', () => {
+    expect(parsePromptsFile('p.jsonl', '{"prompt": "a", "tier": "economy"}\n{"prompt": "b", "tier": "standard"}')).toEqual([
+      { prompt: 'a', options: { tier: 'economy' } },
+      { prompt: 'b', options: { tier: 'standard' } },
+    ]);
+    for (const bad of ['"cheap"', '"Economy"', '""', 'null', '1', '["economy"]']) {
+      expect(() => parsePromptsFile('p.jsonl', `"ok"\n{"prompt": "a", "tier": ${bad}}`)).toThrow(new UsageError('p.jsonl:2: "tier" must be "standard" or "economy"'));
+    }
   });
 
   it('refuses other file types, bad lines (named) and empty files as usage errors', () => {
@@ -89,6 +99,45 @@ describe('a .jsonl file with options per line', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a .jsonl file with a tier per line', () => {
+  const plan = (lines: string[], options: Parameters<typeof planSubmission>[1]) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-plan-'));
+    try {
+      const file = path.join(dir, 'p.jsonl');
+      fs.writeFileSync(file, lines.join('\n'));
+      return planSubmission(file, options);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const lines = ['"a"', '{"prompt": "b", "tier": "economy"}', '{"prompt": "c", "tier": "standard"}', '{"prompt": "d", "tier": "economy"}'];
+
+  it('a line\'s tier wins over --tier for its prompt; standard is sent as no tier, grouped with lines that name none', () => {
+    const standardRun = plan(lines, { model: 'm' });
+    expect(standardRun.groups.map((g) => [g.prompts, g.body])).toEqual([
+      [['a', 'c'], { model: 'm' }],
+      [['b', 'd'], { model: 'm', tier: 'economy' }],
+    ]);
+    expect(standardRun.groups.map((_, g) => groupIsEconomy(standardRun, g))).toEqual([false, true]);
+    // Under --tier economy the line saying "standard" is the one standard prompt.
+    const economyRun = plan(lines, { model: 'm', tier: 'economy' });
+    expect(economyRun.groups.map((g) => [g.prompts, g.body])).toEqual([
+      [['a', 'b', 'd'], { model: 'm', tier: 'economy' }],
+      [['c'], { model: 'm' }],
+    ]);
+    expect(economyRun.groups.map((_, g) => groupIsEconomy(economyRun, g))).toEqual([true, false]);
+    // --tier standard is the same submission as no --tier, line tiers or not.
+    expect(plan(lines, { model: 'm', tier: 'standard' })).toEqual(standardRun);
+    expect(economyRun.fingerprint).not.toBe(standardRun.fingerprint);
+  });
+
+  it('every line standard under --tier economy leaves nothing on the economy tier', () => {
+    const run = plan(['{"prompt": "a", "tier": "standard"}', '{"prompt": "b", "tier": "standard"}'], { model: 'm', tier: 'economy' });
+    expect(run.groups).toEqual([{ prompts: ['a', 'b'], body: { model: 'm' }, imagesPerPrompt: 1 }]);
+    expect(groupIsEconomy(run)).toBe(false);
   });
 });
 

@@ -95,6 +95,9 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
   const groups = new Map<string, PromptGroup>();
   lines.forEach((line, i) => {
     const body = { ...base, ...line.options };
+    // A line's "tier": "standard" over --tier economy: standard is sent as no tier, as --tier
+    // standard is, so a line saying so groups (and keys its batches) with lines saying nothing.
+    if (body.tier === 'standard') delete body.tier;
     if (!body.model) throw new UsageError(`${file}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
     const key = JSON.stringify(Object.entries(body).sort(([a], [b]) => a.localeCompare(b)));
     let group = groups.get(key);
@@ -109,6 +112,11 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
   // written by an earlier kiln for a plain file still resumes.
   const fingerprint = sha256(JSON.stringify({ prompts: sha256(content), body: base, refs: refs.map((r) => r.hash) })).slice(0, 32);
   return { groups: [...groups.values()], promptCount: lines.length, refs, fingerprint };
+}
+
+/** Whether a group's batches go on the economy tier (--tier economy, or the lines' own "tier"). */
+export function groupIsEconomy(plan: SubmissionPlan, group = 0): boolean {
+  return plan.groups[group]?.body.tier === 'economy';
 }
 
 /** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
@@ -165,10 +173,11 @@ export async function submit(
   const outDir = options.out ? path.resolve(options.out) : null;
   const store = new SubmitStateStore(outDir ?? process.cwd());
   const [me, catalog] = await Promise.all([kiln.me(), kiln.models()]);
-  // Economy batches have their own cap on the plan, apart from standard ones.
-  const economy = options.tier === 'economy';
-  const slots = economy ? me.limits.maxConcurrentEconomyBatches : me.limits.maxConcurrentBatches;
-  const concurrency = Math.max(1, slots);
+  // Economy batches have their own cap on the plan, apart from standard ones: each tier's
+  // batches run in their own pool, so standard batches never wait for an economy slot (nor
+  // behind an economy batch followed to its end) when a file mixes the two.
+  const slotsOf = (economy: boolean) => (economy ? me.limits.maxConcurrentEconomyBatches : me.limits.maxConcurrentBatches);
+  const anyEconomy = plan.groups.some((_, g) => groupIsEconomy(plan, g));
 
   let state = store.get(plan.fingerprint);
   if (!state) {
@@ -200,9 +209,10 @@ export async function submit(
 
   // A plan without economy batches would answer every create concurrent_limit_exceeded, which
   // otherwise means "wait for a slot": refused here instead of waiting for ever.
+  const economyHint = options.tier === 'economy' ? 'submit without --tier economy' : 'submit the file without its "tier": "economy" lines';
   let refusal: SubmitOutcome['refusal'] =
-    economy && slots < 1
-      ? { code: 'concurrent_limit_exceeded', status: 403, message: `The ${me.user.plan} plan runs no economy batches (maxConcurrentEconomyBatches is 0); submit without --tier economy`, details: { tier: 'economy', limit: 0 } }
+    anyEconomy && slotsOf(true) < 1
+      ? { code: 'concurrent_limit_exceeded', status: 403, message: `The ${me.user.plan} plan runs no economy batches (maxConcurrentEconomyBatches is 0); ${economyHint}`, details: { tier: 'economy', limit: 0 } }
       : options.partial
         ? null
         : await priceWhole(kiln, plan, submission.chunks.filter((c) => !c.batchId), refImages);
@@ -212,11 +222,14 @@ export async function submit(
   const report = () => progress.update(snapshot(submission.chunks, live));
   report();
 
-  const queue = refusal ? [] : submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
-  const remainingToCreate = () => queue.some((c) => !c.batchId);
-  let slotNoted = false;
+  const toRun = refusal ? [] : submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
+  const pools = [false, true]
+    .map((economy) => ({ economy, concurrency: Math.max(1, slotsOf(economy)), queue: toRun.filter((c) => groupIsEconomy(plan, c.group) === economy), next: 0, slotNoted: false }))
+    .filter((p) => p.queue.length > 0);
+  type Pool = (typeof pools)[number];
 
-  const runChunk = async (chunk: ChunkState): Promise<void> => {
+  const runChunk = async (chunk: ChunkState, pool: Pool): Promise<void> => {
+    const { economy, concurrency } = pool;
     if (!chunk.batchId) {
       for (;;) {
         try {
@@ -227,8 +240,8 @@ export async function submit(
           break;
         } catch (err) {
           if (err instanceof KilnApiError && err.code === 'concurrent_limit_exceeded' && !signal.aborted) {
-            if (!slotNoted) progress.note(`Waiting for a batch slot (the plan runs ${concurrency}${economy ? ' economy batches' : ''} at a time)`);
-            slotNoted = true;
+            if (!pool.slotNoted) progress.note(`Waiting for a batch slot (the plan runs ${concurrency}${economy ? ' economy batches' : ''} at a time)`);
+            pool.slotNoted = true;
             await sleepUnlessAborted(SLOT_RETRY_MS, signal);
             if (signal.aborted) return;
             continue;
@@ -237,8 +250,8 @@ export async function submit(
         }
       }
     }
-    // Without --wait, a batch is followed only while later ones still wait for its slot.
-    if (!options.wait && !remainingToCreate()) return;
+    // Without --wait, a batch is followed only while later ones of its tier still wait for its slot.
+    if (!options.wait && !pool.queue.some((c) => !c.batchId)) return;
     const detail = chunk.result
       ? await kiln.batches.get(chunk.batchId!)
       : await kiln.batches.wait(chunk.batchId!, {
@@ -260,12 +273,11 @@ export async function submit(
     }
   };
 
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < queue.length && !refusal && !signal.aborted) {
-      const chunk = queue[next++];
+  const worker = async (pool: Pool): Promise<void> => {
+    while (pool.next < pool.queue.length && !refusal && !signal.aborted) {
+      const chunk = pool.queue[pool.next++];
       try {
-        await runChunk(chunk);
+        await runChunk(chunk, pool);
       } catch (err) {
         if (signal.aborted) return;
         if (err instanceof KilnApiError && err.status > 0 && !chunk.batchId) {
@@ -277,7 +289,7 @@ export async function submit(
     }
   };
   try {
-    await Promise.all(Array.from({ length: Math.min(concurrency, Math.max(1, queue.length)) }, worker));
+    await Promise.all(pools.flatMap((pool) => Array.from({ length: Math.min(pool.concurrency, pool.queue.length) }, () => worker(pool))));
   } finally {
     store.save();
     progress.stop();
@@ -414,14 +426,15 @@ export async function estimateSubmission(kiln: Kiln, file: string, options: Subm
   const creditsRequired = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const balance = me.credits.balance;
   const refusals = estimates.map((e) => e.refusal).filter((r) => r && r.code !== 'concurrent_limit_exceeded');
-  // The tier priced, and for economy the longest window of the file's models: when the last
-  // image is due at the latest.
-  const tier = options.tier ?? 'standard';
-  const models = new Set(plan.groups.map((g) => g.body.model));
+  // The tier priced (`mixed` when the lines' own "tier" split the file across both), and for
+  // economy the longest window of the economy prompts' models: when the last image is due at the latest.
+  const economyGroups = plan.groups.filter((_, g) => groupIsEconomy(plan, g));
+  const tier = economyGroups.length === 0 ? 'standard' : economyGroups.length === plan.groups.length ? 'economy' : 'mixed';
+  const models = new Set(economyGroups.map((g) => g.body.model));
   const windows = catalog.models.filter((m) => models.has(m.key)).map((m) => m.economyWindowHours ?? 0);
   return {
     tier,
-    windowHours: tier === 'economy' && windows.length ? Math.max(...windows) : null,
+    windowHours: economyGroups.length && windows.length ? Math.max(...windows) : null,
     prompts: plan.promptCount,
     images: estimates.reduce((sum, e) => sum + e.total, 0),
     batches: chunks.length,

@@ -52,6 +52,39 @@ export function insufficientCredits(required: number, balance: number): KilnErro
   return new KilnError(ErrorCode.InsufficientCredits, 'Your balance is lower than the cost of this batch', { required, balance });
 }
 
+/** The reason a task refund's ledger row gives. */
+const TASK_REFUND_REASON = 'Refund for a failed task';
+
+/**
+ * refundTasks' statement: $1 accounts, $2 batches, $3 tasks, $4 amounts, one per task. Each
+ * account is credited once with its tasks' sum; its ledger rows then count up to the new
+ * balance in the order given (balance_after is the running balance, as with one refund per
+ * statement). Tasks already refunded are left out.
+ */
+const REFUND_TASKS_SQL = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::bigint[]) WITH ORDINALITY AS i(account_id, batch_id, task_id, amount, n)
+), due AS (
+  SELECT i.* FROM input i
+   WHERE NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.task_id = i.task_id AND l.kind = 'task_refund')
+), sums AS (
+  SELECT account_id, sum(amount) AS total FROM due GROUP BY account_id
+), credited AS (
+  UPDATE accounts a SET balance = a.balance + s.total FROM sums s WHERE a.id = s.account_id
+  RETURNING a.id, a.balance, s.total
+), charges AS (
+  SELECT batch_id, api_key_id, charge_day FROM ledger_entries
+   WHERE kind = 'batch_charge' AND batch_id IN (SELECT batch_id FROM due)
+), entries AS (
+  SELECT d.*, c.balance - c.total + sum(d.amount) OVER (PARTITION BY d.account_id ORDER BY d.n) AS balance_after
+    FROM due d JOIN credited c ON c.id = d.account_id
+)
+INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason, batch_id, task_id, api_key_id, charge_day)
+SELECT e.account_id, e.amount, e.balance_after, 'task_refund', '${TASK_REFUND_REASON}', e.batch_id, e.task_id, ch.api_key_id, ch.charge_day
+  FROM entries e LEFT JOIN charges ch ON ch.batch_id = e.batch_id
+ ORDER BY e.account_id, e.n
+RETURNING task_id`;
+
 /**
  * The only code that changes a balance. Every change is one conditional UPDATE (so the
  * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
@@ -120,9 +153,33 @@ export class BillingService {
   async refundTask(m: EntityManager, refund: RefundTask): Promise<number> {
     return this.refund(m, refund.accountId, refund.batchId, refund.amount, {
       kind: 'task_refund',
-      reason: 'Refund for a failed task',
+      reason: TASK_REFUND_REASON,
       taskId: refund.taskId,
     });
+  }
+
+  /**
+   * refundTask for many failed tasks at once, inside the caller's transaction (the one that
+   * marks them failed, under their batches' locks): the same rows (one `task_refund` per task,
+   * carrying its batch's charge key and day, balance_after the running balance) in two
+   * statements whatever their number, so failing the thousands of tasks an upstream batch
+   * never ran does not cost thousands of round trips. A task that already has its refund is
+   * skipped, as the single path's caller skips one the unique index refuses (the index stays
+   * the backstop: a refund racing this one fails the caller's transaction, so nothing is paid
+   * twice). Answers the ids of the tasks refunded now.
+   */
+  async refundTasks(m: EntityManager, refunds: readonly RefundTask[]): Promise<Set<string>> {
+    if (refunds.length === 0) return new Set();
+    // The accounts locked in id order first: two groups refunding the same accounts cannot deadlock.
+    const accounts = [...new Set(refunds.map((r) => r.accountId))].sort();
+    await m.query(`SELECT id FROM accounts WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, [accounts]);
+    const rows = await queryRows<{ task_id: string }>(m, REFUND_TASKS_SQL, [
+      refunds.map((r) => r.accountId),
+      refunds.map((r) => r.batchId),
+      refunds.map((r) => r.taskId),
+      refunds.map((r) => r.amount),
+    ]);
+    return new Set(rows.map((r) => r.task_id));
   }
 
   /**

@@ -10,8 +10,8 @@ export const ECONOMY_EXPIRED_MESSAGE = 'The economy window ended before the upst
  * unfinished task of an economy batch past its expires_at fails with upstream_unavailable,
  * in one transaction per batch with its refunds and tally, the batch locked first. A task in
  * an upstream batch that still delivers later is no longer `running`, so its result is
- * never recorded (nor paid back twice: the ledger's once-per-task refund index stands behind
- * the status check).
+ * never recorded (nor paid back twice: refundTasks skips a task already refunded, and the
+ * ledger's once-per-task refund index stands behind both).
  */
 export class TaskEconomyExpiry {
   constructor(
@@ -43,11 +43,12 @@ export class TaskEconomyExpiry {
         [batchId, ECONOMY_EXPIRED_MESSAGE],
       );
       if (rows.length === 0) return null;
-      let refunded = 0;
-      for (const row of rows) {
-        await this.billing.refundTask(m, { accountId: row.ended_account_id, batchId, taskId: row.id, amount: batch.unit_cost });
-        refunded += batch.unit_cost;
-      }
+      // Two statements for all of them (a batch may have 100,000 tasks), not three per task.
+      const paid = await this.billing.refundTasks(
+        m,
+        rows.map((row) => ({ accountId: row.ended_account_id, batchId, taskId: row.id, amount: batch.unit_cost })),
+      );
+      const refunded = paid.size * batch.unit_cost;
       const tally = await this.writes.tally(m, batchId, { succeeded: 0, failed: rows.length, refunded, previewUrl: null });
       await this.writes.recordOutcomes(m, [batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [batchId] : [] });
       return { count: rows.length, model: batch.model as string };

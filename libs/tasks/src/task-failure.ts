@@ -1,7 +1,38 @@
 import { EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
-import { pgError, queryRows, TaskErrorCode } from '@app/database';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, TallyResult } from './fenced-write';
+import { BatchStatus, pgError, queryRows, TaskErrorCode } from '@app/database';
+import { tallyAssignments } from './batch-tally';
+import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, MAX_GROUP, TallyResult } from './fenced-write';
+
+/** One task of a grouped failure (failMany): its fence, and what its failure says. */
+export interface Failure {
+  fence: Fence;
+  message: string;
+  code: TaskErrorCode;
+}
+
+/** What fail answers for a task it failed: its batch's tally, and what the task was refunded. */
+export type FailResult = TallyResult & { refunded: number };
+
+/**
+ * failMany's fenced update: $1 task ids, $2 attempts, $3 messages, $4 error codes, one per
+ * task; $5 the batches, already locked. A task whose fence no longer holds (ended, or taken by
+ * a later attempt) is left alone and has no row.
+ */
+const FAIL_GROUP_SQL = `
+UPDATE tasks t SET status = 'failed', error = i.message, error_code = i.code, finished_at = now(), updated_at = now()
+  FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[]) AS i(id, attempt, message, code)
+ -- t.id = ANY($1) as well as the join: the rows are found by primary key (see task-success).
+ WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND t.status = 'running' AND t.attempts = i.attempt
+   AND t.batch_id = ANY($5::uuid[])
+RETURNING t.id, t.attempts, t.batch_id, ${ENDED_TASK_COLUMNS}`;
+
+/** failMany's tally: $1 batches, $2 tasks failed in each, $3 credits refunded in each. */
+const TALLY_FAILED_SQL = `
+UPDATE batches SET ${tallyAssignments({ succeeded: '0', failed: 'c.failed', cancelled: '0', refunded: 'c.credited', preview: 'NULL::text' })}
+  FROM unnest($1::uuid[], $2::int[], $3::int[]) AS c(batch_id, failed, credited)
+ WHERE batches.id = c.batch_id
+RETURNING batches.id, batches.status, batches.finished_at, batches.preview_url`;
 
 /** Terminal failure (`running -> failed`) and the task's refund. */
 export class TaskFailures {
@@ -19,7 +50,7 @@ export class TaskFailures {
    * upstream billed for the failed request (0 unless its type bills failures). Returns null when
    * the fence no longer holds.
    */
-  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<(TallyResult & { refunded: number }) | null> {
+  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<FailResult | null> {
     return this.writes.inTransaction(fence.batchId, async (m) => {
       const [batch] = await m.query(`SELECT unit_cost FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
       // No batch row means no task row either (they go together).
@@ -41,6 +72,85 @@ export class TaskFailures {
         finishedBatchIds: tally.finished ? [fence.batchId] : [],
       });
       return { ...tally, refunded };
+    });
+  }
+
+  /**
+   * fail for many tasks at once (no upstream cost: the economy tier's unrun and refused
+   * tasks), answering one result per failure in order, null where the fence no longer holds.
+   * Each chunk of MAX_GROUP tasks is one transaction of a few statements whatever its size:
+   * its batches locked in id order, the fenced update of its tasks, their refunds
+   * (BillingService.refundTasks), one tally per batch and the outbox; so a crash leaves a
+   * chunk all written or not at all, and a task ended meanwhile (by the window's end, a cancel,
+   * a later attempt) is neither failed nor refunded again. Of a batch this finishes, only one
+   * task's result says `finished`.
+   */
+  async failMany(failures: readonly Failure[]): Promise<(FailResult | null)[]> {
+    const results: (FailResult | null)[] = [];
+    for (let start = 0; start < failures.length; start += MAX_GROUP) {
+      results.push(...(await this.failChunk(failures.slice(start, start + MAX_GROUP))));
+    }
+    return results;
+  }
+
+  private async failChunk(chunk: readonly Failure[]): Promise<(FailResult | null)[]> {
+    type Ended = EndedRow & { attempts: number };
+    type Tallied = { id: string; status: BatchStatus; finished_at: Date | null; preview_url: string | null };
+    const batchIds = [...new Set(chunk.map((f) => f.fence.batchId))].sort();
+    const written = await this.writes.retryingDeadlocks(() =>
+      this.writes.db.transaction(async (m) => {
+        const batches = await queryRows<{ id: string; unit_cost: number }>(
+          m,
+          `SELECT id, unit_cost FROM batches WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+          [batchIds],
+        );
+        const unitCost = new Map(batches.map((b) => [b.id, b.unit_cost]));
+        const ended = await queryRows<Ended>(m, FAIL_GROUP_SQL, [
+          chunk.map((f) => f.fence.taskId),
+          chunk.map((f) => f.fence.attempt),
+          chunk.map((f) => f.message),
+          chunk.map((f) => f.code),
+          batches.map((b) => b.id),
+        ]);
+        if (ended.length === 0) return null;
+        const refunded = await this.billing.refundTasks(
+          m,
+          ended.map((row) => ({ accountId: row.ended_account_id, batchId: row.batch_id, taskId: row.id, amount: unitCost.get(row.batch_id)! })),
+        );
+        const perBatch = new Map<string, { failed: number; credited: number }>();
+        for (const row of ended) {
+          const counted = perBatch.get(row.batch_id) ?? { failed: 0, credited: 0 };
+          counted.failed++;
+          if (refunded.has(row.id)) counted.credited += unitCost.get(row.batch_id)!;
+          else this.writes.logger.warn(`Task ${row.id} was already refunded; not refunding it again`);
+          perBatch.set(row.batch_id, counted);
+        }
+        const tallied = await queryRows<Tallied>(m, TALLY_FAILED_SQL, [
+          [...perBatch.keys()],
+          [...perBatch.values()].map((c) => c.failed),
+          [...perBatch.values()].map((c) => c.credited),
+        ]);
+        await this.writes.recordOutcomes(m, [...perBatch.keys()], {
+          ended: ended.map(endedTaskOf),
+          finishedBatchIds: tallied.filter((t) => t.finished_at !== null).map((t) => t.id),
+        });
+        return { ended, refunded, unitCost, tallied: new Map(tallied.map((t) => [t.id, t])) };
+      }),
+    );
+    if (!written) return chunk.map(() => null);
+    this.writes.announce(written.tallied.keys());
+    // Keyed by attempt too, as successes are: a stale attempt of a task may share the chunk with the current one.
+    const byAttempt = new Map(written.ended.map((row) => [`${row.id}:${row.attempts}`, row]));
+    const finishReported = new Set<string>();
+    return chunk.map((f) => {
+      const row = byAttempt.get(`${f.fence.taskId}:${f.fence.attempt}`);
+      if (!row) return null;
+      byAttempt.delete(`${f.fence.taskId}:${f.fence.attempt}`);
+      const batch = written.tallied.get(row.batch_id)!;
+      const finished = batch.finished_at !== null && !finishReported.has(row.batch_id);
+      if (finished) finishReported.add(row.batch_id);
+      const refunded = written.refunded.has(row.id) ? written.unitCost.get(row.batch_id)! : 0;
+      return { status: batch.status, finished, previewUrl: batch.preview_url, refunded };
     });
   }
 

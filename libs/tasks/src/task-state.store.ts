@@ -7,7 +7,7 @@ import { BatchChangePublisher } from './batch-changes';
 import { BatchRoute, BatchRoutes } from './batch-route';
 import { Fence, FencedWrites, TallyResult } from './fenced-write';
 import { ClaimedTask, TaskClaims } from './task-claim';
-import { TaskFailures } from './task-failure';
+import { FailResult, Failure, TaskFailures } from './task-failure';
 import { TASK_OUTCOME_HOOK, TaskOutcomeHook, TaskOutcomes } from './task-outcome.hook';
 import { RequeueOutcome, TaskRequeues } from './task-requeue';
 import { TaskSends } from './task-send';
@@ -77,8 +77,13 @@ export class TaskStateStore {
   }
 
   /** TaskFailures.fail */
-  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<(TallyResult & { refunded: number }) | null> {
+  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<FailResult | null> {
     return this.failures.fail(fence, message, code, upstreamCostMicros);
+  }
+
+  /** TaskFailures.failMany */
+  failMany(failures: readonly Failure[]): Promise<(FailResult | null)[]> {
+    return this.failures.failMany(failures);
   }
 
   /** TaskRequeues.requeue */

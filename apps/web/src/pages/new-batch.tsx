@@ -15,7 +15,10 @@ interface Form {
   refImages: Array<{ url: string; name: string }>;
   quality: string;
   note: string;
+  tier: Tier;
 }
+
+type Tier = 'standard' | 'economy';
 
 const promptList = (text: string) => text.split(/\r?\n/).map((p) => p.trim()).filter((p) => p.length > 0);
 
@@ -31,7 +34,23 @@ function requestBody(f: Form) {
     refImages: f.refImages.length && f.refMode !== 'none' ? f.refImages.map((r) => r.url) : [],
     quality: f.quality,
     note: f.note.trim() || null,
+    tier: f.tier,
   };
+}
+
+/**
+ * The economy price of one image at a resolution, or null: the catalog gives economy prices
+ * only for a model whose route runs an upstream batch API (economyCreditCost null otherwise),
+ * and only at the resolutions it prices, so the picker offers exactly what create accepts.
+ */
+function economyCost(m: Model, resolution: string): number | null {
+  const cost = m.economyCreditCost?.[resolution];
+  return typeof cost === 'number' && m.economyWindowHours !== null ? cost : null;
+}
+
+/** Economy falls back to standard when the model or resolution picked no longer offers it (never a tier_not_available). */
+function legalTier(m: Model, resolution: string, tier: Tier): Tier {
+  return tier === 'economy' && economyCost(m, resolution) !== null ? 'economy' : 'standard';
 }
 
 /** A ratio's legal resolutions, else the first legal pair: the pickers never offer an illegal one. */
@@ -42,11 +61,6 @@ function legalSize(m: Model, ratio: string, resolution: string): { aspectRatio: 
   return { aspectRatio: r, resolution: resolutions.includes(resolution) ? resolution : resolutions[0] };
 }
 
-/*
- * Tier: the catalog may carry economy prices (economyCreditCost, docs/api.md#economy-tier);
- * a tier picker goes beside the resolution, and `tier` into requestBody (docs/roadmap.md).
- * Until then this page creates standard batches.
- */
 export function NewBatchPage() {
   const catalog = useLoad(() => api<Catalog>('GET', '/models'));
   if (catalog.loading && !catalog.data) return <section><PageTitle>New batch</PageTitle><Loading label="Loading models…" /></section>;
@@ -67,6 +81,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     refImages: [],
     quality: catalog.defaults.quality,
     note: '',
+    tier: 'standard',
   }));
   const model = catalog.models.find((m) => m.key === form.model) ?? first;
   const body = useMemo(() => requestBody(form), [form]);
@@ -80,7 +95,13 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
   const [dragging, setDragging] = useState(false);
   const submittingRef = useRef(false);
 
-  const set = (patch: Partial<Form>) => setForm((f) => ({ ...f, ...patch }));
+  // Every change keeps the tier legal for the model and resolution it leaves the form with.
+  const set = (patch: Partial<Form>) =>
+    setForm((f) => {
+      const next = { ...f, ...patch };
+      const m = catalog.models.find((x) => x.key === next.model) ?? first;
+      return { ...next, tier: legalTier(m, next.resolution, next.tier) };
+    });
   const pickModel = (key: string) => {
     const m = catalog.models.find((x) => x.key === key)!;
     set({ model: key, ...legalSize(m, form.aspectRatio, form.resolution) });
@@ -179,6 +200,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             {catalog.models.map((m) => (
               <option key={m.key} value={m.key}>
                 {m.displayName} — {priceRange(m)}
+                {m.economyCreditCost ? ` (economy from ${Math.min(...Object.values(m.economyCreditCost))})` : ''}
               </option>
             ))}
           </select>
@@ -228,6 +250,9 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
               </div>
             )}
           </div>
+          {model.economyCreditCost && (
+            <TierPicker model={model} resolution={form.resolution} tier={form.tier} onPick={(tier) => set({ tier })} />
+          )}
         </div>
 
         <div
@@ -310,7 +335,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
         </div>
 
         <div class="card estimate" aria-live="polite" data-testid="estimate">
-          <EstimateView estimate={estimate} hasPrompts={count > 0} />
+          <EstimateView estimate={estimate} hasPrompts={count > 0} windowHours={model.economyWindowHours} />
         </div>
         {submitError !== undefined && <ErrorState error={submitError} />}
         <button type="submit" class="primary wide" disabled={submitting || count === 0 || uploading}>
@@ -328,7 +353,33 @@ function priceRange(m: Model): string {
   return low === high ? `${low} credit${low === 1 ? '' : 's'} per image` : `${low} to ${high} credits per image`;
 }
 
-function EstimateView({ estimate, hasPrompts }: { estimate: { value?: Estimate; error?: unknown }; hasPrompts: boolean }) {
+/**
+ * Standard or economy, each with its price at the chosen resolution; shown only for models
+ * with an economy tier. Economy at a resolution it does not price is disabled and says so.
+ */
+function TierPicker({ model, resolution, tier, onPick }: { model: Model; resolution: string; tier: Tier; onPick: (tier: Tier) => void }) {
+  const standard = model.creditCost[resolution];
+  const economy = economyCost(model, resolution);
+  const credits = (n: number) => `${n} credit${n === 1 ? '' : 's'} per image`;
+  const offered = Object.keys(model.economyCreditCost ?? {}).join(', ');
+  return (
+    <fieldset class="tier">
+      <legend>Tier</legend>
+      <label class="check">
+        <input type="radio" name="tier" value="standard" checked={tier === 'standard'} onChange={() => onPick('standard')} />
+        Standard — {credits(standard)}, rendered right away
+      </label>
+      <label class="check">
+        <input type="radio" name="tier" value="economy" checked={tier === 'economy'} disabled={economy === null} onChange={() => onPick('economy')} />
+        {economy === null
+          ? `Economy — not at ${resolution} (only ${offered})`
+          : `Economy — ${credits(economy)}, ready within ${model.economyWindowHours} hours`}
+      </label>
+    </fieldset>
+  );
+}
+
+function EstimateView({ estimate, hasPrompts, windowHours }: { estimate: { value?: Estimate; error?: unknown }; hasPrompts: boolean; windowHours: number | null }) {
   if (!hasPrompts) return <p>Type or drop prompts to see the price.</p>;
   if (estimate.error) {
     return <p class="error-text">{estimate.error instanceof ApiError ? estimate.error.message : describeError(estimate.error)}</p>;
@@ -341,6 +392,7 @@ function EstimateView({ estimate, hasPrompts }: { estimate: { value?: Estimate; 
         <strong>{formatNumber(e.total)}</strong> image{e.total === 1 ? '' : 's'} × {e.creditCost} = <strong>{formatNumber(e.creditsRequired)} credits</strong>{' '}
         <span class="muted">(balance {formatNumber(e.balance)})</span>
       </p>
+      {e.tier === 'economy' && <p class="help">Economy tier: every image ready within {windowHours} hours; any not done by then is refunded.</p>}
       {e.refusal && <p class="error-text">{e.refusal.message}</p>}
     </>
   );

@@ -285,13 +285,15 @@ export class EconomyCollector {
       prepared.clear();
       if (missing.length === 0) return lines;
     }
+    const refused: { claim: ClaimedTask; err: unknown }[] = [];
     for (const task of await this.store.runningTasks(group.id, missing)) {
       try {
         lines.push(api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) }));
       } catch (err) {
-        await this.runner.failBatchTask(task, err);
+        refused.push({ claim: task, err });
       }
     }
+    await this.runner.failBatchTasks(refused);
     return lines;
   }
 
@@ -339,13 +341,12 @@ export class EconomyCollector {
       await Promise.all(inFlight);
     }
     if (trouble) throw (trouble as { err: unknown }).err;
-    const message = NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed;
-    for (const task of tasks.values()) {
-      if ((await this.runner.failBatchTask(task, new ProviderError('upstream_error', message, { retryable: false }))) === 'failed') {
-        failed++;
-        this.line(group, 'never_ran');
-      }
-    }
+    // What the upstream never ran: failed and refunded a chunk of tasks per transaction (a
+    // 10,000-line batch that expired unrun is a few dozen transactions, not 10,000).
+    const neverRan = new ProviderError('upstream_error', NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed, { retryable: false });
+    const unrun = (await this.runner.failBatchTasks([...tasks.values()].map((claim) => ({ claim, err: neverRan })))).filter((o) => o === 'failed').length;
+    tasks.clear();
+    failed += this.lines(group, 'never_ran', unrun);
     await this.store.recordRead(group.id, this.id, { succeeded, failed });
     this.logger.log(`Upstream batch ${group.id} read (${ended.outcome}): ${succeeded} succeeded, ${failed} failed`);
   }
@@ -365,10 +366,9 @@ export class EconomyCollector {
     const refused = isProviderError(err) && !err.retryable;
     if (refused || (submitting && group.tries + 1 >= MAX_SUBMIT_TRIES)) {
       this.logger.warn(`Upstream batch ${group.id} failed at ${group.state}: ${describeError(err)}; failing its tasks`);
-      let failed = 0;
-      for (const task of await this.store.runningTasks(group.id)) {
-        if ((await this.runner.failBatchTask(task, err)) === 'failed') failed++;
-      }
+      // A chunk of tasks per transaction, as in readResults.
+      const outcomes = await this.runner.failBatchTasks((await this.store.runningTasks(group.id)).map((claim) => ({ claim, err })));
+      const failed = outcomes.filter((o) => o === 'failed').length;
       await this.store.recordFailed(group.id, this.id, describeError(err).slice(0, 500), failed);
       return;
     }
@@ -381,8 +381,13 @@ export class EconomyCollector {
 
   /** Counts one task ended from its upstream batch; answers 1. */
   private line(group: UpstreamGroup, outcome: 'succeeded' | 'failed' | 'never_ran'): number {
-    this.metrics.economyLines.inc({ model: group.model, outcome });
-    return 1;
+    return this.lines(group, outcome, 1);
+  }
+
+  /** Counts `count` tasks ended from its upstream batch alike; answers `count`. */
+  private lines(group: UpstreamGroup, outcome: 'succeeded' | 'failed' | 'never_ran', count: number): number {
+    if (count > 0) this.metrics.economyLines.inc({ model: group.model, outcome }, count);
+    return count;
   }
 
   /** Economy batches past their window: their unfinished tasks failed and refunded. */

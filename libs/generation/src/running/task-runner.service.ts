@@ -456,6 +456,30 @@ export class TaskRunnerService {
   }
 
   /**
+   * failBatchTask for many tasks (those an upstream batch never ran, a refused group's): the
+   * same fenced failures, refunds, tallies and outbox rows, written a chunk of tasks per
+   * transaction (TaskStateStore.failMany) instead of one transaction each. Answers one outcome
+   * per task, in order: 'failed', or 'superseded' where the task had ended meanwhile.
+   */
+  async failBatchTasks(failures: readonly { claim: ClaimedTask; err: unknown }[]): Promise<RunOutcome[]> {
+    const startedAt = Date.now();
+    for (const { claim, err } of failures) this.telemetry.attemptFailed(claim, err, false);
+    const results = await this.store.failMany(
+      failures.map(({ claim, err }) => {
+        const failure = classifyFailure(err);
+        return { fence: { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId }, message: oneLine(failure.message), code: failure.code };
+      }),
+    );
+    return failures.map(({ claim, err }, i) => {
+      const tally = results[i];
+      if (!tally) return 'superseded';
+      this.telemetry.finished(claim, 'failed', startedAt, { err, refunded: tally.refunded });
+      if (tally.finished) this.logger.log(`Batch of task ${claim.id} finished: ${tally.status}`);
+      return 'failed';
+    });
+  }
+
+  /**
    * The upstream's own failure answer (or a task the poller could not take up): a retryable
    * one forgets the request, so the next attempt submits anew; a refusal fails the task.
    */
