@@ -39,7 +39,7 @@ describe('Batches: dispatch to the task queue', () => {
     return total;
   }
 
-  it("a new batch: its first DISPATCH_WINDOW tasks are queued with a plain render job each (jobId = task id, attempts 1, no priority), the rest wait pending", async () => {
+  it("a new batch: its first DISPATCH_WINDOW tasks are queued with a render job each (jobId = task id, attempts 1, no priority, the batch and seq as hints), the rest wait pending", async () => {
     const a = await t.account();
     const res = await postBatch(t, a, { prompts: ['a', 'b', 'c'], model: 'eta-image', countPerCombo: 4 }).expect(201);
     const tasks = await taskRows(t, res.body.id);
@@ -51,7 +51,8 @@ describe('Batches: dispatch to the task queue', () => {
         continue;
       }
       expect(job!.name).toBe('render');
-      expect(job!.data).toEqual({ taskId: task.id });
+      // The batch and seq ride along as hints: the worker takes its slot by them before claiming.
+      expect(job!.data).toEqual({ taskId: task.id, batchId: res.body.id, seq: task.seq });
       expect(job!.opts).toMatchObject({ jobId: task.id, attempts: 1 });
       expect(job!.opts.priority).toBeUndefined();
       expect(await job!.getState()).toBe('waiting');
@@ -147,10 +148,15 @@ describe('Batches: dispatch to the task queue', () => {
 
     expect(await feedAll()).toBe(3);
     expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['queued', 'queued', 'queued']);
-    for (const task of tasks) expect((await queue.getJob(task.id))?.opts).toMatchObject({ jobId: task.id });
+    for (const task of tasks) {
+      const job = await queue.getJob(task.id);
+      expect(job?.opts).toMatchObject({ jobId: task.id });
+      // The feeder's jobs carry the hints too.
+      expect(job?.data).toEqual({ taskId: task.id, batchId: res.body.id, seq: task.seq });
+    }
     // Nothing is pending any more, and re-adding a live job is a no-op in Bull.
     expect(await dispatch.feed(100)).toBe(0);
-    expect(await dispatch.enqueueQueued(tasks.map((x) => x.id))).toBe(3);
+    expect(await dispatch.enqueueQueued(tasks.map((x) => ({ id: x.id })))).toBe(3);
     const mine = (await queue.getWaiting(0, -1)).filter((j) => tasks.some((x) => x.id === String(j.id)));
     expect(mine).toHaveLength(3);
   });
@@ -183,7 +189,7 @@ describe('Batches: dispatch to the task queue', () => {
       const offline = new TaskDispatchService(deadQueue, t.db, env.config, t.app.get(BatchChangePublisher));
       offline.enqueueTimeoutMs = 300;
       const started = Date.now();
-      expect(await offline.enqueueQueued(tasks.map((x) => x.id))).toBe(0);
+      expect(await offline.enqueueQueued(tasks.map((x) => ({ id: x.id })))).toBe(0);
       expect(Date.now() - started).toBeLessThan(1500);
       expect((await taskRows(t, res.body.id)).map((x) => x.status)).toEqual(['pending']);
     } finally {

@@ -8,7 +8,7 @@ import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
 import { BatchChangePublisher, ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
-import { TestApp, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, recordSql, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { TestApp, bearer, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, recordSql, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const GREEN = { r: 0, g: 255, b: 0 };
@@ -339,6 +339,81 @@ describe('generator: the real worker consuming the real queue', () => {
       expect(await refundRows(api, failing)).toHaveLength(2);
       expect(await api.balance(a.id)).toBe(500 - 10 - 2 + 10);
       expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+    });
+
+    it("a job naming its task's batch claims and sends in one write once it holds the slot; without, claim then send", async () => {
+      const a = await api.account({ credits: 1000 });
+      const restore = await routeModel(api, 'gamma-5-flash', { type: 'simulated', latencyMs: 600, maxConcurrency: 1 });
+      try {
+        const hinted = await createBatch(api, a, { model: 'gamma-5-flash', prompts: ['hinted'], countPerCombo: 3 });
+        const plain = await createBatch(api, a, { model: 'gamma-5-flash', prompts: ['plain'], countPerCombo: 3 });
+        const hintedTasks = await taskRows(api, hinted);
+        const plainTasks = await taskRows(api, plain);
+
+        // Hinted: one run holds the slot (claimed and sent in one statement, no send of its
+        // own); the others wait unclaimed, still queued.
+        const statements = recordSql();
+        const hintedRuns = hintedTasks.map((t) => runner.run(t.id, { batchId: hinted, seq: t.seq }));
+        await waitFor('one hinted task running', async () => (await taskRows(api, hinted)).some((t) => t.status === 'running'));
+        const during = await taskRows(api, hinted);
+        statements.restore();
+        expect(during.filter((t) => t.status === 'running' && t.sent_at !== null && t.progress === 1)).toHaveLength(1);
+        expect(during.filter((t) => t.status === 'queued' && t.attempts === 0 && t.sent_at === null)).toHaveLength(2);
+        const sql = statements.statements();
+        expect(sql.filter((q) => q.includes('), claimed AS (')).length).toBeGreaterThanOrEqual(1);
+        expect(sql.filter((q) => q.includes('), sent AS ('))).toHaveLength(0);
+
+        // A cancel takes the waiting ones; their runs find nothing to claim and send nothing.
+        await api.http.post(`/v1/batches/${hinted}/cancel`).set('Authorization', bearer(a)).expect(200);
+        const hintedOutcomes = await Promise.all(hintedRuns);
+        expect(hintedOutcomes.sort()).toEqual(['skipped', 'skipped', 'succeeded']);
+        const hintedAfter = await taskRows(api, hinted);
+        expect(hintedAfter.filter((t) => t.status === 'cancelled' && t.sent_at === null && t.attempts === 0)).toHaveLength(2);
+
+        // Without hints (jobs added before they carried them): all three claimed, one sent at a time.
+        const plainRuns = plainTasks.map((t) => runner.run(t.id));
+        await waitFor('three plain claims, one sent', async () => {
+          const rows = await taskRows(api, plain);
+          return rows.every((t) => t.status === 'running') && rows.filter((t) => t.sent_at).length === 1;
+        });
+        await api.http.post(`/v1/batches/${plain}/cancel`).set('Authorization', bearer(a)).expect(200);
+        expect((await Promise.all(plainRuns)).sort()).toEqual(['succeeded', 'unsent', 'unsent']);
+
+        // Each batch charged for its one image; the money adds up.
+        for (const id of [hinted, plain]) expect((await getBatch(api, a, id)).batch).toMatchObject({ status: 'cancelled', counts: { succeeded: 1, cancelled: 2 } });
+        expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
+      } finally {
+        await restore();
+      }
+    });
+
+    it('a hint naming another batch claims nothing and changes nothing; a hinted retry keeps its hints', async () => {
+      const a = await api.account({ credits: 1000 });
+      const mine = await createBatch(api, a, { model: 'eta-image', prompts: ['mine'] });
+      const other = await createBatch(api, a, { model: 'eta-image', prompts: ['other'] });
+      const [task] = await taskRows(api, mine);
+      expect(await runner.run(task.id, { batchId: other, seq: 0 })).toBe('skipped');
+      expect((await taskRows(api, mine))[0]).toMatchObject({ status: 'queued', attempts: 0, sent_at: null });
+      expect(await runner.run(task.id, { batchId: mine, seq: 0 })).toBe('succeeded');
+      expect((await taskRows(api, mine))[0]).toMatchObject({ status: 'succeeded', attempts: 1 });
+
+      // A retry's job carries the hints on (the retry path adds it from the claim).
+      const again = await createBatch(api, a, { model: 'eta-image', prompts: ['again'] });
+      const [retried] = await taskRows(api, again);
+      const storage = gen.get(StorageDriver);
+      const put = jest.spyOn(storage, 'put').mockImplementationOnce(async () => {
+        throw new Error('disk full');
+      });
+      try {
+        expect(await runner.run(retried.id, { batchId: again, seq: 0 })).toBe('retrying');
+      } finally {
+        put.mockRestore();
+      }
+      const job = await queueOf(gen).getJob(`${retried.id}-attempt2`);
+      expect(job?.data).toEqual({ taskId: retried.id, batchId: again, seq: 0 });
+      await job?.remove();
+      expect(await runner.run(retried.id, { batchId: again, seq: 0 })).toBe('succeeded');
+      expect((await taskRows(api, again))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
     });
 
     it('claims and successes arriving together share statements; tallies stay exact and stale attempts change nothing', async () => {

@@ -27,7 +27,9 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
     this.queue
       .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => {
         this.feeder.tookJob();
-        return this.runner.run(job.data.taskId);
+        const { taskId, batchId, seq } = job.data;
+        // Jobs added before they carried hints run the claim-first way.
+        return this.runner.run(taskId, batchId !== undefined && typeof seq === 'number' ? { batchId, seq } : undefined);
       })
       .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
     this.feeder.start();

@@ -198,7 +198,7 @@ export class BatchesService {
 
     const { created, tasks, dispatchCount } = outcome;
     this.metrics.creditsCharged.inc({ model: batch.model }, batch.creditsCharged);
-    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => t.id));
+    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => ({ id: t.id, batchId: created.id, seq: t.seq })));
     return created;
   }
 

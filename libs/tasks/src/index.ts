@@ -23,3 +23,4 @@ export * from './batch-row';
 export * from './task-economy-submit';
 export * from './task-economy-expiry';
 export * from './upstream-batch.store';
+export * from './batch-route';

@@ -52,23 +52,32 @@ export interface UpstreamRequest {
  * statement: their batches locked first and in id order (as every task write after creation
  * does, the cancel included, so none of them can deadlock another), the fenced claims, the
  * batches' move out of `pending` and version bump, and the batch and model rows, read from
- * the statement's snapshot, which is all a render needs of them. A claimed task is not sent
- * yet (sent_at null, shown `queued`): its worker may still wait for a slot, and a cancel may
- * take it until `send`. A task's first claim also gives it its result token. $1 distinct
- * task ids, $2 a fresh token for each.
+ * the statement's snapshot, which is all a render needs of them. A task's first claim also
+ * gives it its result token. $1 distinct task ids, $2 a fresh token for each.
+ *
+ * Two forms (claimStatement):
+ * - the claim alone: the task is not sent yet (sent_at null, shown `queued`): its worker may
+ *   still wait for a slot, and a cancel may take it until `send`;
+ * - the claim and the send together, for a worker that already holds its slot: one row
+ *   version fewer per task, and no send statement. Its jobs name the tasks' batches ($3), so
+ *   the batches are locked by id, without reading the tasks first; a task whose batch is not
+ *   among them is not claimed.
  */
-const CLAIM_GROUP: PreparedStatement = {
-  name: 'kiln_claim_group',
-  text: `
+function claimStatement(form: 'claim' | 'claim-and-send'): PreparedStatement {
+  const sending = form === 'claim-and-send';
+  const batchesOfInput = sending ? 'id = ANY($3::uuid[])' : 'id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))';
+  return {
+    name: sending ? 'kiln_claim_send_group' : 'kiln_claim_group',
+    text: `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
 ), locked AS (
-  ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))')}
+  ${lockBatchesInIdOrder(batchesOfInput)}
 ), claimed AS (
   UPDATE tasks t SET status = 'running', attempts = t.attempts + 1,
          -- A task with an upstream request stays sent: it is resumed, never sent again.
-         progress = CASE WHEN t.upstream_request_id IS NULL THEN 0 ELSE t.progress END,
-         sent_at = CASE WHEN t.upstream_request_id IS NULL THEN NULL ELSE t.sent_at END,
+         progress = CASE WHEN t.upstream_request_id IS NULL THEN ${sending ? 1 : 0} ELSE t.progress END,
+         sent_at = CASE WHEN t.upstream_request_id IS NULL THEN ${sending ? 'now()' : 'NULL'} ELSE t.sent_at END,
          upstream_poll_at = NULL, upstream_lease_until = NULL, upstream_poller = NULL,
          started_at = COALESCE(t.started_at, now()), updated_at = now(),
          result_token = COALESCE(t.result_token, i.token)
@@ -91,7 +100,17 @@ SELECT c.*,
   FROM claimed c
   LEFT JOIN batches b ON b.id = c.batch_id
   LEFT JOIN models m ON m.key = b.model`,
-};
+  };
+}
+
+const CLAIM_GROUP = claimStatement('claim');
+const CLAIM_AND_SEND_GROUP = claimStatement('claim-and-send');
+
+/** A claim and send of a task whose job named its batch. */
+interface SentClaim {
+  taskId: string;
+  batchId: string;
+}
 
 /**
  * The claim (`pending`/`queued`/`running` -> `running`, attempts + 1), group-committed: the
@@ -100,6 +119,7 @@ SELECT c.*,
  */
 export class TaskClaims {
   private readonly claimOne = groupWrites((ids: readonly string[]) => this.claimGroup(ids), MAX_GROUP);
+  private readonly claimAndSendOne = groupWrites((group: readonly SentClaim[]) => this.claimAndSendGroup(group), MAX_GROUP);
 
   constructor(private readonly writes: FencedWrites) {}
 
@@ -114,9 +134,29 @@ export class TaskClaims {
     return this.claimOne(taskId);
   }
 
-  private async claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
+  /**
+   * The claim and the send in one write, for a run that already holds its slot (its job named
+   * the task's batch): null as for `claim`, and also when the task is not of that batch.
+   */
+  claimAndSend(taskId: string, batchId: string): Promise<ClaimedTask | null> {
+    return this.claimAndSendOne({ taskId, batchId });
+  }
+
+  private claimGroup(ids: readonly string[]): Promise<(ClaimedTask | null)[]> {
+    return this.claimed(CLAIM_GROUP, ids, []);
+  }
+
+  private claimAndSendGroup(group: readonly SentClaim[]): Promise<(ClaimedTask | null)[]> {
+    return this.claimed(
+      CLAIM_AND_SEND_GROUP,
+      group.map((c) => c.taskId),
+      [[...new Set(group.map((c) => c.batchId))]],
+    );
+  }
+
+  private async claimed(statement: PreparedStatement, ids: readonly string[], extra: unknown[]): Promise<(ClaimedTask | null)[]> {
     const distinct = [...new Set(ids)];
-    const rows = await this.writes.grouped<Record<string, any>>(CLAIM_GROUP, [distinct, distinct.map(() => newObjectToken())]);
+    const rows = await this.writes.grouped<Record<string, any>>(statement, [distinct, distinct.map(() => newObjectToken()), ...extra]);
     this.writes.announce(rows.map((row: Record<string, any>) => row.batch_id as string));
     const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
     // A job delivered twice at once is run once: the first delivery gets the claim, the

@@ -7,7 +7,7 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { BatchChangePublisher, bumpBatchVersions } from './batch-changes';
-import { renderJob, TASK_QUEUE } from './task-queue.contract';
+import { renderJob, RenderJobTask, TASK_QUEUE } from './task-queue.contract';
 
 /**
  * Moves up to $1 pending tasks to `queued`, fairest first: every batch's n-th task before
@@ -80,14 +80,14 @@ export class TaskDispatchService {
    * Adds the jobs of tasks already written `queued` (a new batch's window). Never throws: the
    * request that created them has already succeeded. Returns how many reached the queue.
    */
-  async enqueueQueued(taskIds: readonly string[]): Promise<number> {
-    if (taskIds.length === 0) return 0;
+  async enqueueQueued(tasks: readonly RenderJobTask[]): Promise<number> {
+    if (tasks.length === 0) return 0;
     try {
-      await withTimeout(this.queue.addBulk(taskIds.map(renderJob)), this.enqueueTimeoutMs);
-      return taskIds.length;
+      await withTimeout(this.queue.addBulk(tasks.map(renderJob)), this.enqueueTimeoutMs);
+      return tasks.length;
     } catch (err) {
-      this.logger.warn(`Could not enqueue ${taskIds.length} task(s) (${errorMessage(err)}); they go back to pending for the feeder`);
-      await this.backToPending(taskIds);
+      this.logger.warn(`Could not enqueue ${tasks.length} task(s) (${errorMessage(err)}); they go back to pending for the feeder`);
+      await this.backToPending(tasks.map((t) => t.id));
       return 0;
     }
   }
@@ -140,7 +140,7 @@ export class TaskDispatchService {
     await this.tasksShownChanged(rows.map((r) => r.batch_id));
     // UPDATE ... RETURNING has no order of its own; the queue must get the fair one.
     rows.sort((a, b) => a.seq - b.seq || a.created_at.getTime() - b.created_at.getTime() || (a.id < b.id ? -1 : 1));
-    return this.enqueueQueued(rows.map((r) => r.id));
+    return this.enqueueQueued(rows.map((r) => ({ id: r.id, batchId: r.batch_id, seq: r.seq })));
   }
 
   /**

@@ -10,7 +10,10 @@ import type { JobOptions } from 'bull';
  * task that already has one. Add a new name beside the old one instead.
  *
  * Payloads carry ids only; the database holds everything else, so a job never runs on a
- * stale copy of a row.
+ * stale copy of a row. `batchId` and `seq` are hints from the task row, which never change:
+ * with them a worker takes its slot before the claim and claims and sends in one write
+ * (TaskRunnerService). The claim checks the batch id against the row; a job without them
+ * (added before they existed) is run as before.
  */
 export const TASK_QUEUE = 'kiln-tasks';
 
@@ -20,6 +23,15 @@ export enum TaskJob {
 
 export interface RenderJobData {
   taskId: string;
+  batchId?: string;
+  seq?: number;
+}
+
+/** What a job needs of its task: the id, and the row's batch id and seq as hints. */
+export interface RenderJobTask {
+  id: string;
+  batchId?: string;
+  seq?: number;
 }
 
 export interface RenderJob {
@@ -46,15 +58,16 @@ export function renderJobId(taskId: string, attemptsSoFar: number): string {
  * workers and the rate limiter share. Fairness comes from what is let into the queue instead
  * (TaskDispatchService).
  */
-export function renderJob(taskId: string): RenderJob {
-  return nextRenderJob({ id: taskId, attempts: 0 });
+export function renderJob(task: RenderJobTask): RenderJob {
+  return nextRenderJob({ ...task, attempts: 0 });
 }
 
 /** The job for a task's next attempt, optionally delayed (a retry's backoff). */
-export function nextRenderJob(task: { id: string; attempts: number }, delayMs = 0): RenderJob {
+export function nextRenderJob(task: RenderJobTask & { attempts: number }, delayMs = 0): RenderJob {
+  const hints = task.batchId !== undefined && task.seq !== undefined ? { batchId: task.batchId, seq: task.seq } : {};
   return {
     name: TaskJob.Render,
-    data: { taskId: task.id },
+    data: { taskId: task.id, ...hints },
     // attempts: 1 because the generator retries upstream failures itself, with its own
     // backoff and its own job ids.
     opts: { jobId: renderJobId(task.id, task.attempts), attempts: 1, ...(delayMs > 0 ? { delay: delayMs } : {}) },

@@ -4,6 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { BillingService } from '@app/billing';
 import { BatchStatus, TaskErrorCode } from '@app/database';
 import { BatchChangePublisher } from './batch-changes';
+import { BatchRoute, BatchRoutes } from './batch-route';
 import { Fence, FencedWrites, TallyResult } from './fenced-write';
 import { ClaimedTask, TaskClaims } from './task-claim';
 import { FailResult, Failure, TaskFailures } from './task-failure';
@@ -28,6 +29,7 @@ export class TaskStateStore {
   private readonly successes: TaskSuccesses;
   private readonly failures: TaskFailures;
   private readonly requeues: TaskRequeues;
+  private readonly routes: BatchRoutes;
 
   constructor(
     @InjectDataSource() db: DataSource,
@@ -41,11 +43,22 @@ export class TaskStateStore {
     this.successes = new TaskSuccesses(this.writes);
     this.failures = new TaskFailures(this.writes, billing);
     this.requeues = new TaskRequeues(this.writes, billing);
+    this.routes = new BatchRoutes(db);
   }
 
   /** TaskClaims.claim */
   claim(taskId: string): Promise<ClaimedTask | null> {
     return this.claims.claim(taskId);
+  }
+
+  /** BatchRoutes.of: the batch's model and provider snapshot, read once per batch. */
+  batchRoute(batchId: string): Promise<BatchRoute | null> {
+    return this.routes.of(batchId);
+  }
+
+  /** TaskClaims.claimAndSend */
+  claimAndSend(taskId: string, batchId: string): Promise<ClaimedTask | null> {
+    return this.claims.claimAndSend(taskId, batchId);
   }
 
   /** TaskSends.send */

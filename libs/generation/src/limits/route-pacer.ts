@@ -31,7 +31,11 @@ const RESET_MARGIN_MS = 50;
 /** The window of a route nothing is known of yet (slow start: it doubles each clean round). */
 export const INITIAL_WINDOW = 8;
 
-/** ARGV: maxConcurrency, ratePerMinute (0: none). Returns {waitMs, startSeq, startedAt, window}. */
+/**
+ * ARGV: maxConcurrency, ratePerMinute (0: none). Returns {waitMs, startSeq, startedAt, window,
+ * quiet}: quiet (1) when nothing holds the route back — no pause, no header budget, no rate,
+ * the window at maxConcurrency — so a clean answer without headers would change nothing.
+ */
 const ADMIT = new RedisScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -69,7 +73,9 @@ else
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'starts', 1)
 redis.call('PEXPIRE', KEYS[1], ${PACE_KEY_TTL_MS})
-return {0, seq, now, window}`);
+local quiet = 0
+if not budget and rpm <= 0 and tonumber(window) >= max then quiet = 1 end
+return {0, seq, now, window, quiet}`);
 
 /**
  * KEYS[1] the pace hash, KEYS[2] the model's slot leases (the concurrency limiter's: the
@@ -132,6 +138,13 @@ const REFUSAL_BACKOFF_MS = 100;
 const REFUSAL_BACKOFF_MAX_MS = 1000;
 /** Each Redis call of the pacer gives up after this; the local fallback takes over. */
 const REDIS_TIMEOUT_MS = 1000;
+/**
+ * How long a generator admits a quiet route's calls without asking Redis (ADMIT's `quiet`):
+ * such a route's clean answers without headers change nothing there, and asking twice per
+ * call was a third of a fast pipeline's Redis commands (bench/findings.md). A 429, a header
+ * or another generator's cut is seen within this long; the first of them ends it at once.
+ */
+export const QUIET_RECHECK_MS = 200;
 /** A wait is re-asked at least this often, so a cut, a reset or a pause lifted elsewhere is seen. */
 const MAX_WAIT_MS = 2000;
 /** After Redis failed, the local fallback is used this long before Redis is tried again. */
@@ -178,6 +191,8 @@ export interface PaceTicket {
   startedAt: number;
   /** Admitted by the local fallback (Redis did not answer). */
   local: boolean;
+  /** The route was quiet (QUIET_RECHECK_MS): a clean answer without headers is not told to Redis. */
+  quiet?: boolean;
 }
 
 export type PaceOutcome =
@@ -217,6 +232,8 @@ export class RoutePacer {
   private fallbackUntil = 0;
   /** Pace keys by model and upstream: the key hashes the route label, once per route, not per call. */
   private readonly paceKeys = new Map<string, string>();
+  /** Until when each quiet route (by pace key) is admitted locally. */
+  private readonly quietUntil = new Map<string, number>();
 
   constructor(
     private readonly redis: RedisService,
@@ -310,6 +327,12 @@ export class RoutePacer {
    */
   async answered(ticket: PaceTicket, outcome: PaceOutcome, localInFlight: number): Promise<void> {
     const { route } = ticket;
+    if (ticket.quiet) {
+      // A clean answer without headers on a quiet route changes nothing in Redis.
+      if (outcome.kind === 'ok' && !hasRateHeaders(outcome.rateHeaders)) return;
+      // Anything else ends the quiet at once and is told to Redis (below).
+      this.quietUntil.delete(this.paceKey(route));
+    }
     if (!ticket.local && Date.now() >= this.fallbackUntil) {
       const h = outcome.rateHeaders ?? {};
       const retryAfter = outcome.kind === 'refused' && outcome.retryAfterMs !== undefined ? outcome.retryAfterMs : -1;
@@ -318,7 +341,9 @@ export class RoutePacer {
           ANSWERED.run(
             this.redis.client,
             [this.paceKey(route), this.limiter.slotsKey(route.model)],
-            [outcome.kind, route.maxConcurrency, ticket.startSeq, ticket.startedAt, h.remaining ?? -1, h.limit ?? -1, h.resetMs ?? -1, retryAfter],
+            // A ticket admitted quietly has no start number (0): as if it started last (no later
+            // call counted against the answer's remaining), which errs by at most the calls in flight.
+            [outcome.kind, route.maxConcurrency, ticket.startSeq > 0 ? ticket.startSeq : Number.MAX_SAFE_INTEGER, ticket.startedAt, h.remaining ?? -1, h.limit ?? -1, h.resetMs ?? -1, retryAfter],
           ),
         );
         this.windowMoved(route, Number(window));
@@ -331,14 +356,30 @@ export class RoutePacer {
   }
 
   private async tryAdmit(route: PaceRoute): Promise<{ waitMs: number; ticket?: PaceTicket }> {
-    if (Date.now() >= this.fallbackUntil) {
+    const key = this.paceKey(route);
+    const now = Date.now();
+    const quietUntil = this.quietUntil.get(key);
+    if (quietUntil !== undefined) {
+      if (now < quietUntil) return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, local: false, quiet: true } };
+      // One call asks Redis again; the others stay quiet until its answer says otherwise.
+      this.quietUntil.set(key, now + QUIET_RECHECK_MS);
+    }
+    if (now >= this.fallbackUntil) {
       try {
-        const [waitMs, seq, now, window] = (await this.bounded(
-          ADMIT.run(this.redis.client, [this.paceKey(route)], [route.maxConcurrency, route.ratePerMinute ?? 0]),
+        const [waitMs, seq, startedAt, window, quiet] = (await this.bounded(
+          ADMIT.run(this.redis.client, [key], [route.maxConcurrency, route.ratePerMinute ?? 0]),
         )) as (number | string)[];
         this.windowMoved(route, Number(window));
         if (Number(waitMs) > 0) return { waitMs: Number(waitMs) };
-        return { waitMs: 0, ticket: { route, startSeq: Number(seq), startedAt: Number(now), local: false } };
+        const isQuiet = Number(quiet) === 1;
+        if (isQuiet) {
+          // Routes are few; a map that grew past this (re-routed for months) starts again.
+          if (this.quietUntil.size >= 10_000) this.quietUntil.clear();
+          this.quietUntil.set(key, Date.now() + QUIET_RECHECK_MS);
+        } else {
+          this.quietUntil.delete(key);
+        }
+        return { waitMs: 0, ticket: { route, startSeq: Number(seq), startedAt: Number(startedAt), local: false, ...(isQuiet ? { quiet: true } : {}) } };
       } catch (err) {
         this.fallBack(err);
       }
@@ -410,6 +451,10 @@ export class RoutePacer {
     this.windows.set(route.model, window);
     this.limiter.setCap(route.model, this.windowOf(route.model, route.maxConcurrency));
   }
+}
+
+function hasRateHeaders(h: UpstreamRateHeaders | undefined): boolean {
+  return h !== undefined && (h.remaining !== undefined || h.limit !== undefined || h.resetMs !== undefined);
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -5,7 +5,7 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
 import { billsFailure, CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, routeLabel, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
+import { BatchRoute, ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { ModelConcurrencyLimiter } from '../limits/model-concurrency.limiter';
 import { RoutePacer } from '../limits/route-pacer';
@@ -116,8 +116,12 @@ export class TaskRunnerService {
     return this.inFlight.size;
   }
 
-  run(taskId: string): Promise<RunOutcome> {
-    return this.track(this.claimAndAttempt(taskId));
+  /**
+   * One delivery of a task's job. With the job's hint (its task's batch and seq) the run takes
+   * its slot first and claims and sends in one write (slotFirst); without, it claims first.
+   */
+  run(taskId: string, hint?: RunHint): Promise<RunOutcome> {
+    return this.track(hint ? this.slotFirst(taskId, hint) : this.claimAndAttempt(taskId));
   }
 
   /** Runs counted for the drain: job deliveries, and the poller's collections and failures. */
@@ -155,6 +159,70 @@ export class TaskRunnerService {
   }
 
   /**
+   * A job that names its task's batch: the run waits for its slot by the batch's route (read
+   * once per batch) and only then claims the task and sends it, in one write. A task thus
+   * costs one row version and one statement fewer than claim, wait, send, and while the run
+   * waits the task stays `queued`, so a cancel takes it exactly as before its send. A queue
+   * upstream's task (resumed, not sent) and a batch not found run the claim-first way.
+   */
+  private async slotFirst(taskId: string, hint: RunHint): Promise<RunOutcome> {
+    const route = await this.store.batchRoute(hint.batchId);
+    if (!route || this.providers.forQueueRoute(route.provider)) return this.claimAndAttempt(taskId);
+    const provider = this.providers.forRoute(route.provider);
+    const startedAt = Date.now();
+    const taken: { run?: TakenRun } = {};
+    const take = async (): Promise<void> => {
+      const claim = await this.store.claimAndSend(taskId, hint.batchId);
+      if (!claim) throw new NotClaimed();
+      // A takeover past the attempt limit, or a batch gone: attempt() handles both, slot-free.
+      if (!claim.batch || claim.attempts > this.config.generator.maxAttempts) throw new NotRunHere(claim);
+      const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
+      this.telemetry.started(claim);
+      taken.run = { claim, fence, batch: claim.batch, progress: new ProgressReporter((pct) => this.store.reportProgress(fence, pct)) };
+    };
+    const render = async (): Promise<RenderResult> => {
+      const { claim, batch, progress } = taken.run!;
+      const request = await this.renderRequest(claim, batch, progress);
+      return provider.render(request);
+    };
+    let made: RenderResult;
+    try {
+      if (rendersOnCpu(route.provider)) {
+        made = await this.renderSlots.use(hint.seq, this.interrupting.signal, async () => {
+          await take();
+          return this.timed(taken.run!.claim, render);
+        });
+      } else {
+        made = await this.paced(route, hint.seq, {
+          beforeFirstCall: take,
+          onRefusal: (err) => this.telemetry.attemptFailed(taken.run!.claim, err, true),
+          call: () => this.timed(taken.run!.claim, render),
+        });
+      }
+    } catch (err) {
+      if (err instanceof NotClaimed) return 'skipped';
+      if (err instanceof NotRunHere) return this.attempt(err.claim);
+      if (!taken.run) return this.failedBeforeClaim(taskId, err);
+      const { claim, fence, progress } = taken.run;
+      return this.completeAttempt(claim, fence, progress, startedAt, () => Promise.reject(err));
+    }
+    const { claim, fence, batch, progress } = taken.run!;
+    return this.completeAttempt(claim, fence, progress, startedAt, async () => ({ result: await this.inFormat(made, batch.outputFormat, hint.seq) }));
+  }
+
+  /**
+   * The wait for a slot failed before the claim (a shutdown's interruption, most likely): the
+   * task is claimed now and given the same treatment as a claimed task that failed while it
+   * waited (back to the queue for a shutdown), so the job is not lost with this delivery.
+   */
+  private async failedBeforeClaim(taskId: string, err: unknown): Promise<RunOutcome> {
+    const claim = await this.store.claim(taskId);
+    if (!claim) return 'skipped';
+    const fence: Fence = { taskId: claim.id, attempt: claim.attempts, batchId: claim.batchId };
+    return this.afterFailure(claim, fence, err, Date.now());
+  }
+
+  /**
    * One attempt: render through the batch's provider, store the image (and the batch's
    * preview if this image makes it), record the success; or, on any failure, a retry or the
    * task's failure for good.
@@ -171,19 +239,39 @@ export class TaskRunnerService {
       return this.failForGood(claim, fence, message, startedAt, new TaskFailure(message, 'internal'));
     }
     const progress = new ProgressReporter((pct) => this.store.reportProgress(fence, pct));
-    // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
-    // is removed only when the task fails for good. A preview is this run's own.
-    let resultKey: string | null = null;
-    let preview: StoredPreview | null = null;
-    try {
+    return this.completeAttempt(claim, fence, progress, startedAt, async () => {
       const batch = claim.batch;
       if (!batch) throw new Error(`Batch ${claim.batchId} of task ${claim.id} not found`);
       const queued = this.providers.forQueueRoute(batch.provider);
       if (queued) {
         progress.stop();
-        return await this.handToUpstream(claim, fence, batch, queued);
+        return { outcome: await this.handToUpstream(claim, fence, batch, queued) };
       }
-      const result = await this.render(claim, fence, batch, this.providers.forRoute(batch.provider), progress);
+      return { result: await this.render(claim, fence, batch, this.providers.forRoute(batch.provider), progress) };
+    });
+  }
+
+  /**
+   * The rest of an attempt once `make` has the image (or handed the task on): store it, with
+   * the batch's preview if this image makes it, and record the success; on any failure, a
+   * retry or the task's failure for good.
+   */
+  private async completeAttempt(
+    claim: ClaimedTask,
+    fence: Fence,
+    progress: ProgressReporter,
+    startedAt: number,
+    make: () => Promise<{ result: RenderResult } | { outcome: RunOutcome }>,
+  ): Promise<RunOutcome> {
+    // The result's key is the task's, not this attempt's: a later attempt overwrites it, so it
+    // is removed only when the task fails for good. A preview is this run's own.
+    let resultKey: string | null = null;
+    let preview: StoredPreview | null = null;
+    try {
+      const made = await make();
+      if ('outcome' in made) return made.outcome;
+      const { result } = made;
+      const batch = claim.batch!;
       resultKey = resultObjectKey(claim.resultToken, batch.id, claim.seq + 1, EXTENSION[result.contentType] ?? 'png');
       const stored = await this.storeImage(resultKey, result, batch, priorityOf(claim));
       preview = stored.preview;
@@ -501,7 +589,7 @@ export class TaskRunnerService {
   private async retry(claim: ClaimedTask, fence: Fence, delayMs: number): Promise<RequeueOutcome> {
     const given = await this.store.requeue(fence);
     if (given !== 'requeued') return given;
-    const job = nextRenderJob({ id: claim.id, attempts: fence.attempt }, delayMs);
+    const job = nextRenderJob({ id: claim.id, attempts: fence.attempt, batchId: claim.batchId, seq: claim.seq }, delayMs);
     try {
       await this.queue.add(job.name, job.data, job.opts);
     } catch (err) {
@@ -541,19 +629,27 @@ export class TaskRunnerService {
    * TASK_MAX_ATTEMPTS; the task is sent (the fenced `send`) once, before its first call.
    */
   private pacedCall<T extends object>(claim: ClaimedTask, fence: Fence, batch: RenderBatch, priority: number, call: () => Promise<T>): Promise<T> {
-    const maxConcurrency = ('maxConcurrency' in batch.provider ? batch.provider.maxConcurrency : undefined) ?? this.limiter.cap;
-    const ratePerMinute = 'ratePerMinute' in batch.provider ? batch.provider.ratePerMinute : undefined;
-    return this.pacer.run(
-      { model: batch.model, upstream: routeLabel(batch.provider), maxConcurrency, ratePerMinute },
-      {
-        priority,
-        signal: this.interrupting.signal,
-        beforeFirstCall: async () => {
-          if (!(await this.store.send(fence))) throw new NotSent();
-        },
-        onRefusal: (err) => this.telemetry.attemptFailed(claim, err, true),
+    return this.paced(batch, priority, {
+      beforeFirstCall: async () => {
+        if (!(await this.store.send(fence))) throw new NotSent();
       },
-      () => this.timed(claim, call),
+      onRefusal: (err) => this.telemetry.attemptFailed(claim, err, true),
+      call: () => this.timed(claim, call),
+    });
+  }
+
+  /** A call within the route's slot and pacing; `beforeFirstCall` runs once, holding the first slot. */
+  private paced<T extends object>(
+    route: BatchRoute,
+    priority: number,
+    steps: { beforeFirstCall: () => Promise<void>; onRefusal: (err: unknown) => void; call: () => Promise<T> },
+  ): Promise<T> {
+    const maxConcurrency = ('maxConcurrency' in route.provider ? route.provider.maxConcurrency : undefined) ?? this.limiter.cap;
+    const ratePerMinute = 'ratePerMinute' in route.provider ? route.provider.ratePerMinute : undefined;
+    return this.pacer.run(
+      { model: route.model, upstream: routeLabel(route.provider), maxConcurrency, ratePerMinute },
+      { priority, signal: this.interrupting.signal, beforeFirstCall: steps.beforeFirstCall, onRefusal: steps.onRefusal },
+      steps.call,
     );
   }
 
@@ -595,6 +691,30 @@ export class TaskRunnerService {
 
 /** The task's send was refused: cancelled or taken over while this run waited for its slot. */
 class NotSent extends Error {}
+
+/** The claim-and-send found nothing to take: the task is terminal, gone, or not of the hinted batch. */
+class NotClaimed extends Error {}
+
+/** Claimed and sent in its slot, but not to be rendered (attempts exhausted, batch gone): see attempt(). */
+class NotRunHere extends Error {
+  constructor(readonly claim: ClaimedTask) {
+    super('not run here');
+  }
+}
+
+/** A job's hints (RenderJobData): its task's batch, and its seq for the local lines' order. */
+export interface RunHint {
+  batchId: string;
+  seq: number;
+}
+
+/** A task claimed and sent within its slot by slotFirst. */
+interface TakenRun {
+  claim: ClaimedTask;
+  fence: Fence;
+  batch: RenderBatch;
+  progress: ProgressReporter;
+}
 
 /**
  * Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th, the

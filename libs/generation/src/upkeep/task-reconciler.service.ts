@@ -30,6 +30,7 @@ const PASS_LIMIT = 500;
 
 interface OrphanCandidate {
   id: string;
+  batch_id: string;
   seq: number;
   status: 'queued' | 'running';
   attempts: number;
@@ -98,7 +99,7 @@ export class TaskReconcilerService {
   private async reenqueueOrphans(): Promise<number> {
     const queued = await this.queuedPage();
     const running: OrphanCandidate[] = await this.db.query(
-      `SELECT id, seq, status, attempts FROM tasks
+      `SELECT id, batch_id, seq, status, attempts FROM tasks
         WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
           AND upstream_poll_at IS NULL AND upstream_batch_id IS NULL
         ORDER BY updated_at LIMIT $2`,
@@ -125,7 +126,7 @@ export class TaskReconcilerService {
     // The cursor's time travels as text: a JS Date would drop the microseconds, and one
     // dispatch gives a whole batch the same updated_at.
     const rows: (OrphanCandidate & { updated_at_text: string })[] = await this.db.query(
-      `SELECT id, seq, status, attempts, updated_at::text AS updated_at_text FROM tasks
+      `SELECT id, batch_id, seq, status, attempts, updated_at::text AS updated_at_text FROM tasks
         WHERE status = 'queued' AND tier = 'standard' AND updated_at <= now() - ($1::int * interval '1 millisecond')
           AND ($2::timestamptz IS NULL OR (updated_at, id) > ($2::timestamptz, $3::uuid))
         ORDER BY updated_at, id LIMIT $4`,
@@ -158,7 +159,7 @@ export class TaskReconcilerService {
     }
     const stale = await this.queue.getJob(next);
     if (stale) await stale.remove();
-    const job = nextRenderJob(task);
+    const job = nextRenderJob({ id: task.id, attempts: task.attempts, batchId: task.batch_id, seq: task.seq });
     await this.queue.add(job.name, job.data, job.opts);
     return true;
   }
