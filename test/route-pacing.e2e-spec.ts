@@ -20,7 +20,10 @@ describe('route pacing shared through Redis', () => {
 
   beforeAll(() => {
     const base = buildConfig(process.env);
-    config = { ...base, redisPrefix: `${base.redisPrefix}:pacing-${randomBytes(3).toString('hex')}` };
+    // What is tested is the pacing, not Redis's command timeout (500 ms by default): on a
+    // heavily loaded machine the first calls of a fresh client timed out and failed the test.
+    const redisCommandTimeoutMs = Math.max(base.redisCommandTimeoutMs, 5000);
+    config = { ...base, redisCommandTimeoutMs, redisPrefix: `${base.redisPrefix}:pacing-${randomBytes(3).toString('hex')}` };
   });
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.onApplicationShutdown()));

@@ -1,11 +1,14 @@
 import { getRepositoryToken } from '@nestjs/typeorm';
 import { TestingModule } from '@nestjs/testing';
 import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { Repository } from 'typeorm';
 import { CatalogService } from '@app/catalog';
 import { buildConfig, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity } from '@app/database';
-import { bootTestApp, bootTestContext, TestApp } from '@app/testing';
+import { bootTestApp, bootTestContext, ConfigOverrides, fileEnvironment, FileEnvironment, GeneratorProcess, spawnGenerator, TestApp } from '@app/testing';
 import { ApiModule } from '../../apps/api/src/api.module';
 import { configureApp } from '../../apps/api/src/app.setup';
 import { GeneratorModule } from '../../apps/generator/src/generator.module';
@@ -61,4 +64,107 @@ export function bootBatchesApp(base: KilnConfig = buildConfig(process.env)): Pro
       inject: [getRepositoryToken(ModelEntity), KILN_CONFIG],
     },
   ]);
+}
+
+/**
+ * Locks, leases and reconcile short enough that the tasks of a SIGKILLed generator are taken
+ * up by the next one within seconds: the base of the process specs' child environment.
+ */
+export const FAST_TAKEOVER_ENV: Record<string, string> = {
+  GENERATOR_CONCURRENCY: '4',
+  QUEUE_LOCK_DURATION_MS: '1000',
+  QUEUE_STALLED_INTERVAL_MS: '500',
+  RECONCILE_INTERVAL_MS: '1000',
+  TASK_LEASE_MS: '3000',
+};
+
+export type ProcessExit = Awaited<GeneratorProcess['exited']>;
+
+/**
+ * A spec's Kiln with its generators as real processes (the built generator, spawnGenerator:
+ * `npm run build` first): the api in this process on a database of the file's own, and
+ * generators started when a test asks. Filled in by the beforeAll it registers.
+ */
+export interface GeneratorProcesses {
+  readonly env: FileEnvironment;
+  readonly config: KilnConfig;
+  readonly api: TestApp;
+  /** The file's own storage directory (with `ownDataDir`), removed after the file. */
+  readonly dataDir: string;
+  /** A generator with the spec's child environment; `extra` overrides it. */
+  start(extra?: Record<string, string>): GeneratorProcess;
+  /** Sends `signal` and resolves when the process has exited. */
+  kill(g: GeneratorProcess, signal: NodeJS.Signals): Promise<ProcessExit>;
+  /** Runs `fn`, printing every generator's output (its last 20 kB) if it fails. */
+  withOutput(fn: () => Promise<void>): Promise<void>;
+}
+
+/**
+ * Registers the beforeAll and afterAll of a process spec (call it in the describe): the file's
+ * database (`overrides` on top of the run's configuration), the api booted on it, and after
+ * the file every generator still running SIGKILLed and waited for before the api, database
+ * and data directory go.
+ */
+export function useGeneratorProcesses(
+  name: string,
+  opts: { childEnv: Record<string, string>; overrides?: (base: KilnConfig) => ConfigOverrides; ownDataDir?: boolean },
+): GeneratorProcesses {
+  const children: GeneratorProcess[] = [];
+  let env: FileEnvironment | undefined;
+  let api: TestApp | undefined;
+  let dataDir: string | undefined;
+  const ready = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`${what} is set in beforeAll: use it inside a test or hook`);
+    return value;
+  };
+
+  beforeAll(async () => {
+    const base = buildConfig(process.env);
+    const overrides = opts.overrides?.(base) ?? {};
+    if (opts.ownDataDir) {
+      dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `kiln-${name.replace(/_/g, '-')}-`));
+      overrides.storage = { ...base.storage, ...overrides.storage, dataDir };
+    }
+    env = await fileEnvironment(name, overrides);
+    api = await bootApi(env.config);
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+    await Promise.all(children.map((c) => c.exited));
+    await api?.close();
+    await env?.teardown();
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  return {
+    get env() {
+      return ready(env, 'env');
+    },
+    get config() {
+      return ready(env, 'env').config;
+    },
+    get api() {
+      return ready(api, 'api');
+    },
+    get dataDir() {
+      return ready(dataDir, 'dataDir (ownDataDir)');
+    },
+    start(extra = {}) {
+      const g = spawnGenerator(ready(env, 'env').config, { ...opts.childEnv, ...extra });
+      children.push(g);
+      return g;
+    },
+    async kill(g, signal) {
+      g.child.kill(signal);
+      return g.exited;
+    },
+    async withOutput(fn) {
+      try {
+        await fn();
+      } catch (err) {
+        for (const c of children) process.stderr.write(`--- generator ${c.child.pid} output ---\n${c.output().slice(-20_000)}\n`);
+        throw err;
+      }
+    },
+  };
 }

@@ -17,8 +17,10 @@ import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
  * - `pause`: Retry-After holds every generator's next call until then.
  * - `budget`/`budgetUntil`: an answer's x-ratelimit-remaining-requests, less the calls started
  *   since that request started (they were not counted in it), spendable until its
- *   x-ratelimit-reset-requests. At zero, calls wait for the reset; after the reset the
- *   window's x-ratelimit-limit-requests is spendable until the next answer tells more.
+ *   x-ratelimit-reset-requests (counted from when the call started, so early by the time it
+ *   took to reach the upstream: of the answers placing one boundary the latest estimate is
+ *   kept). At zero, calls wait for the reset; after the reset the window's
+ *   x-ratelimit-limit-requests is spendable until the next answer tells more.
  * - `tokens`: a bucket of the route's `ratePerMinute` (one second's worth of burst).
  *
  * Time is Redis's (TIME), as the concurrency limiter's. $1.. below is ARGV.
@@ -89,7 +91,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local outcome, max, seq, startedAt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local remaining, limit, resetMs, retryAfter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local inFlight = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') - 1
-local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span')
+local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span', 'budget')
 local window = math.min(max, tonumber(h[1]) or math.min(max, ${INITIAL_WINDOW}))
 local cutAt, starts, threshold = tonumber(h[2]) or 0, tonumber(h[3]) or seq, tonumber(h[5]) or max
 if outcome == 'refused' then
@@ -119,8 +121,26 @@ if remaining >= 0 and resetMs >= 0 then
   local untilMs = startedAt + resetMs + ${RESET_MARGIN_MS}
   local current = tonumber(h[6])
   if untilMs > now then
+    -- Each answer's estimate is early by however much more than the margin its request took
+    -- to reach the upstream (a loaded generator, a slow network), never late: of the answers
+    -- placing the same boundary keep the latest. Taking the newest answer's instead let one
+    -- slow request pull the reset early, and the window's full limit was then sent before the
+    -- upstream had reset.
+    -- (Only the same boundary: one ADMIT rolled on by a span still shorter than the window is
+    -- not a whole number of windows from the next.)
+    local sameWindow = current and span > 0 and math.abs(untilMs - current) < span / 2
     -- Calls started after this one (all in the same window) are not counted in its remaining.
-    redis.call('HSET', KEYS[1], 'budget', remaining - math.max(0, starts - seq), 'budgetUntil', untilMs)
+    local budget = remaining - math.max(0, starts - seq)
+    local untilAt = untilMs
+    if sameWindow then
+      untilAt = math.max(untilMs, current)
+      -- Nor are calls started before it that reached the upstream after it (a request delayed
+      -- on its way): within one window an answer only lowers the budget, which already counts
+      -- every call started in it; the first answer of a later window sets it.
+      local currentBudget = tonumber(h[8])
+      if currentBudget then budget = math.min(budget, currentBudget) end
+    end
+    redis.call('HSET', KEYS[1], 'budget', budget, 'budgetUntil', untilAt)
   elseif not current then
     -- An answer slower than the reset tells only where windows fall: ADMIT rolls it forward.
     redis.call('HSET', KEYS[1], 'budget', 0, 'budgetUntil', untilMs)
