@@ -397,6 +397,15 @@ describe('generator: the real worker consuming the real queue', () => {
       expect(await runner.run(task.id, { batchId: mine, seq: 0 })).toBe('succeeded');
       expect((await taskRows(api, mine))[0]).toMatchObject({ status: 'succeeded', attempts: 1 });
 
+      // A batch whose route this generator cannot make a provider of (a manual repair gone
+      // wrong): the hinted run fails it for good and refunds it, as the claim-first run does.
+      const broken = await createBatch(api, a, { model: 'eta-image', prompts: ['broken'] });
+      await api.db.query(`UPDATE batches SET provider = '{"type":"no-such-type"}'::jsonb WHERE id = $1`, [broken]);
+      const [brokenTask] = await taskRows(api, broken);
+      expect(await runner.run(brokenTask.id, { batchId: broken, seq: 0 })).toBe('failed');
+      expect((await getBatch(api, a, broken)).tasks[0]).toMatchObject({ status: 'failed', errorCode: 'provider_not_configured' });
+      expect(await refundRows(api, broken)).toHaveLength(1);
+
       // A retry's job carries the hints on (the retry path adds it from the claim).
       const again = await createBatch(api, a, { model: 'eta-image', prompts: ['again'] });
       const [retried] = await taskRows(api, again);

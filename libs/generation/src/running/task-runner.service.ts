@@ -3,7 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { TaskErrorCode } from '@app/database';
-import { billsFailure, CONTENT_TYPE_OF, ImageProvider, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, routeLabel, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
+import { billsFailure, CONTENT_TYPE_OF, ImageProvider, ProviderRoute, QueueImageProvider, ReferenceImage, RenderFormat, RenderQuality, RenderRequest, RenderResolution, RenderResult, rendersOnCpu, routeLabel, upstreamCostMicros, UpstreamPoll, UpstreamSubmission } from '@app/providers';
 import { resultObjectKey, StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { BatchRoute, ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore, UpstreamWaitStore } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
@@ -167,8 +167,8 @@ export class TaskRunnerService {
    */
   private async slotFirst(taskId: string, hint: RunHint): Promise<RunOutcome> {
     const route = await this.store.batchRoute(hint.batchId);
-    if (!route || this.providers.forQueueRoute(route.provider)) return this.claimAndAttempt(taskId);
-    const provider = this.providers.forRoute(route.provider);
+    const provider = route && this.syncProviderOrNull(route.provider);
+    if (!route || !provider) return this.claimAndAttempt(taskId);
     const startedAt = Date.now();
     const taken: { run?: TakenRun } = {};
     const take = async (): Promise<void> => {
@@ -208,6 +208,19 @@ export class TaskRunnerService {
     }
     const { claim, fence, batch, progress } = taken.run!;
     return this.completeAttempt(claim, fence, progress, startedAt, async () => ({ result: await this.inFormat(made, batch.outputFormat, hint.seq) }));
+  }
+
+  /**
+   * The provider that renders in one call for a route, or null for a queue upstream or a route
+   * that cannot make one (a type unknown to this generator): the claim-first path fails such a
+   * task for good and refunds it, so it must not be left behind here.
+   */
+  private syncProviderOrNull(route: ProviderRoute): ImageProvider | null {
+    try {
+      return this.providers.forQueueRoute(route) ? null : this.providers.forRoute(route);
+    } catch {
+      return null;
+    }
   }
 
   /**
