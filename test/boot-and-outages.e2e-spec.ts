@@ -120,9 +120,16 @@ describe('boot: configuration errors, unreachable dependencies; Redis outages at
     const r = start(API_MAIN, { PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}`, GENERATOR_CONCURENCY: '3' });
     const base = `http://127.0.0.1:${port}`;
     await waitFor('the api to listen', async () => (await fetch(`${base}/healthz`).catch(() => null))?.ok ?? null, 30_000, 100);
-    const lines = r.lines();
-    expect(lines.find((l) => l.level === 50 && /Started NOT READY: Redis at 127\.0\.0\.1:\d+ is not reachable/.test(l.msg))).toBeDefined();
-    expect(lines.find((l) => l.level === 40 && l.msg.includes('GENERATOR_CONCURENCY is not a Kiln variable and is ignored; did you mean GENERATOR_CONCURRENCY?'))).toBeDefined();
+    // The line is written right after listen, through pino's asynchronous destination: on a
+    // loaded machine /healthz may answer before it reaches the pipe, so it is waited for.
+    const notReady = await waitFor(
+      'the NOT READY line',
+      async () => r.lines().find((l) => l.level === 50 && /Started NOT READY: Redis at 127\.0\.0\.1:\d+ is not reachable/.test(l.msg)),
+      10_000,
+      50,
+    );
+    expect(notReady).toBeDefined();
+    expect(r.lines().find((l) => l.level === 40 && l.msg.includes('GENERATOR_CONCURENCY is not a Kiln variable and is ignored; did you mean GENERATOR_CONCURRENCY?'))).toBeDefined();
     expect((await fetch(`${base}/readyz`)).status).toBe(503);
     for (const route of ['/v1/admin/models', '/v1/admin/queues']) {
       const t0 = Date.now();
