@@ -100,11 +100,7 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count FROM batches WHERE id = $1`, [id]);
     expect(batch).toEqual({ status: 'partial', succeeded_count: 8, failed_count: 2 });
 
-    const events: { type: string; n: number }[] = await api.db.query(
-      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
-      [a.id],
-    );
-    expect(events).toEqual([
+    expect(await eventCounts(a)).toEqual([
       { type: 'batch.completed', n: 1 },
       { type: 'task.failed', n: 2 },
       { type: 'task.succeeded', n: 8 },
@@ -162,12 +158,24 @@ describe('economy tier: the collector on the simulated batch API', () => {
     }
   }
 
-  /** Statements that fail tasks and that write ledger rows, among those recorded. */
-  function failureWrites(statements: string[]): { taskFails: number; ledgerInserts: number } {
+  /** The statements that failed tasks and that wrote ledger rows while `work` ran. */
+  async function failureWritesDuring(work: () => Promise<unknown>): Promise<{ taskFails: number; ledgerInserts: number }> {
+    const recorder = recordSql();
+    try {
+      await work();
+    } finally {
+      recorder.restore();
+    }
+    const statements = recorder.statements();
     return {
       taskFails: statements.filter((q) => q.startsWith("UPDATE tasks t SET status = 'failed'")).length,
       ledgerInserts: statements.filter((q) => q.includes('INSERT INTO ledger_entries')).length,
     };
+  }
+
+  /** The account's webhook deliveries, counted by event type. */
+  function eventCounts(a: TestAccount): Promise<{ type: string; n: number }[]> {
+    return api.db.query(`SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`, [a.id]);
   }
 
   /** Every ledger row's balance_after is the running sum of the account's rows in id order. */
@@ -195,17 +203,13 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const bPrompts = Array.from({ length: 1000 }, (_, i) => `unrun b${i} ${SIMULATED_BATCH_MARKERS.expire}`);
     const [first, second] = await withLargeBatches(1000, async () => [await economyBatch(api, a, route, aPrompts), await economyBatch(api, b, route, bPrompts)]);
 
-    const recorder = recordSql();
-    try {
+    const writes = await failureWritesDuring(async () => {
       gen = await bootGenerator(config);
       await waitForBatchDone(api, first, 90_000);
       await waitForBatchDone(api, second, 90_000);
-    } finally {
-      recorder.restore();
-    }
+    });
     // One transaction per task wrote 1,995 task updates and 1,995 ledger inserts; a chunk of
     // 250 per transaction writes 8 of each (9 if the two batches' tasks split unevenly).
-    const writes = failureWrites(recorder.statements());
     expect(writes.taskFails).toBeGreaterThanOrEqual(8);
     expect(writes.taskFails).toBeLessThanOrEqual(12);
     expect(writes.ledgerInserts).toBeLessThanOrEqual(12);
@@ -237,11 +241,7 @@ describe('economy tier: the collector on the simulated batch API', () => {
       { id: first, status: 'partial', succeeded_count: 5, failed_count: 995, credits_refunded: 995 },
       { id: second, status: 'failed', succeeded_count: 0, failed_count: 1000, credits_refunded: 1000 },
     ]);
-    const events: { type: string; n: number }[] = await api.db.query(
-      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
-      [a.id],
-    );
-    expect(events).toEqual([
+    expect(await eventCounts(a)).toEqual([
       { type: 'batch.completed', n: 1 },
       { type: 'task.failed', n: 995 },
       { type: 'task.succeeded', n: 5 },
@@ -250,7 +250,7 @@ describe('economy tier: the collector on the simulated batch API', () => {
     // The fence: failing the same attempts again (a duplicate read, a second generator) changes nothing.
     const ledgerRows = async () => (await api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = ANY($1::uuid[])`, [[a.id, b.id]]))[0].n;
     const before = await ledgerRows();
-    const again = await gen.get(TaskStateStore).failMany(lost.map((t) => ({ fence: { taskId: t.id, attempt: t.attempts, batchId: t.batch_id }, message: 'again', code: 'internal' })));
+    const again = await gen!.get(TaskStateStore).failMany(lost.map((t) => ({ fence: { taskId: t.id, attempt: t.attempts, batchId: t.batch_id }, message: 'again', code: 'internal' })));
     expect(again.every((r) => r === null)).toBe(true);
     expect(await ledgerRows()).toBe(before);
     await expectMoneyExact(api, a, first, GRANTED);
@@ -270,17 +270,13 @@ describe('economy tier: the collector on the simulated batch API', () => {
     );
     const id = await withLargeBatches(1000, () => economyBatch(api, a, simulatedBatchRoute({ maxRequests: 1000, delayMs: 300 }), prompts));
 
-    const recorder = recordSql();
-    try {
+    const writes = await failureWritesDuring(async () => {
       gen = await bootGenerator(config);
       await waitForBatchDone(api, id, 90_000);
-    } finally {
-      recorder.restore();
-    }
+    });
     // One transaction per failed line wrote 990 task updates and 990 ledger inserts; the failed
     // lines of a read written together (250 per transaction, or whatever a second's reading
     // gathered) write a few of each.
-    const writes = failureWrites(recorder.statements());
     expect(writes.taskFails).toBeGreaterThanOrEqual(4);
     expect(writes.taskFails).toBeLessThanOrEqual(20);
     expect(writes.ledgerInserts).toBeLessThanOrEqual(20);
@@ -304,11 +300,7 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await expectRunningBalances(a);
     const [batch] = await api.db.query(`SELECT status, succeeded_count, failed_count, credits_refunded FROM batches WHERE id = $1`, [id]);
     expect(batch).toEqual({ status: 'partial', succeeded_count: 10, failed_count: 990, credits_refunded: 990 });
-    const events: { type: string; n: number }[] = await api.db.query(
-      `SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`,
-      [a.id],
-    );
-    expect(events).toEqual([
+    expect(await eventCounts(a)).toEqual([
       { type: 'batch.completed', n: 1 },
       { type: 'task.failed', n: 990 },
       { type: 'task.succeeded', n: 10 },
@@ -342,14 +334,10 @@ describe('economy tier: the collector on the simulated batch API', () => {
     await waitForBatchDone(api, expiring, 30_000);
 
     // The upstream loses the batch: the next poll is refused (404, not retryable).
-    const recorder = recordSql();
-    try {
+    const writes = await failureWritesDuring(async () => {
       fs.rmSync(path.join(simulatedStateDir(dataDir), 'batches', `${upstreamId}.json`));
       await waitForBatchDone(api, kept, 30_000);
-    } finally {
-      recorder.restore();
-    }
-    const writes = failureWrites(recorder.statements());
+    });
     expect(writes.taskFails).toBe(3);
     expect(writes.ledgerInserts).toBe(3);
 
