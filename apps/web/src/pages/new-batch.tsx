@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, Catalog, describeError, Estimate, Model } from '../api';
-import { navigate } from '../router';
+import { Link, navigate } from '../router';
 import { refreshAccount, useSession } from '../session';
 import { ErrorState, formatNumber, Loading, Notice, PageTitle, useLoad } from '../ui';
-import { parsePromptsFile } from './prompts-file';
+import { FilePrompt, parsePromptsFile, promptsByTier, Tier } from './prompts-file';
 
 interface Form {
   model: string;
@@ -15,18 +15,24 @@ interface Form {
   refImages: Array<{ url: string; name: string }>;
   quality: string;
   note: string;
+  /** The picker's tier: every prompt's, but those whose .jsonl line chose their own. */
   tier: Tier;
+  /**
+   * Set when a .jsonl file's lines chose tiers: then these are the prompts (the textarea shows
+   * them, read-only), each on its line's tier or the picker's. Null: the textarea's prompts.
+   */
+  filePrompts: FilePrompt[] | null;
 }
-
-type Tier = 'standard' | 'economy';
 
 const promptList = (text: string) => text.split(/\r?\n/).map((p) => p.trim()).filter((p) => p.length > 0);
 
-/** The body of POST /batches (and its estimate) from the form. */
-function requestBody(f: Form) {
-  return {
+/**
+ * The bodies of POST /batches (and their estimates) from the form: one, or, when a file's lines
+ * chose tiers, one per tier its prompts end up on.
+ */
+function requestBodies(f: Form) {
+  const base = {
     model: f.model,
-    prompts: promptList(f.prompts),
     aspectRatio: f.aspectRatio,
     resolution: f.resolution,
     countPerCombo: f.countPerCombo,
@@ -34,8 +40,9 @@ function requestBody(f: Form) {
     refImages: f.refImages.length && f.refMode !== 'none' ? f.refImages.map((r) => r.url) : [],
     quality: f.quality,
     note: f.note.trim() || null,
-    tier: f.tier,
   };
+  if (!f.filePrompts) return [{ ...base, prompts: promptList(f.prompts), tier: f.tier }];
+  return promptsByTier(f.filePrompts, f.tier).map(({ tier, prompts }) => ({ ...base, prompts, tier }));
 }
 
 /**
@@ -82,14 +89,17 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     quality: catalog.defaults.quality,
     note: '',
     tier: 'standard',
+    filePrompts: null,
   }));
   const model = catalog.models.find((m) => m.key === form.model) ?? first;
-  const body = useMemo(() => requestBody(form), [form]);
+  const bodies = useMemo(() => requestBodies(form), [form]);
   // One key per form content: a double click, or a retry after a lost answer, makes one batch.
   const idempotencyKey = useMemo(() => crypto.randomUUID(), [form]);
-  const [estimate, setEstimate] = useState<{ value?: Estimate; error?: unknown }>({});
+  const [estimate, setEstimate] = useState<{ value?: Estimate[]; error?: unknown }>({});
   const [submitting, setSubmitting] = useState(false);
   const [submitError, setSubmitError] = useState<unknown>(undefined);
+  // The batches a submit of a file mixing tiers created before one was refused.
+  const [created, setCreated] = useState<Array<{ id: string; tier: Tier }>>([]);
   const [fileError, setFileError] = useState<string | null>(null);
   const [uploading, setUploading] = useState(false);
   const [dragging, setDragging] = useState(false);
@@ -107,12 +117,12 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     set({ model: key, ...legalSize(m, form.aspectRatio, form.resolution) });
   };
 
-  // The live estimate: the api prices the form as it would create it (debounced).
+  // The live estimate: the api prices the form as it would create it (debounced), a batch per tier.
   useEffect(() => {
-    if (body.prompts.length === 0) return setEstimate({});
+    if (bodies.every((b) => b.prompts.length === 0)) return setEstimate({});
     const stop = new AbortController();
     const timer = setTimeout(() => {
-      api<Estimate>('POST', '/batches/estimate', { body, signal: stop.signal }).then(
+      Promise.all(bodies.map((body) => api<Estimate>('POST', '/batches/estimate', { body, signal: stop.signal }))).then(
         (value) => setEstimate({ value }),
         (error) => !stop.signal.aborted && setEstimate({ error }),
       );
@@ -121,18 +131,21 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
       clearTimeout(timer);
       stop.abort();
     };
-  }, [body]);
+  }, [bodies]);
 
   const readPromptFiles = async (files: FileList | null) => {
     setFileError(null);
     if (!files) return;
     try {
-      const added: string[] = [];
+      const added: FilePrompt[] = [];
       for (const file of Array.from(files)) {
         if (!/\.(txt|jsonl)$/i.test(file.name)) throw new Error(`${file.name}: only .txt and .jsonl files hold prompts`);
         added.push(...parsePromptsFile(file.name, await file.text()));
       }
-      set({ prompts: [...promptList(form.prompts), ...added].join('\n') });
+      const all: FilePrompt[] = [...(form.filePrompts ?? promptList(form.prompts).map((prompt) => ({ prompt }))), ...added];
+      // Once a line chose a tier, the prompts are held with their tiers (the textarea turns
+      // read-only: an edited line could no longer say which tier it had).
+      set({ prompts: all.map((p) => p.prompt).join('\n'), filePrompts: all.some((p) => p.tier) ? all : null });
     } catch (err) {
       setFileError((err as Error).message);
     }
@@ -160,11 +173,20 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     submittingRef.current = true;
     setSubmitting(true);
     setSubmitError(undefined);
+    const made: Array<{ id: string; tier: Tier }> = [];
     try {
-      const created = await api<{ id: string }>('POST', '/batches', { body, headers: { 'Idempotency-Key': idempotencyKey } });
+      if (bodies.length > 1) await priceTogether(bodies);
+      for (const body of bodies) {
+        // A key per tier's batch: creating again after the second was refused replays the first.
+        const key = bodies.length > 1 ? `${idempotencyKey}-${body.tier}` : idempotencyKey;
+        const batch = await api<{ id: string }>('POST', '/batches', { body, headers: { 'Idempotency-Key': key } });
+        made.push({ id: batch.id, tier: body.tier });
+      }
       void refreshAccount();
-      navigate(`/batches/${created.id}`);
+      navigate(made.length === 1 ? `/batches/${made[0].id}` : '/batches');
     } catch (err) {
+      if (made.length) void refreshAccount();
+      setCreated(made);
       setSubmitError(err);
     } finally {
       submittingRef.current = false;
@@ -181,7 +203,10 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     void (images ? upload(files) : readPromptFiles(files));
   };
 
-  const count = body.prompts.length;
+  const count = bodies.reduce((n, b) => n + b.prompts.length, 0);
+  // Only a file's lines can ask for economy where the model has none (the picker falls back to standard).
+  const economyMissing = bodies.some((b) => b.tier === 'economy') && economyCost(model, form.resolution) === null;
+  const pickerPrompts = form.filePrompts ? form.filePrompts.filter((p) => !p.tier).length : count;
   const maxRefs = model.maxRefImages ?? catalog.limits.maxRefImages;
   const balance = session.kind === 'signed-in' ? session.info.account.balance : null;
 
@@ -251,7 +276,13 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             )}
           </div>
           {model.economyCreditCost && (
-            <TierPicker model={model} resolution={form.resolution} tier={form.tier} onPick={(tier) => set({ tier })} />
+            <TierPicker
+              model={model}
+              resolution={form.resolution}
+              tier={form.tier}
+              onPick={(tier) => set({ tier })}
+              fileTiers={form.filePrompts ? (pickerPrompts === 0 ? 'all' : 'some') : 'none'}
+            />
           )}
         </div>
 
@@ -269,8 +300,9 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             id="prompts"
             rows={6}
             value={form.prompts}
+            readOnly={form.filePrompts !== null}
             onInput={(e) => set({ prompts: e.currentTarget.value })}
-            aria-describedby="prompts-help"
+            aria-describedby={form.filePrompts ? 'prompts-help file-tiers' : 'prompts-help'}
             placeholder={"a red fox in the snow\na lighthouse at dusk"}
           />
           <p id="prompts-help" class="help">
@@ -281,6 +313,14 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             </label>
             .
           </p>
+          {form.filePrompts && (
+            <FileTiers
+              bodies={bodies}
+              pickerPrompts={pickerPrompts}
+              economyMissing={economyMissing ? `${model.displayName} has no economy tier${model.economyCreditCost ? ` at ${form.resolution}` : ''}` : null}
+              onClear={() => set({ filePrompts: null })}
+            />
+          )}
         </div>
 
         {model.supportsRefImages && (
@@ -337,9 +377,15 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
         <div class="card estimate" aria-live="polite" data-testid="estimate">
           <EstimateView estimate={estimate} hasPrompts={count > 0} windowHours={model.economyWindowHours} />
         </div>
+        {submitError !== undefined && created.length > 0 && (
+          <Notice kind="warn">
+            <Link to={`/batches/${created[0].id}`}>The {created[0].tier} batch</Link> was created, the other was not (below). Creating again makes only the
+            missing one.
+          </Notice>
+        )}
         {submitError !== undefined && <ErrorState error={submitError} />}
-        <button type="submit" class="primary wide" disabled={submitting || count === 0 || uploading}>
-          {submitting ? 'Creating…' : 'Create batch'}
+        <button type="submit" class="primary wide" disabled={submitting || count === 0 || uploading || economyMissing}>
+          {submitting ? 'Creating…' : bodies.length > 1 ? `Create ${bodies.length} batches` : 'Create batch'}
         </button>
       </form>
     </section>
@@ -354,17 +400,87 @@ function priceRange(m: Model): string {
 }
 
 /**
+ * A file mixing tiers makes a batch per tier. As the CLI does, they are priced together before
+ * either is created: a refusal of one (a plan without economy batches, a batch over the limit)
+ * or a balance short of both creates neither. Throws what stops them.
+ */
+async function priceTogether(bodies: ReturnType<typeof requestBodies>): Promise<void> {
+  const estimates = await Promise.all(bodies.map((body) => api<Estimate>('POST', '/batches/estimate', { body })));
+  const refusal = estimates.find((e) => e.refusal)?.refusal;
+  if (refusal) throw new ApiError(400, refusal.code, `${refusal.message} (nothing was created)`, refusal.details);
+  const needed = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
+  const { balance } = estimates[0];
+  if (needed > balance) {
+    throw new ApiError(402, 'insufficient_credits', `The ${bodies.length} batches cost ${needed} credits; the balance is ${balance} (nothing was created)`, {
+      creditsRequired: needed,
+      balance,
+      batches: bodies.length,
+    });
+  }
+}
+
+/** What a file's tiers do: the prompts per tier (a batch each), and the way back to one tier for all. */
+function FileTiers({
+  bodies,
+  pickerPrompts,
+  economyMissing,
+  onClear,
+}: {
+  bodies: ReturnType<typeof requestBodies>;
+  pickerPrompts: number;
+  economyMissing: string | null;
+  onClear: () => void;
+}) {
+  const counts = bodies.map((b) => `${formatNumber(b.prompts.length)} ${b.tier}`).join(', ');
+  return (
+    <div id="file-tiers" data-testid="file-tiers">
+      <p class="help">
+        The file's lines choose their tier{pickerPrompts > 0 ? ` (${formatNumber(pickerPrompts)} without one take the picker's)` : ''}: {counts}
+        {bodies.length > 1 ? ', a batch per tier.' : '.'}{' '}
+        <button type="button" class="small" onClick={onClear}>
+          Use one tier for all
+        </button>
+      </p>
+      {economyMissing && (
+        <p class="error-text" role="alert">
+          {economyMissing}: pick a model and resolution with economy prices, or use one tier for all.
+        </p>
+      )}
+    </div>
+  );
+}
+
+/**
  * Standard or economy, each with its price at the chosen resolution; shown only for models
  * with an economy tier. Economy at a resolution it does not price is disabled and says so.
+ * When a file's lines chose tiers, the picker is only for the prompts whose line set none
+ * (disabled when there are none).
  */
-function TierPicker({ model, resolution, tier, onPick }: { model: Model; resolution: string; tier: Tier; onPick: (tier: Tier) => void }) {
+function TierPicker({
+  model,
+  resolution,
+  tier,
+  onPick,
+  fileTiers,
+}: {
+  model: Model;
+  resolution: string;
+  tier: Tier;
+  onPick: (tier: Tier) => void;
+  fileTiers: 'none' | 'some' | 'all';
+}) {
   const standard = model.creditCost[resolution];
   const economy = economyCost(model, resolution);
   const credits = (n: number) => `${n} credit${n === 1 ? '' : 's'} per image`;
   const offered = Object.keys(model.economyCreditCost ?? {}).join(', ');
   return (
-    <fieldset class="tier">
+    <fieldset class="tier" disabled={fileTiers === 'all'}>
       <legend>Tier</legend>
+      {fileTiers !== 'none' && (
+        <p class="help">
+          {fileTiers === 'all' ? "Every prompt's file line chose its tier." : 'For the prompts whose file line chose no tier.'}
+        </p>
+      )}
       <label class="check">
         <input type="radio" name="tier" value="standard" checked={tier === 'standard'} onChange={() => onPick('standard')} />
         Standard — {credits(standard)}, rendered right away
@@ -379,21 +495,46 @@ function TierPicker({ model, resolution, tier, onPick }: { model: Model; resolut
   );
 }
 
-function EstimateView({ estimate, hasPrompts, windowHours }: { estimate: { value?: Estimate; error?: unknown }; hasPrompts: boolean; windowHours: number | null }) {
+function EstimateView({ estimate, hasPrompts, windowHours }: { estimate: { value?: Estimate[]; error?: unknown }; hasPrompts: boolean; windowHours: number | null }) {
   if (!hasPrompts) return <p>Type or drop prompts to see the price.</p>;
   if (estimate.error) {
     return <p class="error-text">{estimate.error instanceof ApiError ? estimate.error.message : describeError(estimate.error)}</p>;
   }
-  const e = estimate.value;
-  if (!e) return <p>Pricing…</p>;
+  const all = estimate.value;
+  if (!all) return <p>Pricing…</p>;
+  const mixed = all.length > 1;
+  const needed = all.reduce((sum, e) => sum + e.creditsRequired, 0);
+  const { balance } = all[0];
   return (
     <>
-      <p class="estimate-line">
-        <strong>{formatNumber(e.total)}</strong> image{e.total === 1 ? '' : 's'} × {e.creditCost} = <strong>{formatNumber(e.creditsRequired)} credits</strong>{' '}
-        <span class="muted">(balance {formatNumber(e.balance)})</span>
-      </p>
-      {e.tier === 'economy' && <p class="help">Economy tier: every image ready within {windowHours} hours; any not done by then is refunded.</p>}
-      {e.refusal && <p class="error-text">{e.refusal.message}</p>}
+      {all.map((e) => (
+        <p class="estimate-line" key={e.tier}>
+          {mixed && `${e.tier === 'economy' ? 'Economy' : 'Standard'}: `}
+          <strong>{formatNumber(e.total)}</strong> image{e.total === 1 ? '' : 's'} × {e.creditCost} = <strong>{formatNumber(e.creditsRequired)} credits</strong>
+          {!mixed && (
+            <>
+              {' '}
+              <span class="muted">(balance {formatNumber(balance)})</span>
+            </>
+          )}
+        </p>
+      ))}
+      {mixed && (
+        <p class="estimate-line">
+          Both batches: <strong>{formatNumber(needed)} credits</strong> <span class="muted">(balance {formatNumber(balance)})</span>
+        </p>
+      )}
+      {all.some((e) => e.tier === 'economy') && (
+        <p class="help">
+          {mixed ? 'Economy batch' : 'Economy tier'}: every image ready within {windowHours} hours; any not done by then is refunded.
+        </p>
+      )}
+      {all.map((e) => e.refusal && <p class="error-text" key={`${e.tier}-refusal`}>{e.refusal.message}</p>)}
+      {mixed && needed > balance && !all.some((e) => e.refusal) && (
+        <p class="error-text">
+          Both batches need {formatNumber(needed)} credits; the balance is {formatNumber(balance)}.
+        </p>
+      )}
     </>
   );
 }
