@@ -342,6 +342,83 @@ describe('the web app in Chromium', () => {
     noConsoleErrors();
   });
 
+  it('new batch: a .jsonl whose lines choose tiers makes a batch per tier, priced together first; a line without one takes the picker', async () => {
+    // gamma-5-pro keeps the economy tier the test above gave it: 1K 6 standard, 3 economy; none at 2K.
+    await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 100, reason: 'browser test, tiers' }).expect(200);
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    await page.getByLabel('Model').selectOption('gamma-5-pro');
+    await page.getByLabel('Resolution').selectOption('1K');
+    const picker = page.getByRole('group', { name: 'Tier' });
+    const estimate = page.getByTestId('estimate');
+    const tiers = page.getByTestId('file-tiers');
+    const textarea = page.getByLabel('Prompts, one per line');
+    const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
+    const jsonl = (name: string, text: string) => ({ name, mimeType: 'application/x-ndjson', buffer: Buffer.from(text) });
+
+    await promptFiles.setInputFiles([jsonl('bad.jsonl', '"a fox"\n\n{"prompt":"a hare","tier":"cheap"}\n')]);
+    await page.getByRole('alert').getByText('bad.jsonl, line 3: "tier" must be "standard" or "economy"').waitFor();
+    expect(await textarea.inputValue()).toBe('');
+
+    await promptFiles.setInputFiles([
+      jsonl('mixed.jsonl', '{"prompt":"a harbour, economy","tier":"economy"}\n"a harbour, picker"\n{"prompt":"a harbour, standard","tier":"standard"}\n'),
+    ]);
+    // Economy first, as it first appears; the line without a tier on the picker's standard.
+    await tiers.getByText('1 economy, 2 standard, a batch per tier', { exact: false }).waitFor();
+    await estimate.getByText('Both batches: 15 credits', { exact: false }).waitFor(); // 1 x 3 + 2 x 6
+    expect(await textarea.getAttribute('readonly')).not.toBeNull();
+    await picker.getByText('For the prompts whose file line chose no tier.').waitFor();
+    await picker.getByRole('radio', { name: /^Economy/ }).check();
+    await tiers.getByText('2 economy, 1 standard', { exact: false }).waitFor();
+    await estimate.getByText('Both batches: 12 credits', { exact: false }).waitFor(); // 2 x 3 + 1 x 6
+
+    // No economy price at 2K: the economy line is not moved to standard; nothing can be created.
+    w.expectFailedLoads.add(400); // the economy estimate there answers tier_not_available
+    await page.getByLabel('Resolution').selectOption('2K');
+    await tiers.getByText(/has no economy tier at 2K/).waitFor();
+    expect(await page.getByRole('button', { name: /^Create/ }).isDisabled()).toBe(true);
+    await page.getByLabel('Resolution').selectOption('1K'); // the picker fell back to standard at 2K
+    await estimate.getByText('Both batches: 15 credits', { exact: false }).waitFor();
+    const create = page.getByRole('button', { name: 'Create 2 batches' });
+
+    const sent: Array<{ body: unknown; key: string | undefined }> = [];
+    const created: Array<Promise<string>> = [];
+    const onRequest = (r: import('playwright-core').Request) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') sent.push({ body: r.postDataJSON(), key: r.headers()['idempotency-key'] });
+    };
+    const onResponse = (r: import('playwright-core').Response) => {
+      if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches' && r.status() === 201) created.push(r.json().then((b) => b.id));
+    };
+    page.on('request', onRequest);
+    page.on('response', onResponse);
+
+    // A plan without economy batches refuses the whole file before either batch is created.
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentEconomyBatches: 0 }).expect(200);
+    await create.click();
+    await page.getByRole('alert').getByText('(nothing was created)', { exact: false }).waitFor();
+    expect(sent).toEqual([]);
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentEconomyBatches: 10 }).expect(200);
+
+    await create.click();
+    await page.waitForURL(/\/app\/batches$/);
+    await heading('Batches').waitFor();
+    page.off('request', onRequest);
+    page.off('response', onResponse);
+    expect(sent).toEqual([
+      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }), key: expect.stringMatching(/-economy$/) },
+      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'standard', prompts: ['a harbour, picker', 'a harbour, standard'] }), key: expect.stringMatching(/-standard$/) },
+    ]);
+    expect(created).toHaveLength(2);
+    const session = await apiSession();
+    const batches = await Promise.all(created.map(async (id) => (await kiln.api.http.get(`/v1/dashboard/batches/${await id}`).set(session).expect(200)).body.batch));
+    expect(batches).toEqual([
+      expect.objectContaining({ tier: 'economy', total: 1, creditsCharged: 3 }),
+      expect.objectContaining({ tier: 'standard', total: 2, creditsCharged: 12 }),
+    ]);
+    w.expectFailedLoads.delete(400);
+    noConsoleErrors();
+  });
+
   it('adds a webhook endpoint (secret once) and test-pings a local receiver, seen in the delivery log', async () => {
     await page.goto(app('webhooks'));
     await heading('Webhooks').waitFor();
