@@ -24,6 +24,12 @@ export async function latencyBound(ctx: BenchContext): Promise<Omit<ScenarioResu
     log('latency: warm-up batch (0 ms model)');
     await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(IN_FLIGHT, 'warm-up') });
     await waitAllDone(stack, accounts, 120_000);
+    // A route nothing is known of starts its pacing window at 8 calls and doubles it each
+    // round of clean answers (docs/providers.md, Pacing): the first run on the 1 s model has
+    // 8, 16, 32, 64 calls in flight, not 100. It is the route's warm-up, reported on its own;
+    // the measured runs have the window at 100, which is what the scenario is about.
+    const coldStartSec = await oneRun(stack, accounts);
+    log(`latency: first run on the fresh route (pacing's slow start, not counted): ${coldStartSec} s`);
 
     const walls: number[] = [];
     const windows: WindowFigures[] = [];
@@ -47,6 +53,7 @@ export async function latencyBound(ctx: BenchContext): Promise<Omit<ScenarioResu
       method: [
         `Two batches of ${IMAGES / 2} images (two accounts) POSTed at once on a model routed to the simulated provider with latencyMs ${LATENCY_MS}; one generator with GENERATOR_CONCURRENCY=${IN_FLIGHT} and MODEL_CONCURRENCY_CAP=${IN_FLIGHT}, warmed up with a 0 ms batch.`,
         `Wall time from the first POST until both batches are finished (batches.finished_at polled every 20 ms, then no task left unfinished checked); median of ${RUNS} runs (all in the JSON). Ideal: ${IMAGES} / ${IN_FLIGHT} x ${LATENCY_MS / 1000} s = ${IDEAL_SEC} s.`,
+        `Before them, one unmeasured run of the same shape warms the 1 s route's pacing window (it starts at 8 calls in flight and doubles each round of clean answers); its wall time is reported as its own row. Until 2026-11-27 that run was the first of the three, so the median was the slower of the two others.`,
       ],
       figures: [
         {
@@ -60,10 +67,18 @@ export async function latencyBound(ctx: BenchContext): Promise<Omit<ScenarioResu
           targetOn: 'ratio',
           met: ratio <= TARGET,
         },
+        {
+          metric: "wall time of the first run on a fresh route (pacing's slow start, diagnostic)",
+          unit: 's',
+          kiln: coldStartSec,
+          baseline: IDEAL_SEC,
+          baselineLabel: 'ideal',
+          ratio: round(coldStartSec / IDEAL_SEC, 2),
+        },
       ],
       notes: [],
       profiles,
-      details: { walls, idealSec: IDEAL_SEC, windows },
+      details: { walls, coldStartSec, idealSec: IDEAL_SEC, windows },
     };
   } finally {
     await stack.stopGenerator();

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import Bull from 'bull';
+import { DurableFloorRun, FLOOR_GROUP_SIZE, FLOOR_WRITERS, FloorIndexes, runDurableFloor } from '../baselines/durable-floor';
 import { NodeChild, ProcessFigures } from '../lib/children';
 import { BenchAccount, KilnStack } from '../lib/kiln';
 import { absolute, cpuMsPerUnit, cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, waitAllDone, WindowFigures } from '../lib/harness';
@@ -15,6 +16,9 @@ const TARGET = 0.3;
 /** Issue 26: CPU of every process (generator, api, PostgreSQL, Redis) per task. */
 const CPU_MS_TARGET = 0.5;
 const PROFILE_IMAGES = 3000;
+/** Tasks per run of the durable floor (runDurableFloor), three runs of each form, alternated. */
+const FLOOR_IMAGES = 10_000;
+const FLOOR_REPEATS = 3;
 
 export interface KilnPipelineRun {
   images: number;
@@ -36,6 +40,7 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   const runs: Record<string, unknown>[] = [];
   const notes: string[] = [];
   let profiles: ScenarioResult['profiles'] = [];
+  let floorRuns: DurableFloorRun[] = [];
   try {
     for (const n of opts.pipelineSizes) {
       // Raw bull takes a second or two and swings with the machine's load: the median of
@@ -60,6 +65,10 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       });
       runs.push({ images: n, kiln, raw, kilnRuns, rawRuns });
     }
+    const floor = await durableFloor(stack);
+    figures.push(...floor.figures);
+    notes.push(...floor.notes);
+    floorRuns = floor.runs;
     // The memory scenario reports the peaks of the largest run.
     ctx.shared.pipelineMemory = {
       runs: runs.map((r) => ({ images: r.images, processes: peakProcesses((r.kilnRuns as KilnPipelineRun[]).map((k) => k.window.processes)) })),
@@ -81,12 +90,36 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       `Batches of ${BATCH_SIZE} images on a model routed to the simulated provider with 0 ms latency (it still returns a real cached 64 px PNG that Kiln stores), ${PIPELINE_ACCOUNTS} accounts POSTing their share of the batches one after another, in parallel; one generator with GENERATOR_CONCURRENCY=${PIPELINE_CONCURRENCY}, started before and warmed up with one batch.`,
       'Wall time runs from the first POST to the moment the bench, polling every 50 ms, sees every batch of these accounts finished (batches.finished_at, set in the transaction that records a batch\'s last task; an index lookup, so the polling costs PostgreSQL next to nothing); it then checks that no task is left pending, queued or running, i.e. every batch reads done: true.',
       `Baseline: raw bull on the same Redis under another prefix: a worker process with concurrency ${PIPELINE_CONCURRENCY} running a no-op handler, fed by ${PIPELINE_ACCOUNTS} parallel producers in the bench process doing addBulk of ${BATCH_SIZE} jobs (jobId set, removeOnComplete), first add to last completion.`,
+      `Durable floor (diagnostic, no target): ${FLOOR_IMAGES.toLocaleString('en-US')} tasks written straight to a scratch copy of Kiln's tasks table by ${FLOOR_WRITERS} connections, three row versions each in its own transaction (the INSERT of 100 with the batch's foreign key, a take and an end in groups of ${FLOOR_GROUP_SIZE}), no Kiln process, queue or file; PostgreSQL's CPU per task, with all of tasks' indexes and with its primary key alone (bench/baselines/durable-floor.ts). Median of ${FLOOR_REPEATS} runs of each, alternated.`,
       `Repeats: raw bull ${RAW_REPEATS} times per size, Kiln ${RAW_REPEATS} times up to 2,000 images and once above, alternating; the median run of each is reported (details.runs[].kilnRuns/rawRuns hold them all).`,
     ],
     figures,
     notes,
     profiles,
-    details: { concurrency: PIPELINE_CONCURRENCY, runs },
+    details: { concurrency: PIPELINE_CONCURRENCY, runs, durableFloor: floorRuns },
+  };
+}
+
+/** The durable floor's two forms, alternated, as figures without a target and a note. */
+async function durableFloor(stack: KilnStack): Promise<{ figures: Figure[]; notes: string[]; runs: DurableFloorRun[] }> {
+  const forms: FloorIndexes[] = ['kiln-indexes', 'primary-key'];
+  const runs: DurableFloorRun[] = [];
+  for (let r = 0; r < FLOOR_REPEATS; r++) {
+    for (const form of forms) runs.push(await runDurableFloor(stack, FLOOR_IMAGES, form));
+  }
+  const medians = forms.map((form) => {
+    const mine = runs.filter((run) => run.indexes === form).sort((a, b) => a.postgresMsPerTask - b.postgresMsPerTask);
+    return mine[Math.floor((mine.length - 1) / 2)];
+  });
+  log(`pipeline: durable floor, PostgreSQL ms per task: ${medians.map((m) => `${m.indexes} ${m.postgresMsPerTask} (${m.tasksPerSec} tasks/s)`).join('; ')}`);
+  const label: Record<FloorIndexes, string> = { 'kiln-indexes': "tasks' indexes", 'primary-key': 'primary key alone' };
+  return {
+    figures: medians.map((m) => absolute(`PostgreSQL CPU ms per task, durable floor (${label[m.indexes]})`, 'ms', m.postgresMsPerTask)),
+    notes: medians.map(
+      (m) =>
+        `Durable floor, ${label[m.indexes]}: ${m.tasksPerSec.toLocaleString('en-US')} tasks/s, PostgreSQL ${m.postgresMsPerTask} ms and its client ${m.clientMsPerTask} ms of CPU per task (${FLOOR_IMAGES.toLocaleString('en-US')} tasks, median of ${FLOOR_REPEATS}).`,
+    ),
+    runs,
   };
 }
 
