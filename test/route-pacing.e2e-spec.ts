@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { buildConfig, KilnConfig } from '@app/config';
 import { FREE_RATE_LIMIT_RETRIES, ModelConcurrencyLimiter, PACING_BETA, RoutePacer } from '@app/generation';
 import { KilnMetrics } from '@app/metrics';
-import { OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
+import { CapturedRequest, OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
 import { RedisScript, RedisService } from '@app/redis';
 
 /**
@@ -44,8 +44,8 @@ describe('route pacing shared through Redis', () => {
     return { pacer: new RoutePacer(redis, limiter, metrics), metrics, refusals: 0 };
   }
 
-  async function upstream(limits: StrictLimits): Promise<{ fake: RateLimitedOpenAiFake; provider: OpenAiProvider }> {
-    const fake = new RateLimitedOpenAiFake(limits);
+  async function upstream(limits: StrictLimits, sentAt?: (req: CapturedRequest) => number | undefined): Promise<{ fake: RateLimitedOpenAiFake; provider: OpenAiProvider }> {
+    const fake = new RateLimitedOpenAiFake(limits, sentAt);
     upstreams.push(fake);
     const baseUrl = await fake.start();
     const provider = new OpenAiProvider({ baseUrl, apiKey: 'sk-test', model: 'gpt-image-1', timeoutMs: 10_000, allowPrivate: true, maxImageBytes: 1 << 20 });
@@ -64,10 +64,19 @@ describe('route pacing shared through Redis', () => {
     references: [],
   };
 
+  /**
+   * When a call was handed to the provider (its prompt carries it): the fake runs in this
+   * process, so under load a stall of the process lies between a call's send and the fake's
+   * handler, 120-220 ms for every call of a window in a run that failed, past the 50 ms the
+   * pacer allows for a call's way to the upstream. Counted from the send, the fake sees the
+   * calls as an upstream on another machine would.
+   */
+  const sentAt = (req: CapturedRequest) => Number(/^paced (\d+)$/.exec((JSON.parse(req.body.toString('utf8')) as { prompt: string }).prompt)?.[1]) || undefined;
+
   /** `count` calls through one generator's pacer; each resolves or rejects like a task's attempt. */
   function calls(g: Generator, route: { model: string; maxConcurrency: number; ratePerMinute?: number }, provider: OpenAiProvider, count: number) {
     return Array.from({ length: count }, () =>
-      g.pacer.run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () => provider.render(request)).then(
+      g.pacer.run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () => provider.render({ ...request, prompt: `paced ${Date.now()}` })).then(
         () => 'ok' as const,
         (err: unknown) => err,
       ),
@@ -82,7 +91,7 @@ describe('route pacing shared through Redis', () => {
   const newModel = () => `paced-${++models}`;
 
   it('two generators share one limit: with OpenAI headers answered within the reset, no call goes past the remaining count', async () => {
-    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true });
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true }, sentAt);
     const [a, b] = [generator(), generator()];
     const route = { model: newModel(), maxConcurrency: 50 };
     const started = Date.now();

@@ -19,39 +19,46 @@ export interface StrictLimits {
  * second or `maxConcurrent` in flight it answers 429 at once. It counts what it accepted and
  * refused and the most it had in flight; with headers, a request sent when the remaining count
  * told was zero is refused, so header-driven pacing must see no 429 at all.
+ *
+ * `sentAt` (optional) tells when the caller sent a request; the rate windows and the headers
+ * then count it from that moment instead of from when this handler ran. A test that runs the
+ * fake in its own process needs it: there a stall of the process (a loaded machine) lies
+ * between a call's send and this handler, and would count as the call's way to the upstream
+ * (in a run under load, 120-220 ms for every call of a window, past the pacer's 50 ms margin).
  */
 export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
   accepted = 0;
   refused = 0;
   maxInFlight = 0;
   private inFlight = 0;
-  private windowStart = 0;
-  private usedInWindow = 0;
+  /** Requests counted per window (by its start): with `sentAt` they may arrive out of order. */
+  private readonly used = new Map<number, number>();
   private png: Buffer | null = null;
 
-  constructor(public limits: StrictLimits) {
+  constructor(
+    public limits: StrictLimits,
+    private readonly sentAt?: (req: CapturedRequest) => number | undefined,
+  ) {
     super();
   }
 
   protected async defaultAnswer(req: CapturedRequest): Promise<FakeAnswer> {
     if (req.method !== 'POST' || !/^\/v1\/images\/(generations|edits)$/.test(req.path)) return json(404, { error: { message: 'not found' } });
-    const now = Date.now();
+    const now = this.sentAt?.(req) ?? Date.now();
     const windowStart = now - (now % 1000);
-    if (windowStart !== this.windowStart) {
-      this.windowStart = windowStart;
-      this.usedInWindow = 0;
-    }
-    const overRate = this.usedInWindow >= this.limits.perSecond;
+    for (const start of this.used.keys()) if (start < windowStart - 10_000) this.used.delete(start);
+    const usedInWindow = this.used.get(windowStart) ?? 0;
+    const overRate = usedInWindow >= this.limits.perSecond;
     const overConcurrency = this.inFlight >= this.limits.maxConcurrent;
     if (overRate || overConcurrency) {
       this.refused++;
-      return json(429, { error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } }, this.headers(now));
+      return json(429, { error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } }, this.headers(now, usedInWindow));
     }
-    this.usedInWindow++;
+    this.used.set(windowStart, usedInWindow + 1);
     this.accepted++;
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    const headers = this.headers(now);
+    const headers = this.headers(now, usedInWindow + 1);
     try {
       await new Promise((resolve) => setTimeout(resolve, this.limits.latencyMs));
       this.png ??= await fakePng(64, 64);
@@ -67,12 +74,12 @@ export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
     return calls === 0 ? 0 : this.refused / calls;
   }
 
-  private headers(now: number): Record<string, string> {
+  private headers(now: number, usedInWindow: number): Record<string, string> {
     if (!this.limits.openAiHeaders) return {};
     return {
       'x-ratelimit-limit-requests': String(this.limits.perSecond),
-      'x-ratelimit-remaining-requests': String(Math.max(0, this.limits.perSecond - this.usedInWindow)),
-      'x-ratelimit-reset-requests': `${this.windowStart + 1000 - now}ms`,
+      'x-ratelimit-remaining-requests': String(Math.max(0, this.limits.perSecond - usedInWindow)),
+      'x-ratelimit-reset-requests': `${1000 - (now % 1000)}ms`,
     };
   }
 }
