@@ -27,7 +27,7 @@ export interface DurableFloorRun {
 const INSERT_SIZE = 100;
 /** Connections writing at once, as the pipeline's 4 accounts and the generator's pool do. */
 export const FLOOR_WRITERS = 4;
-/** Tasks per take and per end: more than a generator gathers (see below). */
+/** Tasks per take and per end: about twice what a generator of 50 workers gathers (see below). */
 export const FLOOR_GROUP_SIZE = 25;
 
 /*
@@ -37,8 +37,8 @@ export const FLOOR_GROUP_SIZE = 25;
  * call (what a crash must find to never pay twice) and ended with its result. Kiln's own
  * statements do these and more (the batch tallies and versions in the same statements, the
  * feeder's `pending -> queued` for tasks the api leaves to it); groups of FLOOR_GROUP_SIZE tasks are
- * more than a generator of 50 workers gathers (about 4 per statement in the 2026-11-25 count),
- * so this floor flatters the design it measures.
+ * about twice what a generator of 50 workers gathers (12.3 per statement in the 2026-11-27
+ * count, bench/findings.md), so this floor flatters the design it measures.
  */
 const INSERT_SQL = (table: string) => `
 INSERT INTO ${table} (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status, tier)
@@ -60,8 +60,8 @@ UPDATE ${table} t SET status = 'succeeded', progress = 100, result_url = 'http:/
 /**
  * The least PostgreSQL must do for `images` durable tasks with a row each (see above), on a
  * scratch copy of Kiln's `tasks` table in the bench's database, with no Kiln process, queue or
- * file involved. Kiln's PostgreSQL CPU per task over this says what Kiln's statements add; this
- * floor over a target says no statement tuning can meet it.
+ * file involved. Kiln's PostgreSQL CPU per task over this says what Kiln's statements add, and
+ * the floor at other group sizes what statements per task cost (bench/findings.md, 2026-11-27).
  */
 export async function runDurableFloor(stack: KilnStack, images: number, indexes: FloorIndexes, groupSize = FLOOR_GROUP_SIZE): Promise<DurableFloorRun> {
   const table = `bench_floor_${indexes.replace('-', '_')}`;

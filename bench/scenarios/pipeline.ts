@@ -107,10 +107,12 @@ async function durableFloor(stack: KilnStack): Promise<{ figures: Figure[]; note
   for (let r = 0; r < FLOOR_REPEATS; r++) {
     for (const form of forms) runs.push(await runDurableFloor(stack, FLOOR_IMAGES, form));
   }
-  const medians = forms.map((form) => {
-    const mine = runs.filter((run) => run.indexes === form).sort((a, b) => a.postgresMsPerTask - b.postgresMsPerTask);
-    return mine[Math.floor((mine.length - 1) / 2)];
-  });
+  const medians = forms.map((form) =>
+    medianBy(
+      runs.filter((run) => run.indexes === form),
+      (run) => run.postgresMsPerTask,
+    ),
+  );
   log(`pipeline: durable floor, PostgreSQL ms per task: ${medians.map((m) => `${m.indexes} ${m.postgresMsPerTask} (${m.tasksPerSec} tasks/s)`).join('; ')}`);
   const label: Record<FloorIndexes, string> = { 'kiln-indexes': "tasks' indexes", 'primary-key': 'primary key alone' };
   return {
@@ -196,7 +198,12 @@ interface RawPipelineRun {
 const RAW_REPEATS = 3;
 
 function medianRun<T extends { tasksPerSec: number }>(runs: T[]): T {
-  const sorted = [...runs].sort((a, b) => a.tasksPerSec - b.tasksPerSec);
+  return medianBy(runs, (run) => run.tasksPerSec);
+}
+
+/** The run in the middle by `key` (the lower middle of an even count): a real run, not an average. */
+function medianBy<T>(runs: T[], key: (run: T) => number): T {
+  const sorted = [...runs].sort((a, b) => key(a) - key(b));
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 

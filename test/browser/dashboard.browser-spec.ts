@@ -366,6 +366,7 @@ describe('the web app in Chromium', () => {
     // Economy first, as it first appears; the line without a tier on the picker's standard.
     await tiers.getByText('1 economy, 2 standard, a batch per tier', { exact: false }).waitFor();
     await estimate.getByText('Both batches: 15 credits', { exact: false }).waitFor(); // 1 x 3 + 2 x 6
+    await screenshot(page, 'new-batch-mixed-tiers', { fullPage: true });
     expect(await textarea.getAttribute('readonly')).not.toBeNull();
     await picker.getByText('For the prompts whose file line chose no tier.').waitFor();
     await picker.getByRole('radio', { name: /^Economy/ }).check();

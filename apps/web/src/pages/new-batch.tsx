@@ -435,7 +435,7 @@ function FileTiers({
   return (
     <div id="file-tiers" data-testid="file-tiers">
       <p class="help">
-        The file's lines choose their tier{pickerPrompts > 0 ? ` (${formatNumber(pickerPrompts)} without one take the picker's)` : ''}: {counts}
+        The file's lines choose their tier{pickerPrompts > 0 ? ` (${formatNumber(pickerPrompts)} without one take${pickerPrompts === 1 ? 's' : ''} the picker's)` : ''}: {counts}
         {bodies.length > 1 ? ', a batch per tier.' : '.'}{' '}
         <button type="button" class="small" onClick={onClear}>
           Use one tier for all
