@@ -288,6 +288,68 @@ describe('the model slot limiter shared through Redis', () => {
     await waitFor('the slots to be free', async () => (await tight.inUse(wide)) === 0);
   });
 
+  it("with a route's pace hash named, the cap is the hash's window (up to the ceiling), not the replica's own view of it", async () => {
+    const l = limiter(100);
+    const model = newModel();
+    const paceKey = redis.key('route-pace', model, 'test');
+    // Another replica's answers grew the shared window to 6; this one last saw 2.
+    await redis.client.hset(paceKey, 'window', '6.4');
+    const granted: ModelLease[] = [];
+    const waiting = Array.from({ length: 10 }, () => l.acquire(model, { cap: 2, pacing: { key: paceKey, ceiling: 8 } }));
+    waiting.forEach((p) => void p.then((lease) => granted.push(lease)));
+    await waitFor('six slots', async () => granted.length === 6);
+    await sleep(100);
+    expect(granted).toHaveLength(6);
+    expect(await l.inUse(model)).toBe(6);
+    // A window past the route's ceiling (maxConcurrency lowered since) is held to the ceiling.
+    await redis.client.hset(paceKey, 'window', '50');
+    granted[0].release();
+    await waitFor('eight slots in use', async () => (await l.inUse(model)) === 8, 3000, 20);
+    await sleep(100);
+    expect(await l.inUse(model)).toBe(8);
+    // The six first, the released slot handed over, two more for the higher cap.
+    expect(granted).toHaveLength(9);
+    for (const lease of granted.slice(1)) lease.release();
+    await waitFor('the last waiter', async () => granted.length === 10);
+    granted[9].release();
+    await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
+    await redis.client.del(paceKey);
+  });
+
+  it('a replica that holds no slot still learns the shared window: it gets its share instead of being starved by its stale cap', async () => {
+    const replicas = [limiter(100, redis), limiter(100, otherRedis)];
+    const model = newModel();
+    const pacing = { key: redis.key('route-pace', model, 'test'), ceiling: 20 };
+    await redis.client.hset(pacing.key, 'window', '20');
+    const grants = [0, 0];
+    let running = true;
+    // The first replica's own view is the shared window; the second last saw 8 (the window a
+    // route starts at), while the first already holds more slots than that.
+    const caps = [20, 8];
+    const worker = async (replica: number) => {
+      while (running) {
+        const lease = await replicas[replica].acquire(model, { cap: caps[replica], pacing });
+        grants[replica]++;
+        await sleep(20);
+        lease.release();
+      }
+    };
+    const workers = Array.from({ length: 30 }, () => worker(0));
+    await waitFor('the first replica to fill the window', async () => (await replicas[0].inUse(model)) === 20);
+    const firstBefore = grants[0];
+    workers.push(...Array.from({ length: 30 }, () => worker(1)));
+    await sleep(1500);
+    const shared = [grants[0] - firstBefore, grants[1]];
+    running = false;
+    await Promise.all(workers);
+    // Even shares of 20: with its own cap of 8 the second replica got no slot while the first
+    // held 20, and, counted short of slots, held the first to 10: half the window idle.
+    expect(shared[1]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
+    expect(shared[0]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
+    await waitFor('the slots to be free', async () => (await replicas[0].inUse(model)) === 0);
+    await redis.client.del(pacing.key);
+  });
+
   async function serverMs(): Promise<number> {
     const [seconds, micros] = await redis.client.time();
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { buildConfig, KilnConfig } from '@app/config';
-import { FREE_RATE_LIMIT_RETRIES, ModelConcurrencyLimiter, PACING_BETA, RoutePacer } from '@app/generation';
+import { FREE_RATE_LIMIT_RETRIES, INITIAL_WINDOW, ModelConcurrencyLimiter, PACING_BETA, PLATEAU_ROUNDS, RoutePacer } from '@app/generation';
 import { KilnMetrics } from '@app/metrics';
 import { CapturedRequest, OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
 import { RedisScript, RedisService } from '@app/redis';
@@ -124,7 +124,7 @@ describe('route pacing shared through Redis', () => {
     const [a, b] = [generator(), generator()];
     const model = newModel();
     const route = { model, maxConcurrency: 60 };
-    const window = async () => Math.max(a.pacer.windowOf(model, 60), b.pacer.windowOf(model, 60));
+    const window = async () => Math.max(a.pacer.windowOf({ ...route, upstream: 'openai fake' }), b.pacer.windowOf({ ...route, upstream: 'openai fake' }));
     const rounds = async (count: number, until: (w: number) => boolean) => {
       for (let r = 0; r < count && !until(await window()); r++) {
         const half = Math.ceil((await window()) / 2);
@@ -156,6 +156,31 @@ describe('route pacing shared through Redis', () => {
     expect(await window()).toBeGreaterThanOrEqual(shrunk + 6);
     expect(await window()).toBeLessThanOrEqual(60);
     expect(fake.refused).toBe(refusedBefore);
+  });
+
+  it(`after a cut, clean answers grow the window back one per round to one below the refused level, hold there ${PLATEAU_ROUNDS} rounds, then probe it`, async () => {
+    const g = generator();
+    const route = { model: newModel(), maxConcurrency: 60, upstream: 'openai fake' };
+    const redis = clients[clients.length - 1];
+    // As after a round refused at 21 calls in flight: cut to 0.9 of it, the ceiling at 21.
+    await redis.client.hset(g.pacer.paceKey(route), 'window', '18.9', 'threshold', '18.9', 'ceiling', '21');
+    const clean = async (until: (w: number) => boolean): Promise<number> => {
+      for (let answers = 1; answers <= 500; answers++) {
+        await g.pacer.answered({ route, startSeq: answers, startedAt: Date.now(), local: false }, { kind: 'ok' }, 1);
+        if (until(g.pacer.windowOf(route))) return answers;
+      }
+      throw new Error('the window never got there');
+    };
+    // 18.9 -> 20: about one round (a clean answer per call in flight adds one).
+    expect(await clean((w) => w >= 20)).toBeLessThanOrEqual(25);
+    // 20 -> 21 (the level refused): PLATEAU_ROUNDS rounds of 20 answers.
+    const plateau = await clean((w) => w >= 21);
+    expect(plateau).toBeGreaterThanOrEqual(PLATEAU_ROUNDS * 20 - 3);
+    expect(plateau).toBeLessThanOrEqual(PLATEAU_ROUNDS * 20 + 3);
+    // Past it (the upstream took 21 this time), one more per round again.
+    expect(await clean((w) => w >= 22)).toBeLessThanOrEqual(23);
+    // The window is the route's: the same model routed to another upstream starts afresh.
+    expect(g.pacer.windowOf({ ...route, upstream: 'another upstream' })).toBe(INITIAL_WINDOW);
   });
 
   it('Retry-After pauses every generator on the route; ratePerMinute spaces the calls', async () => {

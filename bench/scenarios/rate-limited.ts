@@ -53,6 +53,7 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
         const after = await stack.taskOutcomes(accounts.map((a) => a.id));
         const failed = after.failed - before.failed;
         const refusedPct = round(fake.refusedShare * 100, 2);
+        log(`rate-limited (${label}): 429s by 5 s from the first POST: ${refusalTimeline(fake.refusedAt, t0, Number(process.env.KILN_BENCH_RATE_BUCKET_MS ?? 5000))}`);
         log(`rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${fake.refused} 429s of ${fake.accepted + fake.refused} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`);
         const ratio = round(wall / IDEAL_SEC, 2);
         figures.push(
@@ -81,4 +82,15 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
     profiles: [],
     details,
   };
+}
+
+/** Refusals counted per `bucketMs` from `t0`, as "0-5 s: 12, 5-10 s: 3, ..." (empty buckets left out). */
+function refusalTimeline(refusedAt: readonly number[], t0: number, bucketMs: number): string {
+  const counts = new Map<number, number>();
+  for (const at of refusedAt) {
+    const bucket = Math.floor((at - t0) / bucketMs);
+    counts.set(bucket, (counts.get(bucket) ?? 0) + 1);
+  }
+  const sec = (ms: number): number => ms / 1000;
+  return [...counts].sort(([a], [b]) => a - b).map(([b, n]) => `${sec(b * bucketMs)}-${sec((b + 1) * bucketMs)} s: ${n}`).join(', ') || 'none';
 }

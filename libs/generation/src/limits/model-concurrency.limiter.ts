@@ -27,20 +27,31 @@ local function room(owner, cap)
   end
   return math.ceil(cap / (others + 1)) - held
 end
+-- The cap: the route pacing's window (KEYS[3], a hash every replica's answers move) when the
+-- caller names one and it holds a window, at most the route's ceiling; else the caller's own.
+local function capOf(given, ceiling)
+  if KEYS[3] then
+    local window = tonumber(redis.call('HGET', KEYS[3], 'window'))
+    if window then return math.max(1, math.min(ceiling, math.floor(window))) end
+  end
+  return given
+end
 `;
 
 /**
  * Gives slots to as many of the members as are free (fewer than `cap` leases) and fair, in
  * the order given, so the first members go to the head of the caller's line. An owner that
  * got fewer than it asked for is short until its next call (or `shortMs`).
- * KEYS[1] slots zset, KEYS[2] short owners zset; ARGV: cap, leaseMs, shortMs, owner, member...
- * Returns how many of the first members now hold a slot.
+ * KEYS[1] slots zset, KEYS[2] short owners zset, KEYS[3] (optional) the route's pace hash;
+ * ARGV: cap, ceiling, leaseMs, shortMs, owner, member...
+ * Returns {how many of the first members now hold a slot, the cap applied}.
  */
 const ACQUIRE = new RedisScript(`${PRELUDE}
-local cap, lease, shortMs, owner = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local wanted = #ARGV - 4
+local lease, shortMs, owner = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local cap = capOf(tonumber(ARGV[1]), tonumber(ARGV[2]))
+local wanted = #ARGV - 5
 local granted = math.max(0, math.min(wanted, cap - redis.call('ZCARD', KEYS[1]), room(owner, cap)))
-for i = 5, granted + 4 do
+for i = 6, granted + 5 do
   redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
 end
 if granted > 0 then redis.call('PEXPIRE', KEYS[1], lease * 2) end
@@ -50,7 +61,7 @@ if granted < wanted then
 else
   redis.call('ZREM', KEYS[2], owner)
 end
-return granted`);
+return {granted, cap}`);
 
 /**
  * Releases lease `from` and, when it was still live and the owner keeps within its fair
@@ -59,9 +70,11 @@ return granted`);
  * free and taken elsewhere, so it is only dropped. KEYS as ACQUIRE's; ARGV: cap, leaseMs,
  * owner, from, to. Returns 1 when `to` holds the slot, 0 when `from` had expired, -1 when
  * the slot was freed for replicas short of their share or for a cap lowered meanwhile.
+ * KEYS[3] and ARGV[2] (ceiling) as ACQUIRE's.
  */
 const HAND_OVER = new RedisScript(`${PRELUDE}
-local cap, lease, owner, from, to = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local lease, owner, from, to = tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+local cap = capOf(tonumber(ARGV[1]), tonumber(ARGV[2]))
 if not redis.call('ZSCORE', KEYS[1], from) then return 0 end
 -- A cap lowered meanwhile (route pacing shrank its window): the slot is not handed on.
 local fair = room(owner, cap) >= 0 and redis.call('ZCARD', KEYS[1]) <= cap
@@ -85,6 +98,17 @@ export interface ModelLease {
   release(): void;
 }
 
+/**
+ * A cap every replica reads from Redis: the route pacing's hash (`key`, field `window`), at
+ * most `ceiling` (the route's maxConcurrency). A replica whose calls all wait learns no window
+ * from answers of its own; with its last one as the cap it could stay below the slots the
+ * others hold, get none, and as a replica short of slots keep the others to half the cap.
+ */
+export interface SharedWindow {
+  key: string;
+  ceiling: number;
+}
+
 interface ModelLine {
   waiters: PriorityLine<ModelLease>;
   pumping: boolean;
@@ -92,8 +116,10 @@ interface ModelLine {
   handingOver: number;
   /** The last call got fewer slots than asked for: Redis counts this replica as short. */
   short: boolean;
-  /** The model's cap, as its latest acquirer's batch routes it. */
+  /** The model's cap, as its latest acquirer's batch routes it (or the last the pace hash told). */
   cap: number;
+  /** The latest acquirer's route pacing: its hash's window is the cap, up to `ceiling`. */
+  pacing?: SharedWindow;
   wake?: () => void;
 }
 
@@ -149,11 +175,12 @@ export class ModelConcurrencyLimiter {
    * latest acquirer's cap applies to the model's line: after an operator changes it, batches
    * created since bring the new one.
    */
-  acquire(model: string, opts: { priority?: number; signal?: AbortSignal; cap?: number } = {}): Promise<ModelLease> {
+  acquire(model: string, opts: { priority?: number; signal?: AbortSignal; cap?: number; pacing?: SharedWindow } = {}): Promise<ModelLease> {
     const { signal } = opts;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const line = this.line(model);
     line.cap = opts.cap ?? this.cap;
+    line.pacing = opts.pacing;
     const lease = line.waiters.join(opts.priority, signal);
     // A pump already running picks the newcomer up after its call, or at its next poll
     // when the cap is reached (a newcomer frees no slot, so it is no reason to ask early).
@@ -210,7 +237,7 @@ export class ModelConcurrencyLimiter {
         const members = Array.from({ length: wanted }, () => this.newMember());
         let granted: number;
         try {
-          granted = await this.tryAcquire(model, line.cap, members);
+          granted = await this.tryAcquire(model, line, members);
         } catch (err) {
           // Redis is unreachable: every waiter fails now and its task is retried later.
           line.waiters.rejectAll(err);
@@ -253,10 +280,15 @@ export class ModelConcurrencyLimiter {
     if (unused.length > 0) void this.releaseMembers(model, unused);
   }
 
-  private async tryAcquire(model: string, cap: number, members: string[]): Promise<number> {
+  private async tryAcquire(model: string, line: ModelLine, members: string[]): Promise<number> {
+    const [granted, cap] = (await ACQUIRE.run(this.redis.client, this.scriptKeys(model, line), [line.cap, line.pacing?.ceiling ?? line.cap, this.leaseMs, SHORT_MS, this.owner, ...members])) as number[];
+    if (line.pacing) line.cap = Number(cap);
+    return Number(granted);
+  }
+
+  private scriptKeys(model: string, line: ModelLine): string[] {
     const keys = [this.slotsKey(model), this.shortKey(model)];
-    const res = await ACQUIRE.run(this.redis.client, keys, [cap, this.leaseMs, SHORT_MS, this.owner, ...members]);
-    return Number(res);
+    return line.pacing ? [...keys, line.pacing.key] : keys;
   }
 
   private newMember(): string {
@@ -292,11 +324,10 @@ export class ModelConcurrencyLimiter {
   /** One call instead of a release and the next acquire, when the slot may stay here. */
   private async handOver(model: string, line: ModelLine, from: string): Promise<void> {
     const to = this.newMember();
-    const keys = [this.slotsKey(model), this.shortKey(model)];
     line.handingOver++;
     let outcome: number;
     try {
-      outcome = Number(await HAND_OVER.run(this.redis.client, keys, [line.cap, this.leaseMs, this.owner, from, to]));
+      outcome = Number(await HAND_OVER.run(this.redis.client, this.scriptKeys(model, line), [line.cap, line.pacing?.ceiling ?? line.cap, this.leaseMs, this.owner, from, to]));
     } catch {
       // The call may have run without its answer arriving: neither lease may linger.
       await this.releaseMembers(model, [from, to]);

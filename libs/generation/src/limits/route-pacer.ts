@@ -28,6 +28,12 @@ import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 const PACE_KEY_TTL_MS = 10 * 60_000;
 /** Multiplicative decrease: the window after a round's first self-caused 429. */
 export const PACING_BETA = 0.9;
+/**
+ * Rounds of clean answers the window spends one below the level of the last self-caused 429
+ * before it asks for that level again: at a steady limit the probe, and its 429, come less
+ * often, and the window spends that time at the most the upstream took (bench/findings.md).
+ */
+export const PLATEAU_ROUNDS = 3;
 /** Added to an upstream's reset: it counted the call a little after Kiln started it. */
 const RESET_MARGIN_MS = 50;
 /** The window of a route nothing is known of yet (slow start: it doubles each clean round). */
@@ -86,26 +92,33 @@ return {0, seq, now, window, quiet}`);
  * remaining, limit, resetMs, retryAfterMs (-1: not sent). Returns the window (string).
  */
 const ANSWERED = new RedisScript(`
+local function growth(window, threshold, ceiling)
+  if window < threshold then return math.min(1, threshold - window) end
+  if ceiling and window >= ceiling - 1 and window < ceiling then return 1 / (${PLATEAU_ROUNDS} * window) end
+  return 1 / window
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local outcome, max, seq, startedAt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local remaining, limit, resetMs, retryAfter = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local inFlight = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') - 1
-local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span', 'budget')
+local h = redis.call('HMGET', KEYS[1], 'window', 'cutAt', 'starts', 'pause', 'threshold', 'budgetUntil', 'span', 'budget', 'ceiling')
 local window = math.min(max, tonumber(h[1]) or math.min(max, ${INITIAL_WINDOW}))
 local cutAt, starts, threshold = tonumber(h[2]) or 0, tonumber(h[3]) or seq, tonumber(h[5]) or max
 if outcome == 'refused' then
   window = math.max(1, math.min(window, inFlight))
   if startedAt >= cutAt then
+    redis.call('HSET', KEYS[1], 'cutAt', now, 'ceiling', tostring(math.floor(window) + 1))
     window = math.max(1, window * ${PACING_BETA})
-    redis.call('HSET', KEYS[1], 'cutAt', now)
   end
   threshold = window
   redis.call('HSET', KEYS[1], 'threshold', tostring(threshold))
 elseif outcome == 'ok' then
   -- Below the threshold (no 429 yet, or grown back to the last cut), one more per clean
-  -- answer: the window doubles each round. Above, one more per round.
-  if window < threshold then window = math.min(max, threshold, window + 1) else window = math.min(max, window + 1 / window) end
+  -- answer: the window doubles each round. Above, one more per round; one below the level
+  -- last refused (ceiling), one more per ${PLATEAU_ROUNDS} rounds.
+  local ceiling = tonumber(h[9])
+  window = math.min(max, window + growth(window, threshold, ceiling))
 end
 redis.call('HSET', KEYS[1], 'window', tostring(window))
 if retryAfter >= 0 then
@@ -227,6 +240,8 @@ export type PaceOutcome =
 interface LocalPace {
   window: number;
   threshold: number;
+  /** The level of the last round's first self-caused 429 (see PLATEAU_ROUNDS). */
+  ceiling?: number;
   cutAt: number;
   pause: number;
   tokens: number;
@@ -244,7 +259,7 @@ interface LocalPace {
 @Injectable()
 export class RoutePacer {
   private readonly logger = new Logger(RoutePacer.name);
-  /** The last window Redis told, per model: what the limiter caps the model's line at. */
+  /** The last window Redis told, per pace key: what the limiter caps the model's line at until the hash holds one. */
   private readonly windows = new Map<string, number>();
   private readonly locals = new Map<string, LocalPace>();
   /** This generator's calls in flight, by model. */
@@ -284,7 +299,12 @@ export class RoutePacer {
     let first = true;
     for (let refusals = 0; ; refusals++) {
       const waitStarted = Date.now();
-      const lease = await this.limiter.acquire(model, { priority: opts.priority, signal: opts.signal, cap: this.windowOf(model, route.maxConcurrency) });
+      const lease = await this.limiter.acquire(model, {
+        priority: opts.priority,
+        signal: opts.signal,
+        cap: this.windowOf(route),
+        pacing: { key: this.paceKey(route), ceiling: route.maxConcurrency },
+      });
       try {
         const ticket = await this.admit(route, opts.signal);
         this.metrics.upstreamSlotWait.inc({ model }, (Date.now() - waitStarted) / 1000);
@@ -323,11 +343,15 @@ export class RoutePacer {
     this.metrics.upstreamInFlight.set({ model }, Math.max(0, count));
   }
 
-  /** The route's current concurrency window (the limiter's cap), at most its maxConcurrency. */
-  windowOf(model: string, maxConcurrency: number): number {
-    const window = this.windows.get(model) ?? INITIAL_WINDOW;
-    const cap = Math.min(maxConcurrency, Math.max(1, Math.floor(window)));
-    this.metrics.upstreamLimit.set({ model }, cap);
+  /**
+   * The route's current concurrency window as this generator last saw it (the limiter's cap
+   * until the pace hash holds one), at most its maxConcurrency. By route, not by model: a model
+   * routed to another upstream starts afresh rather than at the old upstream's window.
+   */
+  windowOf(route: Pick<PaceRoute, 'model' | 'upstream' | 'maxConcurrency'>): number {
+    const window = this.windows.get(this.paceKey(route)) ?? INITIAL_WINDOW;
+    const cap = Math.min(route.maxConcurrency, Math.max(1, Math.floor(window)));
+    this.metrics.upstreamLimit.set({ model: route.model }, cap);
     return cap;
   }
 
@@ -424,11 +448,13 @@ export class RoutePacer {
   }
 
   private local(route: PaceRoute): LocalPace {
-    let pace = this.locals.get(route.model);
+    const key = this.paceKey(route);
+    let pace = this.locals.get(key);
     if (!pace) {
-      const window = this.windows.get(route.model) ?? Math.min(route.maxConcurrency, INITIAL_WINDOW);
+      const window = this.windows.get(key) ?? Math.min(route.maxConcurrency, INITIAL_WINDOW);
       pace = { window, threshold: route.maxConcurrency, cutAt: 0, pause: 0, tokens: Math.max(1, Math.ceil((route.ratePerMinute ?? 0) / 60)), tokensAt: Date.now() };
-      this.locals.set(route.model, pace);
+      if (this.locals.size >= 10_000) this.locals.clear();
+      this.locals.set(key, pace);
     }
     return pace;
   }
@@ -455,22 +481,32 @@ export class RoutePacer {
     if (outcome.kind === 'refused') {
       pace.window = Math.max(1, Math.min(pace.window, inFlight));
       if (ticket.startedAt >= pace.cutAt) {
+        pace.ceiling = Math.floor(pace.window) + 1;
         pace.window = Math.max(1, pace.window * PACING_BETA);
         pace.cutAt = Date.now();
       }
       pace.threshold = pace.window;
       if (outcome.retryAfterMs !== undefined) pace.pause = Math.max(pace.pause, Date.now() + outcome.retryAfterMs);
     } else if (outcome.kind === 'ok') {
-      pace.window = pace.window < pace.threshold ? Math.min(max, pace.threshold, pace.window + 1) : Math.min(max, pace.window + 1 / pace.window);
+      pace.window = Math.min(max, pace.window + windowGrowth(pace.window, pace.threshold, pace.ceiling));
     }
     this.windowMoved(ticket.route, pace.window);
   }
 
   /** The limiter's line and the gauge follow the window as answers move it. */
   private windowMoved(route: PaceRoute, window: number): void {
-    this.windows.set(route.model, window);
-    this.limiter.setCap(route.model, this.windowOf(route.model, route.maxConcurrency));
+    const key = this.paceKey(route);
+    if (!this.windows.has(key) && this.windows.size >= 10_000) this.windows.clear();
+    this.windows.set(key, window);
+    this.limiter.setCap(route.model, this.windowOf(route));
   }
+}
+
+/** ANSWERED's `growth`: what a clean answer adds to the window (slow start, plateau, one per round). */
+function windowGrowth(window: number, threshold: number, ceiling: number | undefined): number {
+  if (window < threshold) return Math.min(1, threshold - window);
+  if (ceiling !== undefined && window >= ceiling - 1 && window < ceiling) return 1 / (PLATEAU_ROUNDS * window);
+  return 1 / window;
 }
 
 function hasRateHeaders(h: UpstreamRateHeaders | undefined): boolean {

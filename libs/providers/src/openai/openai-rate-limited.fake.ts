@@ -29,6 +29,8 @@ export interface StrictLimits {
 export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
   accepted = 0;
   refused = 0;
+  /** When each refusal happened (Date.now()), for the bench's timeline of 429s. */
+  readonly refusedAt: number[] = [];
   maxInFlight = 0;
   private inFlight = 0;
   /** Requests counted per window (by its start): with `sentAt` they may arrive out of order. */
@@ -52,6 +54,7 @@ export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
     const overConcurrency = this.inFlight >= this.limits.maxConcurrent;
     if (overRate || overConcurrency) {
       this.refused++;
+      this.refusedAt.push(Date.now());
       return json(429, { error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } }, this.headers(now, usedInWindow));
     }
     this.used.set(windowStart, usedInWindow + 1);
