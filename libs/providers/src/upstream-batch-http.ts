@@ -169,7 +169,7 @@ export interface BatchClientOptions {
 }
 
 /** Batches findBatch asks for a page, and pages it reads at most whatever the window says. */
-export const LIST_PAGE = 100;
+const LIST_PAGE = 100;
 const LIST_MAX_PAGES = 50;
 const DEFAULT_FIND_WINDOW_MS = 3 * 24 * 3600 * 1000;
 
@@ -183,27 +183,29 @@ export interface BatchListPage<T> {
 }
 
 /**
- * findBatch's walk: reads the list a page at a time until `match` finds the group's batch,
- * or the list ends, or it reaches batches older than the window (or LIST_MAX_PAGES pages).
+ * findBatch's walk: GETs the list (`{url}?{size}=100&{cursor}=...`) a page at a time until
+ * `match` finds the group's batch, or the list ends, or it reaches batches older than the
+ * window (or LIST_MAX_PAGES pages). `read` takes the upstream's own list shape apart.
  */
 export async function findInList<T>(
+  http: BatchHttp,
   options: BatchClientOptions,
-  page: (cursor: string | null) => Promise<BatchListPage<T>>,
-  match: (item: T) => UpstreamBatchRef | null,
+  list: { url: string; params: { size: string; cursor: string }; read: (answer: unknown) => BatchListPage<T>; match: (item: T) => UpstreamBatchRef | null },
   signal: AbortSignal | undefined,
 ): Promise<UpstreamBatchRef | null> {
   const oldest = (options.now ?? Date.now)() - (options.findWindowMs ?? DEFAULT_FIND_WINDOW_MS);
   let cursor: string | null = null;
   for (let n = 0; n < LIST_MAX_PAGES; n++) {
     throwIfAborted(signal);
-    const list: BatchListPage<T> = await page(cursor);
-    for (const item of list.items) {
-      const ref = match(item);
+    const query = `${list.params.size}=${LIST_PAGE}${cursor ? `&${list.params.cursor}=${encodeURIComponent(cursor)}` : ''}`;
+    const page: BatchListPage<T> = list.read(await jsonCall(http, { method: 'GET', url: `${list.url}?${query}` }, signal));
+    for (const item of page.items) {
+      const ref = list.match(item);
       if (ref) return ref;
     }
-    if (list.next === null) return null;
-    if (list.lastCreatedMs < oldest) return null;
-    cursor = list.next;
+    if (page.next === null) return null;
+    if (page.lastCreatedMs < oldest) return null;
+    cursor = page.next;
   }
   return null;
 }

@@ -1,7 +1,7 @@
 import { ProviderError } from '../provider.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchClientOptions, BatchHttp, findInList, jsonCall, LIST_PAGE, pollTrouble, rawCall, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, rawCall, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
 import { checkedImage, upstreamPolicies } from '../upstream-http';
 import { classifyGeminiError } from './gemini.errors';
 import { GeminiProviderConfig, GenerateContentAnswer, geminiRequestBody, inlineImageOf } from './gemini.provider';
@@ -138,21 +138,8 @@ export class GeminiBatchApi implements UpstreamBatchApi {
 
   /** Lists batches (newest first) until one's displayName is the group id, within the window (findInList). */
   async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
-    return findInList<GeminiBatchOperation>(
-      this.config,
-      async (token) => {
-        const query = `pageSize=${LIST_PAGE}${token ? `&pageToken=${encodeURIComponent(token)}` : ''}`;
-        const list = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches?${query}` }, signal)) as { operations?: unknown; nextPageToken?: unknown };
-        const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
-        return {
-          items: ops,
-          next: typeof list?.nextPageToken === 'string' && list.nextPageToken ? list.nextPageToken : null,
-          lastCreatedMs: Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? '')),
-        };
-      },
-      (op) => (op?.metadata?.displayName === group && typeof op.name === 'string' ? { batchId: op.name, state: {} } : null),
-      signal,
-    );
+    const match = (op: GeminiBatchOperation): UpstreamBatchRef | null => (op?.metadata?.displayName === group && typeof op.name === 'string' ? { batchId: op.name, state: {} } : null);
+    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'pageSize', cursor: 'pageToken' }, read: listPage, match }, signal);
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
@@ -234,6 +221,14 @@ export class GeminiBatchApi implements UpstreamBatchApi {
   private raw(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<{ headers: Headers; text: string }> {
     return rawCall(this.http, { method: 'POST', url, headers, body, timeoutMs }, signal);
   }
+}
+
+/** A page of GET /batches: operations, `nextPageToken` the next page's cursor, `createTime` an RFC 3339 time. */
+function listPage(answer: unknown): BatchListPage<GeminiBatchOperation> {
+  const list = answer as { operations?: unknown; nextPageToken?: unknown };
+  const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
+  const next = typeof list?.nextPageToken === 'string' && list.nextPageToken ? list.nextPageToken : null;
+  return { items: ops, next, lastCreatedMs: Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? '')) };
 }
 
 /** `batches/abc` -> `batches/abc` with each segment escaped (the SDK's `batches/{name}`). */

@@ -3,7 +3,7 @@ import type { EgressPolicy } from '@app/egress';
 import { ProviderError, RenderResult } from '../provider.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchClientOptions, BatchHttp, findInList, jsonCall, LIST_PAGE, pollTrouble, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
 import { checkedImage, downloadImage, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 import { openAiGenerationsBody, OpenAiProviderConfig, parseFirstImage } from './openai.provider';
@@ -119,26 +119,11 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
    * its metadata, or the list reaches batches older than the window (findInList).
    */
   async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
-    return findInList<OpenAiBatchObject>(
-      this.config,
-      async (after) => {
-        const query = `limit=${LIST_PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`;
-        const list = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches?${query}` }, signal)) as { data?: unknown; has_more?: unknown };
-        const data = Array.isArray(list?.data) ? (list.data as OpenAiBatchObject[]) : [];
-        const last = data[data.length - 1];
-        return {
-          items: data,
-          next: list?.has_more === true && last && typeof last.id === 'string' ? last.id : null,
-          // created_at is in seconds.
-          lastCreatedMs: typeof last?.created_at === 'number' ? last.created_at * 1000 : NaN,
-        };
-      },
-      (batch): UpstreamBatchRef | null =>
-        batch?.metadata?.[OPENAI_BATCH_GROUP_KEY] === group && typeof batch.id === 'string'
-          ? { batchId: batch.id, state: typeof batch.input_file_id === 'string' ? { inputFileId: batch.input_file_id } : {} }
-          : null,
-      signal,
-    );
+    const match = (batch: OpenAiBatchObject): UpstreamBatchRef | null =>
+      batch?.metadata?.[OPENAI_BATCH_GROUP_KEY] === group && typeof batch.id === 'string'
+        ? { batchId: batch.id, state: typeof batch.input_file_id === 'string' ? { inputFileId: batch.input_file_id } : {} }
+        : null;
+    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'limit', cursor: 'after' }, read: listPage, match }, signal);
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
@@ -212,6 +197,18 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
       throw err;
     }
   }
+}
+
+/** A page of GET /batches: `has_more` and the last id are the next page's cursor; `created_at` is in seconds. */
+function listPage(answer: unknown): BatchListPage<OpenAiBatchObject> {
+  const list = answer as { data?: unknown; has_more?: unknown };
+  const data = Array.isArray(list?.data) ? (list.data as OpenAiBatchObject[]) : [];
+  const last = data[data.length - 1];
+  return {
+    items: data,
+    next: list?.has_more === true && last && typeof last.id === 'string' ? last.id : null,
+    lastCreatedMs: typeof last?.created_at === 'number' ? last.created_at * 1000 : NaN,
+  };
 }
 
 function safeName(group: string): string {
