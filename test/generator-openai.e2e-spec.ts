@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { TestAccount, TestApp, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import { TestAccount, TestApp, createBatch, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const UPSTREAM_KEY = 'sk-test-kiln-upstream';
@@ -189,15 +189,7 @@ describe('generator: the openai provider against a local upstream', () => {
     ...extra,
   });
 
-  /** Routes the model only while the batch is created: the batch keeps that snapshot. */
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await internal.start();

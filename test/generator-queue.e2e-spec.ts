@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { FakeQueueUpstream, QueueDialect } from '@app/providers';
-import { bearer, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, TestAccount, TestApp, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { bearer, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, TestAccount, TestApp, upload, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const KEYS: Record<QueueDialect, { env: string; value: string; header: string; expect: string }> = {
@@ -56,14 +56,7 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   const route = (dialect: QueueDialect, extra: Record<string, unknown> = {}): ProviderRoute =>
     ({ preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fakes[dialect].baseUrl, pollIntervalMs: 100, ...extra }) as unknown as ProviderRoute;
 
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await internal.start();

@@ -2,7 +2,7 @@ import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import { OrphanSweepService } from '@app/generation';
 import { LocalStorageDriver } from '@app/storage';
-import { batchRow, createBatch, refundRows, routeModel, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { batchRow, createBatchVia, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
 import { useGeneratorProcesses } from './helpers/apps';
 
 const LOCK_MS = 4000;
@@ -57,13 +57,7 @@ describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan ob
     kiln.withOutput(async () => {
       const { api, config, dataDir } = kiln;
       const a = await api.account({ plan: 'scale', credits: 1000 });
-      const restore = await routeModel(api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 });
-      let id: string;
-      try {
-        id = await createBatch(api, a, { model: 'epsilon-2-pro', prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 }, { prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
 
       const first = kiln.start();
       await waitFor(
