@@ -1,4 +1,4 @@
-import type { ProviderContext, RouteSetting, SizeAsked, UpstreamPoll, UpstreamSubmission } from './provider-type';
+import type { RouteSetting, SizeAsked, UpstreamPoll, UpstreamSubmission } from './provider-type';
 import { ProviderError, RenderRequest, RenderResult } from './provider.types';
 import { sleep, throwIfAborted } from './provider.utils';
 import { UpstreamHttp } from './queue-http';
@@ -131,11 +131,6 @@ export function queueTypeParts<R extends QueueSizedRoute>(defaults: QueueTypeDef
         ratioArea: ratioArea(asked),
       }),
   };
-}
-
-/** A queue provider's deps from its route and the context: the route's timeoutMs, else the context's. */
-export function queueDeps(route: QueueRouteSettings, context: ProviderContext): QueueProviderDeps {
-  return { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, ...context.upstream };
 }
 
 /** The settings schema of a queue type: the upstream ones (spec 1), then polling, sizes, references, extra input. */

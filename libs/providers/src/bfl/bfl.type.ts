@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueDeps, queueSettings, queueTypeParts } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeBfl } from './bfl.fake';
 import { BFL_DEFAULTS, bflLabel, BflProvider, BflRoute } from './bfl.provider';
 
@@ -31,6 +32,6 @@ export const bflType: QueueProviderType<BflRoute> = {
       model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new BflProvider(route, queueDeps(route, context)),
+  create: (route, context) => new BflProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeBfl() },
 };

@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueDeps, queueSettings, queueTypeParts } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeFal } from './fal.fake';
 import { FAL_DEFAULTS, falLabel, FalProvider, FalRoute } from './fal.provider';
 
@@ -42,6 +43,6 @@ export const falType: QueueProviderType<FalRoute> = {
       model: { ...FLUX_MODEL, resolutionsByRatio: { '1:1': ['1K', '2K'], '16:9': ['1K', '2K'], '9:16': ['1K', '2K'], '4:3': ['1K', '2K'], '3:4': ['1K', '2K'] } },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new FalProvider(route, queueDeps(route, context)),
+  create: (route, context) => new FalProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeFal() },
 };

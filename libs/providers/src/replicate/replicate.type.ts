@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueDeps, queueSettings, queueTypeParts } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeReplicate } from './replicate.fake';
 import { REPLICATE_DEFAULTS, replicateLabel, ReplicateProvider, ReplicateRoute } from './replicate.provider';
 
@@ -35,6 +36,6 @@ export const replicateType: QueueProviderType<ReplicateRoute> = {
       model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new ReplicateProvider(route, queueDeps(route, context)),
+  create: (route, context) => new ReplicateProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeReplicate() },
 };
