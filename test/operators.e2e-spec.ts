@@ -1,5 +1,4 @@
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
@@ -16,15 +15,15 @@ import {
   waitForBatchDone,
 } from '@app/testing';
 import { bootApi } from './helpers/apps';
+import { LocalServer } from './helpers/local-server';
 import { freePort } from './helpers/private-redis';
 
 const UPSTREAM_KEY_ENV = 'KILN_OPS_UPSTREAM_API_KEY';
 
 /** An OpenAI-compatible upstream: [refuse] answers 400, [429-once] rate-limits the first call. */
-class Upstream {
-  base = '';
+class Upstream extends LocalServer {
   private readonly calls = new Map<string, number>();
-  private readonly server = http.createServer((req, res) => {
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -41,16 +40,6 @@ class Upstream {
         .toBuffer()
         .then((png) => json(200, { data: [{ b64_json: png.toString('base64') }] }));
     });
-  });
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
   }
 }
 
