@@ -1,20 +1,8 @@
 import * as http from 'node:http';
 import sharp from 'sharp';
-import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import {
-  bearer,
-  createBatch,
-  fileEnvironment,
-  FileEnvironment,
-  GeneratorProcess,
-  spawnGenerator,
-  TestAccount,
-  TestApp,
-  waitFor,
-  waitForBatchDone,
-} from '@app/testing';
-import { bootApi } from './helpers/apps';
+import { bearer, createBatch, GeneratorProcess, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { useGeneratorProcesses } from './helpers/apps';
 import { LocalServer } from './helpers/local-server';
 import { freePort } from './helpers/private-redis';
 
@@ -57,8 +45,18 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 jest.setTimeout(90_000);
 
 describe('operators: metrics, task logs, route health, support routes', () => {
-  let env: FileEnvironment;
-  let config: KilnConfig;
+  const kiln = useGeneratorProcesses('operators', {
+    childEnv: {
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      UPSTREAM_ALLOW_PRIVATE: 'true',
+      [UPSTREAM_KEY_ENV]: 'sk-ops-test',
+      OPENAI_API_KEY: '',
+      TASK_BACKOFF_MS: '50',
+      TASK_MAX_ATTEMPTS: '3',
+    },
+    overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
+  });
   let api: TestApp;
   let gen: GeneratorProcess;
   let metricsPort: number;
@@ -81,21 +79,9 @@ describe('operators: metrics, task logs, route health, support routes', () => {
 
   beforeAll(async () => {
     await upstream.start();
-    const base = buildConfig(process.env);
-    env = await fileEnvironment('operators', { upstream: { ...base.upstream, allowPrivate: true } });
-    config = env.config;
-    api = await bootApi(config);
+    api = kiln.api;
     metricsPort = await freePort();
-    gen = spawnGenerator(config, {
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'info',
-      GENERATOR_HEALTH_PORT: String(metricsPort),
-      UPSTREAM_ALLOW_PRIVATE: 'true',
-      [UPSTREAM_KEY_ENV]: 'sk-ops-test',
-      OPENAI_API_KEY: '',
-      TASK_BACKOFF_MS: '50',
-      TASK_MAX_ATTEMPTS: '3',
-    });
+    gen = kiln.start({ GENERATOR_HEALTH_PORT: String(metricsPort) });
     await waitFor('the generator to report its keys', async () => {
       const res = await api.admin('patch', '/v1/admin/models/beta-2').send({ provider: route('KILN_OPS_NOT_SET_API_KEY') });
       return res.status === 400 ? true : null;
@@ -103,11 +89,7 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     a = await api.account({ plan: 'scale', credits: 1000 });
   });
   afterAll(async () => {
-    if (gen && gen.child.exitCode === null) gen.child.kill('SIGKILL');
-    await gen?.exited;
-    await api?.close();
     await upstream.stop();
-    await env?.teardown();
   });
 
   it('a batch with a success, a retry and a failure: metrics, one log line per task, upstream warnings', async () => {
