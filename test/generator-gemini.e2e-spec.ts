@@ -3,7 +3,7 @@ import sharp from 'sharp';
 import { buildConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { GeminiFakeUpstream } from '@app/providers';
-import { TestAccount, TestApp, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import { TestAccount, TestApp, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const GEMINI_KEY = 'gm-test-kiln-upstream';
@@ -21,14 +21,7 @@ describe('generator: the gemini provider against a local upstream', () => {
   const route = (extra: Record<string, unknown> = {}): ProviderRoute =>
     ({ type: 'gemini', baseUrl: upstream.baseUrl, model: 'gemini-3.1-flash-image', ...extra }) as ProviderRoute;
 
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   const calls = () => upstream.requests.length;
 

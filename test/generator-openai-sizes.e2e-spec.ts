@@ -2,7 +2,7 @@ import { TestingModule } from '@nestjs/testing';
 import { buildConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { OpenAiFakeUpstream } from '@app/providers';
-import { TestAccount, TestApp, createBatch, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, taskRows, waitForBatchDone } from '@app/testing';
+import { TestAccount, TestApp, createBatchVia, fileEnvironment, FileEnvironment, getBatch, refundRows, taskRows, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const KEY = 'sk-test-kiln-sizes';
@@ -20,14 +20,7 @@ describe('generator: the openai type picks gpt-image sizes and recognises its re
   let a: TestAccount;
   const upstream = new OpenAiFakeUpstream();
 
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await upstream.start();

@@ -1,14 +1,14 @@
 import { TestingModule } from '@nestjs/testing';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { TestAccount, TestApp, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import { TestAccount, TestApp, createBatch, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
+import { LocalServer } from './helpers/local-server';
 
 const UPSTREAM_KEY = 'sk-test-kiln-upstream';
 const OTHER_KEY = 'sk-test-kiln-other';
@@ -24,25 +24,14 @@ interface SeenRequest {
 }
 
 /** Stands for anything internal the generator can reach: it must never be asked for anything. */
-class InternalService {
+class InternalService extends LocalServer {
   readonly hits: string[] = [];
-  base = '';
-  private readonly server = http.createServer((req, res) => {
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     this.hits.push(req.url ?? '');
     void sharp({ create: { width: 64, height: 64, channels: 3, background: '#000000' } })
       .png()
       .toBuffer()
       .then((png) => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
-  });
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
   }
 }
 
@@ -57,36 +46,24 @@ const HUGE_BODY_BYTES = 300 * 1024 * 1024;
  * origin that redirects to the internal service, [huge-url] with a URL on its own origin
  * serving a 300 MB body, streamed lazily.
  */
-class FakeUpstream {
+class FakeUpstream extends LocalServer {
   readonly seen: SeenRequest[] = [];
   readonly returned = new Map<string, Buffer>();
   inFlight = 0;
   maxInFlight = 0;
-  private readonly server: http.Server;
   private readonly perPrompt = new Map<string, number>();
   private readonly images = new Map<string, Buffer>();
-  base = '';
   hugeBytesSent = 0;
 
   constructor(private readonly internal: InternalService) {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-  }
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
+    super();
   }
 
   requestsFor(prompt: string): SeenRequest[] {
     return this.seen.filter((r) => r.prompt === prompt);
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  protected async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks);
@@ -189,15 +166,7 @@ describe('generator: the openai provider against a local upstream', () => {
     ...extra,
   });
 
-  /** Routes the model only while the batch is created: the batch keeps that snapshot. */
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await internal.start();

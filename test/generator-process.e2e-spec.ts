@@ -1,4 +1,4 @@
-import { TestApp, batchRow, createBatch, queueOf, refundRows, routeModel, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { TestApp, batchRow, createBatchVia, queueOf, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
 import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
 
 /** Short Bull locks so a killed worker's jobs come back within about a second. */
@@ -24,13 +24,7 @@ describe('generator as a process: SIGKILL and SIGTERM', () => {
   it('killed with SIGKILL mid-batch and restarted: the batch completes and nothing is refunded twice', () =>
     kiln.withOutput(async () => {
       const a = await kiln.api.account({ plan: 'scale', credits: 1000 });
-      const restore = await routeModel(kiln.api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 300, failureRate: 0.2 });
-      let id: string;
-      try {
-        id = await createBatch(kiln.api, a, { model: 'epsilon-2-pro', prompts: Array.from({ length: 30 }, (_, i) => `crash ${i}`) });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(kiln.api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 300, failureRate: 0.2 }, { prompts: Array.from({ length: 30 }, (_, i) => `crash ${i}`) });
 
       const first = kiln.start();
       const atKill = await waitFor(
@@ -75,13 +69,7 @@ describe('generator as a process: SIGKILL and SIGTERM', () => {
   it('SIGTERM drains: in-flight tasks finish, the process exits 0 within the grace period, nothing is left running', () =>
     kiln.withOutput(async () => {
       const a = await kiln.api.account({ credits: 1000 });
-      const restore = await routeModel(kiln.api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500 });
-      let id: string;
-      try {
-        id = await createBatch(kiln.api, a, { model: 'epsilon-2-pro', prompts: Array.from({ length: 8 }, (_, i) => `drain ${i}`) });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(kiln.api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500 }, { prompts: Array.from({ length: 8 }, (_, i) => `drain ${i}`) });
       const g = kiln.start({ GENERATOR_CONCURRENCY: '3', SHUTDOWN_GRACE_MS: '10000' });
       const running = await waitFor(
         'three tasks in flight',
@@ -107,13 +95,7 @@ describe('generator as a process: SIGKILL and SIGTERM', () => {
   it('SIGTERM past the grace period: renders are interrupted and their tasks go back to the queue', () =>
     kiln.withOutput(async () => {
       const a = await kiln.api.account({ credits: 1000 });
-      const restore = await routeModel(kiln.api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 20_000 });
-      let id: string;
-      try {
-        id = await createBatch(kiln.api, a, { model: 'epsilon-2-pro', prompts: ['slow 1', 'slow 2'] });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(kiln.api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 20_000 }, { prompts: ['slow 1', 'slow 2'] });
       const g = kiln.start({ GENERATOR_CONCURRENCY: '2', SHUTDOWN_GRACE_MS: '1000' });
       await waitFor('both tasks in flight', async () => (await statusCounts(kiln.api, id)).running === 2, 30_000, 20);
       const sentAt = Date.now();

@@ -1,6 +1,6 @@
 import { ProviderRoute } from '@app/database';
 import { FakeQueueUpstream, QueueDialect } from '@app/providers';
-import { batchRow, createBatch, refundRows, routeModel, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { batchRow, createBatchVia, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
 import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
 
 const KEY_ENV: Record<QueueDialect, Record<string, string>> = {
@@ -36,12 +36,7 @@ describe('generator process: queue upstreams survive SIGKILL and SIGTERM without
   async function batchOn(fake: FakeQueueUpstream, dialect: QueueDialect, prompts: string[]): Promise<string> {
     const a = await kiln.api.account({ plan: 'scale', credits: 10_000 });
     const route = { preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fake.baseUrl, pollIntervalMs: 200 } as unknown as ProviderRoute;
-    const restore = await routeModel(kiln.api, 'eta-image', route);
-    try {
-      return await createBatch(kiln.api, a, { model: 'eta-image', prompts });
-    } finally {
-      await restore();
-    }
+    return createBatchVia(kiln.api, a, 'eta-image', route, { prompts });
   }
 
   async function allRecorded(batchId: string, n: number): Promise<void> {

@@ -1,15 +1,15 @@
 import { TestingModule } from '@nestjs/testing';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
 import { FakeQueueUpstream, QueueDialect } from '@app/providers';
-import { bearer, createBatch, download, fileEnvironment, FileEnvironment, getBatch, refundRows, routeModel, solidPng, taskRows, TestAccount, TestApp, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { bearer, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, TestAccount, TestApp, upload, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
+import { LocalServer } from './helpers/local-server';
 
 const KEYS: Record<QueueDialect, { env: string; value: string; header: string; expect: string }> = {
   fal: { env: 'FAL_KEY', value: 'fal-test-key:secret', header: 'authorization', expect: 'Key fal-test-key:secret' },
@@ -23,20 +23,11 @@ const MODEL: Record<QueueDialect, string> = { fal: 'fal-ai/flux/dev', replicate:
 const REFERENCE_FIELD: Record<QueueDialect, string> = { fal: 'image_urls', replicate: 'input_image', bfl: 'image_prompt' };
 
 /** Stands for anything internal the generator can reach: it must never be asked for anything. */
-class InternalService {
+class InternalService extends LocalServer {
   hits = 0;
-  base = '';
-  private readonly server = http.createServer((_req, res) => {
+  protected handle(_req: http.IncomingMessage, res: http.ServerResponse): void {
     this.hits++;
     res.writeHead(200, { 'content-type': 'image/png' }).end(Buffer.alloc(16));
-  });
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
   }
 }
 
@@ -56,14 +47,7 @@ describe('generator: queue upstreams (fal, Replicate, BFL) against local fakes',
   const route = (dialect: QueueDialect, extra: Record<string, unknown> = {}): ProviderRoute =>
     ({ preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fakes[dialect].baseUrl, pollIntervalMs: 100, ...extra }) as unknown as ProviderRoute;
 
-  async function batchVia(model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> {
-    const restore = await routeModel(api, model, r);
-    try {
-      return await createBatch(api, a, { model, ...body });
-    } finally {
-      await restore();
-    }
-  }
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await internal.start();

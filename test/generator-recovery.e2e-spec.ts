@@ -1,11 +1,9 @@
 import { promises as fs } from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { buildConfig, KilnConfig } from '@app/config';
 import { OrphanSweepService } from '@app/generation';
 import { LocalStorageDriver } from '@app/storage';
-import { TestApp, batchRow, createBatch, fileEnvironment, FileEnvironment, GeneratorProcess, refundRows, routeModel, spawnGenerator, taskRows, waitFor, waitForBatchDone } from '@app/testing';
-import { bootApi } from './helpers/apps';
+import { batchRow, createBatchVia, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import { useGeneratorProcesses } from './helpers/apps';
 
 const LOCK_MS = 4000;
 const RECONCILE_MS = 1000;
@@ -52,45 +50,16 @@ async function storedKeys(dataDir: string, prefix: string): Promise<string[]> {
 jest.setTimeout(120_000);
 
 describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan objects', () => {
-  let env: FileEnvironment;
-  let config: KilnConfig;
-  let api: TestApp;
-  let dataDir: string;
-  const children: GeneratorProcess[] = [];
+  // A data directory of its own, so every object in it belongs to this file's batch.
+  const kiln = useGeneratorProcesses('gen_recovery', { childEnv: CHILD_ENV, ownDataDir: true });
 
-  function start(): GeneratorProcess {
-    const g = spawnGenerator(config, CHILD_ENV);
-    children.push(g);
-    return g;
-  }
-
-  beforeAll(async () => {
-    // A data directory of its own, so every object in it belongs to this file's batch.
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-recovery-'));
-    env = await fileEnvironment('gen_recovery', { storage: { ...buildConfig(process.env).storage, dataDir } });
-    config = env.config;
-    api = await bootApi(config);
-  });
-  afterAll(async () => {
-    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
-    await Promise.all(children.map((c) => c.exited));
-    await api?.close();
-    await env?.teardown();
-    await fs.rm(dataDir, { recursive: true, force: true });
-  });
-
-  it('runs the killed tasks again within lock duration + reconcile interval; money exact; the sweep leaves no orphans', async () => {
-    try {
+  it('runs the killed tasks again within lock duration + reconcile interval; money exact; the sweep leaves no orphans', () =>
+    kiln.withOutput(async () => {
+      const { api, config, dataDir } = kiln;
       const a = await api.account({ plan: 'scale', credits: 1000 });
-      const restore = await routeModel(api, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 });
-      let id: string;
-      try {
-        id = await createBatch(api, a, { model: 'epsilon-2-pro', prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 }, { prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
 
-      const first = start();
+      const first = kiln.start();
       await waitFor(
         'the first generator to be mid-batch',
         async () => {
@@ -101,14 +70,13 @@ describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan ob
         60_000,
         20,
       );
-      first.child.kill('SIGKILL');
-      const killedAt = (await first.exited).at;
+      const killedAt = (await kiln.kill(first, 'SIGKILL')).at;
       // Nothing else runs tasks now: every `running` row is one the kill interrupted.
       const interrupted = (await taskRows(api, id)).filter((t) => t.status === 'running');
       expect(interrupted.length).toBeGreaterThanOrEqual(1);
       const attemptsAtKill = new Map<string, number>(interrupted.map((t) => [t.id, t.attempts]));
 
-      start();
+      kiln.start();
       await waitFor(
         'every interrupted task to be claimed again',
         async () => {
@@ -157,9 +125,5 @@ describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan ob
       expect(report).toEqual(before);
       expect(await storedKeys(dataDir, 'results')).toEqual(expectedResults);
       expect(await storedKeys(dataDir, 'previews')).toEqual(previewKey ? [previewKey] : []);
-    } catch (err) {
-      for (const c of children) process.stderr.write(`--- generator ${c.child.pid} output ---\n${c.output()}\n`);
-      throw err;
-    }
-  });
+    }));
 });

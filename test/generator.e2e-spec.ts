@@ -8,7 +8,7 @@ import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
 import { BatchChangePublisher, ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
-import { TestApp, bearer, batchRow, countColour, createBatch, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, recordSql, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
+import { TestApp, bearer, batchRow, countColour, createBatch, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, recordSql, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const GREEN = { r: 0, g: 255, b: 0 };
@@ -207,13 +207,7 @@ describe('generator: the real worker consuming the real queue', () => {
 
   it('simulated, every task failing: status failed, each task refunded once, balance == ledger', async () => {
     const a = await api.account({ credits: 200 });
-    const restore = await routeModel(api, 'beta-pro', { type: 'simulated', latencyMs: 10, failureRate: 1 });
-    let id: string;
-    try {
-      id = await createBatch(api, a, { model: 'beta-pro', prompts: ['a', 'b', 'c', 'd', 'e', 'f'] });
-    } finally {
-      await restore();
-    }
+    const id = await createBatchVia(api, a, 'beta-pro', { type: 'simulated', latencyMs: 10, failureRate: 1 }, { prompts: ['a', 'b', 'c', 'd', 'e', 'f'] });
     await waitForBatchDone(api, id);
     const { batch, tasks } = await getBatch(api, a, id);
     expect(batch).toMatchObject({ status: 'failed', done: true, creditsCharged: 30, creditsRefunded: 30, previewUrl: null });
@@ -523,13 +517,7 @@ describe('generator: the real worker consuming the real queue', () => {
 
     it('a refund the ledger already holds is treated as done, not as an error', async () => {
       const a = await api.account({ credits: 100 });
-      const restore = await routeModel(api, 'beta-pro', { type: 'simulated', failureRate: 1 });
-      let id: string;
-      try {
-        id = await createBatch(api, a, { model: 'beta-pro', prompts: ['only'] });
-      } finally {
-        await restore();
-      }
+      const id = await createBatchVia(api, a, 'beta-pro', { type: 'simulated', failureRate: 1 }, { prompts: ['only'] });
       const [task] = await taskRows(api, id);
       const billing = api.app.get(BillingService);
       await api.db.transaction((m) =>

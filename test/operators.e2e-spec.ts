@@ -1,30 +1,17 @@
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
-import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import {
-  bearer,
-  createBatch,
-  fileEnvironment,
-  FileEnvironment,
-  GeneratorProcess,
-  spawnGenerator,
-  TestAccount,
-  TestApp,
-  waitFor,
-  waitForBatchDone,
-} from '@app/testing';
-import { bootApi } from './helpers/apps';
+import { bearer, createBatch, GeneratorProcess, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import { useGeneratorProcesses } from './helpers/apps';
+import { LocalServer } from './helpers/local-server';
 import { freePort } from './helpers/private-redis';
 
 const UPSTREAM_KEY_ENV = 'KILN_OPS_UPSTREAM_API_KEY';
 
 /** An OpenAI-compatible upstream: [refuse] answers 400, [429-once] rate-limits the first call. */
-class Upstream {
-  base = '';
+class Upstream extends LocalServer {
   private readonly calls = new Map<string, number>();
-  private readonly server = http.createServer((req, res) => {
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -41,16 +28,6 @@ class Upstream {
         .toBuffer()
         .then((png) => json(200, { data: [{ b64_json: png.toString('base64') }] }));
     });
-  });
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
   }
 }
 
@@ -68,8 +45,18 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 jest.setTimeout(90_000);
 
 describe('operators: metrics, task logs, route health, support routes', () => {
-  let env: FileEnvironment;
-  let config: KilnConfig;
+  const kiln = useGeneratorProcesses('operators', {
+    childEnv: {
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'info',
+      UPSTREAM_ALLOW_PRIVATE: 'true',
+      [UPSTREAM_KEY_ENV]: 'sk-ops-test',
+      OPENAI_API_KEY: '',
+      TASK_BACKOFF_MS: '50',
+      TASK_MAX_ATTEMPTS: '3',
+    },
+    overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
+  });
   let api: TestApp;
   let gen: GeneratorProcess;
   let metricsPort: number;
@@ -92,21 +79,9 @@ describe('operators: metrics, task logs, route health, support routes', () => {
 
   beforeAll(async () => {
     await upstream.start();
-    const base = buildConfig(process.env);
-    env = await fileEnvironment('operators', { upstream: { ...base.upstream, allowPrivate: true } });
-    config = env.config;
-    api = await bootApi(config);
+    api = kiln.api;
     metricsPort = await freePort();
-    gen = spawnGenerator(config, {
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'info',
-      GENERATOR_HEALTH_PORT: String(metricsPort),
-      UPSTREAM_ALLOW_PRIVATE: 'true',
-      [UPSTREAM_KEY_ENV]: 'sk-ops-test',
-      OPENAI_API_KEY: '',
-      TASK_BACKOFF_MS: '50',
-      TASK_MAX_ATTEMPTS: '3',
-    });
+    gen = kiln.start({ GENERATOR_HEALTH_PORT: String(metricsPort) });
     await waitFor('the generator to report its keys', async () => {
       const res = await api.admin('patch', '/v1/admin/models/beta-2').send({ provider: route('KILN_OPS_NOT_SET_API_KEY') });
       return res.status === 400 ? true : null;
@@ -114,11 +89,7 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     a = await api.account({ plan: 'scale', credits: 1000 });
   });
   afterAll(async () => {
-    if (gen && gen.child.exitCode === null) gen.child.kill('SIGKILL');
-    await gen?.exited;
-    await api?.close();
     await upstream.stop();
-    await env?.teardown();
   });
 
   it('a batch with a success, a retry and a failure: metrics, one log line per task, upstream warnings', async () => {

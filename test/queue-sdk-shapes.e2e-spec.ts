@@ -1,8 +1,8 @@
 import { createFalClient } from '@fal-ai/client';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Replicate from 'replicate';
 import { FalProvider, RenderRequest, ReplicateProvider } from '@app/providers';
+import { LocalServer } from './helpers/local-server';
 
 /**
  * Kiln's requests to fal and Replicate against what their official npm SDKs send for the same
@@ -19,10 +19,9 @@ interface Captured {
   body: unknown;
 }
 
-class CaptureServer {
+class CaptureServer extends LocalServer {
   readonly seen: Captured[] = [];
-  base = '';
-  private readonly server = http.createServer((req, res) => {
+  protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -31,7 +30,7 @@ class CaptureServer {
       this.seen.push({ method: req.method ?? '', path, authorization: req.headers.authorization, body: text ? JSON.parse(text) : null });
       res.writeHead(req.method === 'POST' && path.includes('/predictions') ? 201 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(this.answer(req.method ?? '', path)));
     });
-  });
+  }
 
   private answer(method: string, path: string): unknown {
     if (path.includes('/predictions')) {
@@ -42,16 +41,6 @@ class CaptureServer {
     if (path.includes('/requests/')) return { images: [{ url: 'https://fal.media/x.png' }] };
     const app = path.split('?')[0].split('/').filter(Boolean).slice(0, 2).join('/');
     return { request_id: 'req-1', status_url: `${this.base}/${app}/requests/req-1/status`, response_url: `${this.base}/${app}/requests/req-1` };
-  }
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.base = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
   }
 
   take(): Captured[] {

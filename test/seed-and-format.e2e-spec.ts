@@ -5,12 +5,12 @@ import {
   batchCount,
   bearer,
   createBatch,
+  createBatchVia,
   download,
   fileEnvironment,
   FileEnvironment,
   getBatch,
   postBatch,
-  routeModel,
   taskRows,
   TestAccount,
   TestApp,
@@ -75,13 +75,7 @@ describe('A batch seed and output format', () => {
     expect((await sharp(jpeg.files[0].body).metadata()).format).toBe('jpeg');
 
     // The simulated route answers PNG: the generator converts it.
-    const restore = await routeModel(api, 'beta-2', { type: 'simulated' });
-    let id: string;
-    try {
-      id = await createBatch(api, a, { model: 'beta-2', prompts: ['a hare', 'a lynx'], outputFormat: 'webp' });
-    } finally {
-      await restore();
-    }
+    const id = await createBatchVia(api, a, 'beta-2', { type: 'simulated' }, { prompts: ['a hare', 'a lynx'], outputFormat: 'webp' });
     const webp = await images(id);
     expect(webp.tasks.map((t: any) => t.resultUrls[0].endsWith('.webp'))).toEqual([true, true]);
     expect(webp.files.map((f) => f.type)).toEqual([expect.stringContaining('image/webp'), expect.stringContaining('image/webp')]);

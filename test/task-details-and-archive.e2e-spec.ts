@@ -9,6 +9,7 @@ import { StorageDriver } from '@app/storage';
 import {
   bearer,
   createBatch,
+  createBatchVia,
   download,
   fileEnvironment,
   FileEnvironment,
@@ -213,13 +214,7 @@ describe('Task details and archives (local storage, the real generator)', () => 
   });
 
   it('may be fetched while the batch runs: what has succeeded so far', async () => {
-    const restore = await routeModel(api, 'beta-2', { type: 'simulated', latencyMs: 1500 });
-    let id: string;
-    try {
-      id = await createBatch(api, a, { model: 'beta-2', prompts: ['slow one', 'slow two'] });
-    } finally {
-      await restore();
-    }
+    const id = await createBatchVia(api, a, 'beta-2', { type: 'simulated', latencyMs: 1500 }, { prompts: ['slow one', 'slow two'] });
     const res = await getArchive(api, a, id);
     expect(res.status).toBe(200);
     const entries = unzip(res.body as Buffer);

@@ -1,6 +1,5 @@
-import { buildConfig, KilnConfig } from '@app/config';
-import { bearer, createBatch, fileEnvironment, FileEnvironment, GeneratorProcess, spawnGenerator, TestAccount, TestApp, waitFor } from '@app/testing';
-import { bootApi } from './helpers/apps';
+import { bearer, createBatch, TestAccount, waitFor } from '@app/testing';
+import { useGeneratorProcesses } from './helpers/apps';
 import { WebhookReceiver } from './helpers/webhook-receiver';
 
 jest.setTimeout(120_000);
@@ -18,47 +17,30 @@ const CHILD_ENV = {
 };
 
 describe('webhook delivery across generator processes (the built generator)', () => {
-  let env: FileEnvironment;
-  let config: KilnConfig;
-  let api: TestApp;
+  const kiln = useGeneratorProcesses('webhooks_process', { childEnv: CHILD_ENV, overrides: (base) => ({ webhooks: { ...base.webhooks, allowPrivate: true } }) });
   let receiver: WebhookReceiver;
-  const children: GeneratorProcess[] = [];
-
-  const start = (): GeneratorProcess => {
-    const g = spawnGenerator(config, CHILD_ENV);
-    children.push(g);
-    return g;
-  };
-  const as = (a: TestAccount, method: 'get' | 'post', path: string) => api.http[method](`/v1${path}`).set('Authorization', bearer(a));
+  const as = (a: TestAccount, method: 'get' | 'post', path: string) => kiln.api.http[method](`/v1${path}`).set('Authorization', bearer(a));
 
   beforeAll(async () => {
-    env = await fileEnvironment('webhooks_process', { webhooks: { ...buildConfig(process.env).webhooks, allowPrivate: true } });
-    config = env.config;
-    api = await bootApi(config);
     receiver = await new WebhookReceiver().listen();
   });
   afterAll(async () => {
-    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
-    await Promise.all(children.map((c) => c.exited));
     await receiver?.close();
-    await api?.close();
-    await env?.teardown();
   });
 
   it('a generator SIGKILLed between the event commit and its delivery: another delivers it, with the same webhook-id', async () => {
-    const a = await api.account();
+    const a = await kiln.api.account();
     const ep = await as(a, 'post', '/webhooks').send({ url: receiver.url('/killed'), events: ['task.succeeded'] }).expect(201);
     // The first attempt never gets an answer: the generator is killed while it waits.
     receiver.reply = (req) => (receiver.received.filter((r) => r.path === '/killed').indexOf(req) === 0 ? 'hang' : { status: 204 });
-    const first = start();
-    const batchId = await createBatch(api, a, { model: 'eta-image', prompts: ['killed mid-delivery'] });
+    const first = kiln.start();
+    const batchId = await createBatch(kiln.api, a, { model: 'eta-image', prompts: ['killed mid-delivery'] });
     await waitFor('the first attempt', async () => receiver.received.some((r) => r.path === '/killed'), 60_000);
-    first.child.kill('SIGKILL');
-    await first.exited;
+    await kiln.kill(first, 'SIGKILL');
 
-    const [row] = await api.db.query(`SELECT status, attempts FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
+    const [row] = await kiln.api.db.query(`SELECT status, attempts FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
     expect(row).toEqual({ status: 'pending', attempts: 1 });
-    start();
+    kiln.start();
     const hooks = await waitFor('the second attempt', async () => {
       const got = receiver.received.filter((r) => r.path === '/killed');
       return got.length >= 2 ? got : null;
@@ -74,22 +56,22 @@ describe('webhook delivery across generator processes (the built generator)', ()
   });
 
   it('two generators: every delivery made, each attempt once', async () => {
-    while (children.filter((c) => c.child.exitCode === null && c.child.signalCode === null).length < 2) start();
-    const a = await api.account();
+    while (kiln.running().length < 2) kiln.start();
+    const a = await kiln.api.account();
     const ep = await as(a, 'post', '/webhooks').send({ url: receiver.url('/pair') }).expect(201);
     // Both poll every 20 ms, so their rounds overlap on the same due rows.
     receiver.reply = () => ({ status: 204 });
     const pings = await Promise.all(Array.from({ length: 60 }, () => as(a, 'post', `/webhooks/${ep.body.endpoint.id}/test`).expect(202)));
     const ids = pings.map((p) => p.body.delivery.id as string);
     await waitFor('60 deliveries', async () => {
-      const [{ n }] = await api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, [
+      const [{ n }] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, [
         ep.body.endpoint.id,
       ]);
       return n === 60;
     }, 60_000);
     const received = receiver.received.filter((r) => r.path === '/pair').map((r) => r.headers['webhook-id'] as string);
     expect(received.sort()).toEqual([...ids].sort());
-    const [{ max }] = await api.db.query(`SELECT max(attempts)::int AS max FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
+    const [{ max }] = await kiln.api.db.query(`SELECT max(attempts)::int AS max FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
     expect(max).toBe(1);
   });
 });

@@ -93,6 +93,8 @@ export interface GeneratorProcesses {
   readonly dataDir: string;
   /** A generator with the spec's child environment; `extra` overrides it. */
   start(extra?: Record<string, string>): GeneratorProcess;
+  /** The generators started that have not exited. */
+  running(): GeneratorProcess[];
   /** Sends `signal` and resolves when the process has exited. */
   kill(g: GeneratorProcess, signal: NodeJS.Signals): Promise<ProcessExit>;
   /** Runs `fn`, printing every generator's output (its last 20 kB) if it fails. */
@@ -128,8 +130,9 @@ export function useGeneratorProcesses(
     env = await fileEnvironment(name, overrides);
     api = await bootApi(env.config);
   });
+  const running = () => children.filter((c) => c.child.exitCode === null && c.child.signalCode === null);
   afterAll(async () => {
-    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+    for (const c of running()) c.child.kill('SIGKILL');
     await Promise.all(children.map((c) => c.exited));
     await api?.close();
     await env?.teardown();
@@ -154,6 +157,7 @@ export function useGeneratorProcesses(
       children.push(g);
       return g;
     },
+    running,
     async kill(g, signal) {
       g.child.kill(signal);
       return g.exited;

@@ -170,12 +170,7 @@ export async function egressRequest(rawUrl: string, options: EgressRequestOption
 
 function exchange(target: EgressTarget, options: EgressRequestOptions, signal: AbortSignal): Promise<EgressResponse> {
   signal.throwIfAborted();
-  const { url, address, family } = target;
-  // Node asks with all: true when it may try several addresses (autoSelectFamily).
-  const pinned = ((_host: string, opts: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    if (opts.all) callback(null, [{ address, family }]);
-    else callback(null, address, family);
-  }) as unknown as LookupFunction;
+  const { url, address } = target;
   const client = url.protocol === 'https:' ? https : http;
 
   return new Promise<EgressResponse>((resolve, reject) => {
@@ -188,7 +183,7 @@ function exchange(target: EgressTarget, options: EgressRequestOptions, signal: A
       path: `${url.pathname}${url.search}`,
       method: options.method ?? 'GET',
       headers: options.body ? { ...options.headers, 'content-length': String(options.body.length) } : options.headers,
-      lookup: pinned,
+      lookup: pinnedLookup(target),
       pinnedAddress: address,
       // Without keepAlive, a connection of its own; with it, one pooled by checked address.
       agent: options.keepAlive ? pooled[url.protocol as 'http:' | 'https:'] : false,
@@ -271,7 +266,20 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 }
 
 /** The URL's host without IPv6 brackets. */
-function hostOf(url: URL): string {
+/**
+ * A lookup that answers only the address the policy checked, so the connection goes where
+ * the check allowed and never to a second DNS answer (egressRequest's and egressStream's).
+ */
+export function pinnedLookup({ address, family }: { address: string; family: 4 | 6 }): LookupFunction {
+  // Node asks with all: true when it may try several addresses (autoSelectFamily).
+  return ((_host: string, opts: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    if (opts.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  }) as unknown as LookupFunction;
+}
+
+/** The URL's host as a request takes it: an IPv6 literal without its brackets. */
+export function hostOf(url: URL): string {
   return url.hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
@@ -279,7 +287,8 @@ function networkError(err: Error): EgressError {
   return new EgressError('network', `The connection failed${codeSuffix(err)}`, { code: systemCode(err) });
 }
 
-function systemCode(err: unknown): string | undefined {
+/** The system error code of a failed connection (ECONNREFUSED...), when it has one. */
+export function systemCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && /^[A-Z_]+$/.test(code) ? code : undefined;
 }

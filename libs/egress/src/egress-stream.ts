@@ -1,8 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
-import type { LookupFunction } from 'node:net';
 import { EgressError } from './egress.errors';
-import { checkEgressTarget, EgressPolicy, formatBytes, formatSeconds, ResolveHost } from './egress-request';
+import { checkEgressTarget, EgressPolicy, formatBytes, formatSeconds, hostOf, pinnedLookup, ResolveHost, systemCode } from './egress-request';
 
 export interface EgressStreamOptions {
   policy: EgressPolicy;
@@ -131,22 +130,18 @@ function open(
   signal: AbortSignal,
 ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
   signal.throwIfAborted();
-  const { url, address, family } = target;
-  const pinned = ((_host: string, opts: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    if (opts.all) callback(null, [{ address, family }]);
-    else callback(null, address, family);
-  }) as unknown as LookupFunction;
+  const { url } = target;
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     let settled = false;
     const req = client.request({
       protocol: url.protocol,
-      hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      hostname: hostOf(url),
       port: url.port || undefined,
       path: `${url.pathname}${url.search}`,
       method: options.method ?? 'GET',
       headers: options.headers,
-      lookup: pinned,
+      lookup: pinnedLookup(target),
       agent: false,
     });
     const fail = (err: Error): void => {
@@ -154,7 +149,7 @@ function open(
       settled = true;
       signal.removeEventListener('abort', onAbort);
       req.destroy();
-      reject(signal.aborted ? signal.reason : err instanceof EgressError ? err : new EgressError('network', 'The connection failed', { code: codeOf(err) }));
+      reject(signal.aborted ? signal.reason : err instanceof EgressError ? err : new EgressError('network', 'The connection failed', { code: systemCode(err) }));
     };
     const onAbort = (): void => fail(signal.reason as Error);
     signal.addEventListener('abort', onAbort, { once: true });
@@ -179,9 +174,4 @@ function open(
     });
     req.end();
   });
-}
-
-function codeOf(err: unknown): string | undefined {
-  const code = (err as { code?: unknown })?.code;
-  return typeof code === 'string' && /^[A-Z_]+$/.test(code) ? code : undefined;
 }

@@ -1,65 +1,34 @@
-import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { fakePng } from './fake-upstream';
-import type { CapturedRequest, FakeAnswer, FakeUpstream } from './provider-type';
-
-type Scripted = FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>);
+import type { ServerResponse } from 'node:http';
+import { fakePng, FakeServer } from './fake-upstream';
+import type { CapturedRequest } from './provider-type';
 
 /**
- * What the batch API fakes (openai-batch.fake.ts, gemini-batch.fake.ts) share: a server on
- * 127.0.0.1 recording each request, scripted answers (`answerNext`) before the fake's own
- * routing, a step that hangs once on command (`hangAt`, for timeouts and crash tests), result
- * files streamed a line at a time that can be held mid-way (`holdOutputAfter` / `release`),
- * and how often each key was submitted in a created batch (`submissions`).
+ * What the batch API fakes (openai-batch.fake.ts, gemini-batch.fake.ts) share: the fake
+ * server (FakeServer: requests recorded, scripted answers before the fake's own routing), a
+ * step that hangs once on command (`hangAt`, for timeouts and crash tests; `created` makes
+ * the batch and never answers the create), result files streamed a line at a time that can
+ * be held mid-way (`holdOutputAfter` / `release`), and how often each key was submitted in a
+ * created batch (`submissions`).
  */
-export abstract class FakeBatchUpstream<Step extends string> implements FakeUpstream {
-  readonly requests: CapturedRequest[] = [];
+export abstract class FakeBatchUpstream<Step extends string> extends FakeServer {
   /** key (custom_id / key) -> how many created batches carried it. */
   readonly submissions = new Map<string, number>();
   /** Result-file lines written so far (across files), for the streaming tests. */
   linesWritten = 0;
   /** The next call at this step hangs for good (then the step answers normally again). */
   hangAt: Step | null = null;
-  protected readonly hanging = new Set<ServerResponse>();
-  private readonly queued: Scripted[] = [];
-  private readonly server: Server;
-  protected origin = '';
   private holdAfter: number | null = null;
   private releaseHold: (() => void) | null = null;
   private readonly pngs = new Map<string, Promise<Buffer>>();
-
-  constructor(private readonly pathPrefix: string) {
-    this.server = createServer((req, res) => void this.handle(req, res));
-  }
 
   /** The fake's own API: answers the request (after scripted answers and hangs). */
   protected abstract route(req: CapturedRequest, res: ServerResponse): Promise<void>;
   /** Which hangAt step a request is, if any. */
   protected abstract stepOf(req: CapturedRequest): Step | null;
 
-  get baseUrl(): string {
-    return `${this.origin}${this.pathPrefix}`;
-  }
-
-  get originUrl(): string {
-    return this.origin;
-  }
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.origin = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-    return this.baseUrl;
-  }
-
   async stop(): Promise<void> {
     this.releaseHold?.();
-    for (const res of this.hanging) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
-  }
-
-  answerNext(...answers: Scripted[]): void {
-    this.queued.push(...answers);
+    await super.stop();
   }
 
   /** Result files stop after this many lines (counted per file) until `release()`. */
@@ -73,12 +42,18 @@ export abstract class FakeBatchUpstream<Step extends string> implements FakeUpst
     this.releaseHold = null;
   }
 
-  protected countSubmitted(keys: string[]): void {
+  /**
+   * Answers a create whose batch is made: counts its keys as submitted, then hangs instead
+   * when `hangAt` is `created` (the window a crash between create and record leaves).
+   */
+  protected created(res: ServerResponse, keys: string[], answer: unknown): void {
     for (const key of keys) this.submissions.set(key, (this.submissions.get(key) ?? 0) + 1);
+    if (this.hangIf('created', res)) return;
+    sendJson(res, 200, answer);
   }
 
   /** Hangs this answer for good when the step is the one asked for (once). */
-  protected hangIf(step: Step, res: ServerResponse): boolean {
+  protected hangIf(step: Step | 'created', res: ServerResponse): boolean {
     if (this.hangAt !== step) return false;
     this.hangAt = null;
     this.hanging.add(res);
@@ -111,25 +86,11 @@ export abstract class FakeBatchUpstream<Step extends string> implements FakeUpst
     res.end();
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const captured: CapturedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks), receivedAt: Date.now() };
-    this.requests.push(captured);
-    const next = this.queued.shift();
-    if (next !== undefined) {
-      const answer = typeof next === 'function' ? await next(captured) : next;
-      if (answer === 'hang') {
-        this.hanging.add(res);
-        return;
-      }
-      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body);
-      return;
-    }
-    const step = this.stepOf(captured);
+  protected async unscripted(req: CapturedRequest, res: ServerResponse): Promise<void> {
+    const step = this.stepOf(req);
     if (step !== null && this.hangIf(step, res)) return;
     try {
-      await this.route(captured, res);
+      await this.route(req, res);
     } catch (err) {
       if (!res.headersSent) sendJson(res, 500, { error: { message: String(err) } });
       else res.destroy();
@@ -160,4 +121,19 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 export function askedSize(size: unknown): { width: number; height: number } {
   const m = /^(\d+)x(\d+)$/.exec(typeof size === 'string' ? size : '');
   return m ? { width: Number(m[1]), height: Number(m[2]) } : { width: 1024, height: 1024 };
+}
+
+/** When a batch created now ends by itself: `completeAfterMs` later (default 0), never for null. */
+export function endsAt(completeAfterMs: number | null | undefined): number | null {
+  const after = completeAfterMs === undefined ? 0 : completeAfterMs;
+  return after === null ? null : Date.now() + after;
+}
+
+/** A JSONL file's lines, parsed (blank lines skipped). */
+export function jsonLines<T>(content: Buffer): T[] {
+  return content
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => l.trim().length > 0)
+    .map((l) => JSON.parse(l) as T);
 }

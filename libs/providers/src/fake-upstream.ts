@@ -3,17 +3,18 @@ import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import type { CapturedRequest, FakeAnswer, FakeUpstream } from './provider-type';
 
-type Scripted = FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>);
+export type Scripted = FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>);
 
 /**
- * The plumbing every type's fake shares: an HTTP server on 127.0.0.1 that records each
- * request and answers from a queue of scripted answers, else with the type's default
- * (a success). Test code only; it is loaded by the registry's `testing.fake` on demand.
+ * The server every HTTP fake runs (FakeHttpUpstream below, the batch fakes'
+ * FakeBatchUpstream): on 127.0.0.1, recording each request, answering from a queue of
+ * scripted answers first (`answerNext`, 'hang' holds the answer for good) and otherwise as
+ * the fake's `unscripted` says. Test code only.
  */
-export abstract class FakeHttpUpstream implements FakeUpstream {
+export abstract class FakeServer implements FakeUpstream {
   readonly requests: CapturedRequest[] = [];
+  protected readonly hanging = new Set<ServerResponse>();
   private readonly queued: Scripted[] = [];
-  private readonly hanging = new Set<ServerResponse>();
   private readonly server: Server;
   private origin = '';
 
@@ -21,8 +22,8 @@ export abstract class FakeHttpUpstream implements FakeUpstream {
     this.server = createServer((req, res) => void this.handle(req, res));
   }
 
-  /** The answer when nothing is queued: the upstream's success for this request. */
-  protected abstract defaultAnswer(req: CapturedRequest): Promise<FakeAnswer> | FakeAnswer;
+  /** Answers a request no scripted answer was queued for. */
+  protected abstract unscripted(req: CapturedRequest, res: ServerResponse): Promise<void>;
 
   get baseUrl(): string {
     return `${this.origin}${this.pathPrefix}`;
@@ -49,6 +50,15 @@ export abstract class FakeHttpUpstream implements FakeUpstream {
     this.queued.push(...answers);
   }
 
+  /** Writes an answer, or holds the response for good for 'hang'. */
+  protected reply(res: ServerResponse, answer: FakeAnswer): void {
+    if (answer === 'hang') {
+      this.hanging.add(res);
+      return;
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body);
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -61,12 +71,22 @@ export abstract class FakeHttpUpstream implements FakeUpstream {
     };
     this.requests.push(captured);
     const next = this.queued.shift();
-    const answer = next === undefined ? await this.defaultAnswer(captured) : typeof next === 'function' ? await next(captured) : next;
-    if (answer === 'hang') {
-      this.hanging.add(res);
-      return;
-    }
-    res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers }).end(answer.body);
+    if (next === undefined) return this.unscripted(captured, res);
+    this.reply(res, typeof next === 'function' ? await next(captured) : next);
+  }
+}
+
+/**
+ * The plumbing every type's fake shares: an HTTP server on 127.0.0.1 that records each
+ * request and answers from a queue of scripted answers, else with the type's default
+ * (a success). Test code only; it is loaded by the registry's `testing.fake` on demand.
+ */
+export abstract class FakeHttpUpstream extends FakeServer {
+  /** The answer when nothing is queued: the upstream's success for this request. */
+  protected abstract defaultAnswer(req: CapturedRequest): Promise<FakeAnswer> | FakeAnswer;
+
+  protected async unscripted(req: CapturedRequest, res: ServerResponse): Promise<void> {
+    this.reply(res, await this.defaultAnswer(req));
   }
 }
 

@@ -1,7 +1,6 @@
-import type { UpstreamPoll, UpstreamSubmission } from './provider-type';
+import type { RouteSetting, SizeAsked, UpstreamPoll, UpstreamSubmission } from './provider-type';
 import { ProviderError, RenderRequest, RenderResult } from './provider.types';
 import { sleep, throwIfAborted } from './provider.utils';
-import type { RouteSetting } from './provider-type';
 import { UpstreamHttp } from './queue-http';
 import { fitPixels, nearestRatio, PixelRange } from './queue-sizes';
 import { costSetting, RouteCost } from './cost';
@@ -97,16 +96,46 @@ export abstract class QueueProviderBase {
   }
 }
 
+/** A queue type's defaults (FAL_DEFAULTS, REPLICATE_DEFAULTS, BFL_DEFAULTS). */
+export interface QueueTypeDefaults {
+  baseUrl: string;
+  apiKeyEnv: string;
+  sizeInput: string;
+  pixelRange: PixelRange;
+  aspectRatios: readonly string[];
+  referenceInput: string;
+}
+
+/** A queue route with its size settings (each type names the sizeInput values it takes). */
+interface QueueSizedRoute extends QueueRouteSettings {
+  sizeInput?: string;
+  pixelRange?: PixelRange;
+  aspectRatios?: readonly string[];
+}
+
+/**
+ * The part of a queue type's definition that follows from its defaults alone (the same for
+ * fal, Replicate and BFL): the key variable, upstream work, how a route is described and
+ * where it calls, and the size its upstream makes, a ratio being made at `ratioArea` pixels.
+ */
+export function queueTypeParts<R extends QueueSizedRoute>(defaults: QueueTypeDefaults, label: (route: R) => string, ratioArea: (asked: SizeAsked) => number) {
+  return {
+    keyVariable: defaults.apiKeyEnv,
+    work: 'upstream' as const,
+    describe: (route: R) => `${label(route)} ${route.baseUrl ?? defaults.baseUrl}`,
+    upstreamUrl: (route: R) => route.baseUrl ?? defaults.baseUrl,
+    sizeFor: (route: R, asked: SizeAsked) =>
+      queueMadeSize(route.sizeInput ?? defaults.sizeInput, asked, {
+        pixelRange: route.pixelRange ?? defaults.pixelRange,
+        aspectRatios: route.aspectRatios ?? defaults.aspectRatios,
+        ratioArea: ratioArea(asked),
+      }),
+  };
+}
+
 /** The settings schema of a queue type: the upstream ones (spec 1), then polling, sizes, references, extra input. */
-export function queueSettings(opts: {
-  defaultBaseUrl: string;
-  keyVariable: string;
-  modelExample: string;
-  sizeInputs: readonly string[];
-  defaultSizeInput: string;
-  defaultReferenceInput: string;
-}): RouteSetting[] {
-  const shared = upstreamSettings(opts);
+export function queueSettings(defaults: QueueTypeDefaults, opts: { modelExample: string; sizeInputs: readonly string[] }): RouteSetting[] {
+  const shared = upstreamSettings({ defaultBaseUrl: defaults.baseUrl, keyVariable: defaults.apiKeyEnv, modelExample: opts.modelExample });
   const field = (v: unknown) => (typeof v === 'string' && /^[a-z_]+$/.test(v) ? null : 'invalid');
   return [
     shared.baseUrl,
@@ -133,7 +162,7 @@ export function queueSettings(opts: {
     {
       name: 'sizeInput',
       required: false,
-      default: opts.defaultSizeInput,
+      default: defaults.sizeInput,
       description: `How the upstream model takes its size: ${opts.sizeInputs.join(' or ')}`,
       check: (v) => (typeof v === 'string' && opts.sizeInputs.includes(v) ? null : 'invalid'),
     },
@@ -155,7 +184,7 @@ export function queueSettings(opts: {
     {
       name: 'referenceInput',
       required: false,
-      default: opts.defaultReferenceInput,
+      default: defaults.referenceInput,
       description: 'The input field taking reference images',
       check: field,
     },

@@ -1,4 +1,4 @@
-import type { RouteSetting } from './provider-type';
+import type { ProviderContext, RouteSetting } from './provider-type';
 import { MAX_ROUTE_CONCURRENCY } from './provider.types';
 
 /**
@@ -16,6 +16,15 @@ export const checks = {
   sizeMap: (v: unknown) =>
     v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((s) => typeof s === 'string') ? null : 'invalid',
 };
+
+/**
+ * What every upstream type's provider (and batch API) is built with besides its own route
+ * settings: the key, the route's timeoutMs else the context's (PROVIDER_TIMEOUT_MS), and the
+ * upstream limits.
+ */
+export function upstreamDeps(route: { timeoutMs?: number }, context: ProviderContext): { apiKey: string; timeoutMs: number; allowPrivate: boolean; maxImageBytes: number } {
+  return { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, allowPrivate: context.upstream.allowPrivate, maxImageBytes: context.upstream.maxImageBytes };
+}
 
 /** baseUrl, model, apiKeyEnv, timeoutMs, maxConcurrency: what every upstream type takes (spec 1). */
 export function upstreamSettings(opts: { defaultBaseUrl?: string; keyVariable: string; modelExample: string }): {

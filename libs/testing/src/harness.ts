@@ -198,6 +198,19 @@ export async function routeModel(t: TestApp, key: string, provider: ProviderRout
   };
 }
 
+/**
+ * Creates a batch of `model` with the model routed only while the batch is created
+ * (routeModel, then put back): the batch keeps that route as its snapshot.
+ */
+export async function createBatchVia(t: TestApp, a: TestAccount, model: string, provider: ProviderRoute, body: Record<string, unknown>): Promise<string> {
+  const restore = await routeModel(t, model, provider);
+  try {
+    return await createBatch(t, a, { model, ...body });
+  } finally {
+    await restore();
+  }
+}
+
 /** POST /v1/uploads with one image; returns its public URL. */
 export async function upload(t: TestApp, a: TestAccount, image: Buffer, name: string): Promise<string> {
   const res = await t.http.post('/v1/uploads').set('Authorization', bearer(a)).attach('file', image, name);

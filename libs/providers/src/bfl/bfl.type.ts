@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueMadeSize, queueSettings } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeBfl } from './bfl.fake';
 import { BFL_DEFAULTS, bflLabel, BflProvider, BflRoute } from './bfl.provider';
 
@@ -10,25 +11,9 @@ export const bflType: QueueProviderType<BflRoute> = {
   type: 'bfl',
   mode: 'queue',
   summary: 'Black Forest Labs: POST {baseUrl}/{model} (x-key) {prompt, width, height, seed}, poll polling_url until Ready; result.sample',
-  settings: queueSettings({
-    defaultBaseUrl: BFL_DEFAULTS.baseUrl,
-    keyVariable: BFL_DEFAULTS.apiKeyEnv,
-    modelExample: 'flux-pro-1.1',
-    sizeInputs: ['width_height', 'aspect_ratio'],
-    defaultSizeInput: BFL_DEFAULTS.sizeInput,
-    defaultReferenceInput: BFL_DEFAULTS.referenceInput,
-  }),
-  keyVariable: BFL_DEFAULTS.apiKeyEnv,
-  work: 'upstream',
+  settings: queueSettings(BFL_DEFAULTS, { modelExample: 'flux-pro-1.1', sizeInputs: ['width_height', 'aspect_ratio'] }),
   metricsLabel: 'bfl',
-  describe: (route) => `${bflLabel(route)} ${route.baseUrl ?? BFL_DEFAULTS.baseUrl}`,
-  upstreamUrl: (route) => route.baseUrl ?? BFL_DEFAULTS.baseUrl,
-  sizeFor: (route, asked) =>
-    queueMadeSize(route.sizeInput ?? BFL_DEFAULTS.sizeInput, asked, {
-      pixelRange: route.pixelRange ?? BFL_DEFAULTS.pixelRange,
-      aspectRatios: route.aspectRatios ?? BFL_DEFAULTS.aspectRatios,
-      ratioArea: 1024 * 1024,
-    }),
+  ...queueTypeParts(BFL_DEFAULTS, bflLabel, () => 1024 * 1024),
   presets: [
     {
       id: 'bfl/flux-pro-1.1',
@@ -47,6 +32,6 @@ export const bflType: QueueProviderType<BflRoute> = {
       model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new BflProvider(route, { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, ...context.upstream }),
+  create: (route, context) => new BflProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeBfl() },
 };

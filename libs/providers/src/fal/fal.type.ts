@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueMadeSize, queueSettings } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeFal } from './fal.fake';
 import { FAL_DEFAULTS, falLabel, FalProvider, FalRoute } from './fal.provider';
 
@@ -11,25 +12,9 @@ export const falType: QueueProviderType<FalRoute> = {
   type: 'fal',
   mode: 'queue',
   summary: "fal's queue: POST {baseUrl}/{model} (Authorization: Key), poll .../requests/{id}/status until COMPLETED, images[0].url from .../requests/{id}",
-  settings: queueSettings({
-    defaultBaseUrl: FAL_DEFAULTS.baseUrl,
-    keyVariable: FAL_DEFAULTS.apiKeyEnv,
-    modelExample: 'fal-ai/flux/schnell',
-    sizeInputs: ['image_size', 'aspect_ratio'],
-    defaultSizeInput: FAL_DEFAULTS.sizeInput,
-    defaultReferenceInput: FAL_DEFAULTS.referenceInput,
-  }),
-  keyVariable: FAL_DEFAULTS.apiKeyEnv,
-  work: 'upstream',
+  settings: queueSettings(FAL_DEFAULTS, { modelExample: 'fal-ai/flux/schnell', sizeInputs: ['image_size', 'aspect_ratio'] }),
   metricsLabel: 'fal',
-  describe: (route) => `${falLabel(route)} ${route.baseUrl ?? FAL_DEFAULTS.baseUrl}`,
-  upstreamUrl: (route) => route.baseUrl ?? FAL_DEFAULTS.baseUrl,
-  sizeFor: (route, asked) =>
-    queueMadeSize(route.sizeInput ?? FAL_DEFAULTS.sizeInput, asked, {
-      pixelRange: route.pixelRange ?? FAL_DEFAULTS.pixelRange,
-      aspectRatios: route.aspectRatios ?? FAL_DEFAULTS.aspectRatios,
-      ratioArea: asked.width * asked.height,
-    }),
+  ...queueTypeParts(FAL_DEFAULTS, falLabel, (asked) => asked.width * asked.height),
   // 422s (validation, content policy) and a completed run its safety checker flagged (no status).
   billsFailure: (err) => err.status === 422 || (err.kind === 'content_refused' && err.status === undefined),
   presets: [
@@ -58,6 +43,6 @@ export const falType: QueueProviderType<FalRoute> = {
       model: { ...FLUX_MODEL, resolutionsByRatio: { '1:1': ['1K', '2K'], '16:9': ['1K', '2K'], '9:16': ['1K', '2K'], '4:3': ['1K', '2K'], '3:4': ['1K', '2K'] } },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new FalProvider(route, { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, ...context.upstream }),
+  create: (route, context) => new FalProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeFal() },
 };

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { FakeBatchUpstream, sendJson as send, shuffled } from '../fake-batch-upstream';
+import { endsAt, FakeBatchUpstream, jsonLines, sendJson as send, shuffled } from '../fake-batch-upstream';
 import type { CapturedRequest } from '../provider-type';
 
 /** Prompt markers the fake obeys: a line whose prompt carries one ends that way. */
@@ -63,7 +63,7 @@ export class GeminiBatchFakeUpstream extends FakeBatchUpstream<Step> {
   inputLines(batchId: string): InputLine[] {
     const batch = this.batches.get(batchId);
     const content = batch && this.files.get(batch.inputFile);
-    return content ? parseInput(content) : [];
+    return content ? jsonLines<InputLine>(content) : [];
   }
 
   /** Ends a batch now, as OpenAiBatchFakeUpstream.finish does; unrun lines are left out of the responses file. */
@@ -175,8 +175,7 @@ export class GeminiBatchFakeUpstream extends FakeBatchUpstream<Step> {
     const inputFile = body.batch?.inputConfig?.fileName;
     const content = inputFile ? this.files.get(inputFile) : undefined;
     if (!content) return send(res, 400, { error: { code: 400, message: `No file ${inputFile}`, status: 'INVALID_ARGUMENT' } });
-    const lines = parseInput(content);
-    const after = this.options.completeAfterMs === undefined ? 0 : this.options.completeAfterMs;
+    const lines = jsonLines<InputLine>(content);
     const batch: FakeGeminiBatch = {
       id: `batches/${String(++this.seq).padStart(6, '0')}${randomBytes(6).toString('hex')}`,
       model: `models/${model}`,
@@ -185,12 +184,10 @@ export class GeminiBatchFakeUpstream extends FakeBatchUpstream<Step> {
       state: 'BATCH_STATE_PENDING',
       createTime: new Date().toISOString(),
       stats: { requestCount: lines.length, successfulRequestCount: 0, failedRequestCount: 0 },
-      endsAt: after === null ? null : Date.now() + after,
+      endsAt: endsAt(this.options.completeAfterMs),
     };
     this.batches.set(batch.id, batch);
-    this.countSubmitted(lines.map((l) => l.key));
-    if (this.hangIf('created', res)) return;
-    send(res, 200, operation(batch));
+    this.created(res, lines.map((l) => l.key), operation(batch));
   }
 
   private list(url: URL, res: ServerResponse): void {
@@ -229,14 +226,6 @@ function operation(batch: FakeGeminiBatch): unknown {
     },
     ...(over ? { done: true } : {}),
   };
-}
-
-function parseInput(content: Buffer): InputLine[] {
-  return content
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.trim().length > 0)
-    .map((l) => JSON.parse(l) as InputLine);
 }
 
 function notFound(res: ServerResponse): void {

@@ -1,6 +1,6 @@
 import { pixelSize } from '../image-size';
-import { ProviderError } from '../provider.types';
 import type { UpstreamBatchLine, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
+import { abandonedCreate, collect, readWhileHeld, rejection, submit } from '../upstream-batch.spec-helpers';
 import { GEMINI_BATCH_FAKE_MARKERS as M, GeminiBatchFakeUpstream } from './gemini-batch.fake';
 import { GeminiBatchApi, GeminiBatchConfig } from './gemini.batch';
 
@@ -13,28 +13,6 @@ function api(fake: GeminiBatchFakeUpstream, overrides: Partial<GeminiBatchConfig
 
 function line(key: string, prompt = `prompt ${key}`, references: UpstreamBatchLine['request']['references'] = []): UpstreamBatchLine {
   return { key, request: { prompt, seed: 3, ...pixelSize('16:9', '1K'), resolution: '1K', aspectRatio: '16:9', quality: null, background: null, references } };
-}
-
-async function collect(it: AsyncIterable<UpstreamBatchResult>): Promise<UpstreamBatchResult[]> {
-  const out: UpstreamBatchResult[] = [];
-  for await (const r of it) out.push(r);
-  return out;
-}
-
-async function submit(client: GeminiBatchApi, lines: UpstreamBatchLine[], group: string) {
-  const { inputId } = await client.uploadInput(lines.map((l) => client.encodeLine(l)), group);
-  return client.createBatch(inputId, group);
-}
-
-async function rejection(p: Promise<unknown>): Promise<ProviderError> {
-  const err = await p.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ProviderError);
-  return err as ProviderError;
 }
 
 describe('GeminiBatchApi against the fake batch API', () => {
@@ -126,12 +104,7 @@ describe('GeminiBatchApi against the fake batch API', () => {
 
   it('findBatch after a crash between create and record: found by displayName across pages', async () => {
     const client = api(fake);
-    fake.hangAt = 'created';
-    const { inputId } = await client.uploadInput([client.encodeLine(line('lost'))], 'group-lost');
-    const crashed = new AbortController();
-    const pending = client.createBatch(inputId, 'group-lost', crashed.signal);
-    while (fake.batches.size === 0) await new Promise((r) => setTimeout(r, 5));
-    crashed.abort(new Error('generator killed'));
+    const { pending } = await abandonedCreate(client, fake, line('lost'), 'group-lost');
     await expect(pending).rejects.toThrow('generator killed');
     for (let i = 0; i < 120; i++) await submit(client, [line(`o-${i}`)], `group-other-${i}`);
     const found = await client.findBatch('group-lost');
@@ -177,16 +150,9 @@ describe('GeminiBatchApi against the fake batch API', () => {
     const ref = await submit(client, Array.from({ length: 2000 }, (_, i) => line(`big-${i}`)), 'g-big');
     await fake.finish(ref.batchId, 'BATCH_STATE_SUCCEEDED');
     const ended = (await client.poll(ref)) as Ended;
-    fake.holdOutputAfter(1000);
-    const keys = new Set<string>();
-    for await (const r of client.results(ref, ended)) {
-      expect(r.ok).toBe(true);
-      keys.add(r.key);
-      if (keys.size === 1000) {
-        expect(fake.linesWritten).toBe(1000); // the fake is held: the client did not wait for the whole file
-        fake.release();
-      }
-    }
-    expect(keys.size).toBe(2000);
+    const read = await readWhileHeld(fake, client.results(ref, ended), 1000);
+    expect(read.failed).toEqual([]);
+    expect(read.writtenAtHeld).toBe(1000); // the fake is held: the client did not wait for the whole file
+    expect(read.keys.size).toBe(2000);
   });
 });

@@ -1,19 +1,12 @@
-import { egressRequest } from '@app/egress';
 import { ProviderError } from '../provider.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchHttp, fileLines, jsonCall, keyIn, uploadTimeoutMs } from '../upstream-batch-http';
-import { checkedImage, exchange, headersOf, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, rawCall, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import { checkedImage, upstreamPolicies } from '../upstream-http';
 import { classifyGeminiError } from './gemini.errors';
 import { GeminiProviderConfig, GenerateContentAnswer, geminiRequestBody, inlineImageOf } from './gemini.provider';
 
-export interface GeminiBatchConfig extends Pick<GeminiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'> {
-  pollIntervalMs: number;
-  /** findBatch looks no further back than this (default 3 days). */
-  findWindowMs?: number;
-  /** For tests: the clock findBatch measures its window with. */
-  now?: () => number;
-}
+export interface GeminiBatchConfig extends Pick<GeminiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'>, BatchClientOptions {}
 
 /**
  * Kiln's own cap on one input file: the collector holds the lines in memory while it uploads
@@ -24,9 +17,6 @@ export const GEMINI_BATCH_MAX_BYTES = 200 * 1024 * 1024;
 export const GEMINI_BATCH_MAX_LINES = 50_000;
 /** The Files API's resumable upload takes the bytes in chunks; the SDK's size (@google/genai MAX_CHUNK_SIZE). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
-const LIST_PAGE = 100;
-const LIST_MAX_PAGES = 50;
-const DEFAULT_FIND_WINDOW_MS = 3 * 24 * 3600 * 1000;
 
 /** Gemini batch states (REST `BATCH_STATE_*`; the SDK's `JOB_STATE_*` names accepted too) that are over. */
 const ENDED: Record<string, 'completed' | 'expired' | 'failed' | 'cancelled'> = {
@@ -146,24 +136,10 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     return { batchId: op.name, state: { inputFileName: inputId } };
   }
 
-  /** Lists batches (newest first) until one's displayName is the group id, within the window and LIST_MAX_PAGES pages. */
+  /** Lists batches (newest first) until one's displayName is the group id, within the window (findInList). */
   async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
-    const oldest = (this.config.now ?? Date.now)() - (this.config.findWindowMs ?? DEFAULT_FIND_WINDOW_MS);
-    let token: string | null = null;
-    for (let page = 0; page < LIST_MAX_PAGES; page++) {
-      throwIfAborted(signal);
-      const query: string = `pageSize=${LIST_PAGE}${token ? `&pageToken=${encodeURIComponent(token)}` : ''}`;
-      const list = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches?${query}` }, signal)) as { operations?: unknown; nextPageToken?: unknown };
-      const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
-      for (const op of ops) {
-        if (op?.metadata?.displayName === group && typeof op.name === 'string') return { batchId: op.name, state: {} };
-      }
-      const lastCreated = Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? ''));
-      if (typeof list?.nextPageToken !== 'string' || !list.nextPageToken) return null;
-      if (Number.isFinite(lastCreated) && lastCreated < oldest) return null;
-      token = list.nextPageToken;
-    }
-    return null;
+    const match = (op: GeminiBatchOperation): UpstreamBatchRef | null => (op?.metadata?.displayName === group && typeof op.name === 'string' ? { batchId: op.name, state: {} } : null);
+    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'pageSize', cursor: 'pageToken' }, read: listPage, match }, signal);
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
@@ -171,15 +147,13 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     try {
       op = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/${batchPath(ref.batchId)}` }, signal)) as GeminiBatchOperation;
     } catch (err) {
-      if (err instanceof ProviderError && err.retryable) return { state: 'waiting', upstreamStatus: `poll failed: ${err.kind}`, ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}) };
-      throw err;
+      return pollTrouble(err);
     }
     const state = typeof op?.metadata?.state === 'string' ? op.metadata.state : 'unknown';
     const outcome = ENDED[state];
     if (!outcome) {
       const stats = op?.metadata?.batchStats;
-      const done = [stats?.successfulRequestCount, stats?.failedRequestCount].map(Number).filter((n) => Number.isFinite(n));
-      return { state: 'waiting', upstreamStatus: state, ...(done.length ? { completed: done.reduce((a, b) => a + b, 0) } : {}) };
+      return stillWaiting(state, [stats?.successfulRequestCount, stats?.failedRequestCount].map(Number).filter((n) => Number.isFinite(n)));
     }
     const found: Record<string, string> = {};
     const file = op.metadata?.output?.responsesFile;
@@ -191,10 +165,9 @@ export class GeminiBatchApi implements UpstreamBatchApi {
   async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
     const file = ended.found.responsesFile;
     if (!file) return;
-    const maxLineBytes = Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES;
     const url = `${this.baseUrl}/${filePath(file)}:download?alt=media`;
-    for await (const line of fileLines(this.http, url, { maxLineBytes, maxBytes: maxLineBytes * this.maxLines }, signal)) {
-      const result = 'text' in line ? await this.lineResult(line.text) : oversize(line.oversize, this.config.maxImageBytes);
+    for await (const line of resultFileLines(this.http, url, this.config.maxImageBytes, this.maxLines, signal)) {
+      const result = await resultOfLine<GeminiOutputLine>(line, 'key', this.config.maxImageBytes, (parsed) => this.lineResult(parsed));
       if (result) yield result;
     }
   }
@@ -209,14 +182,7 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     }
   }
 
-  private async lineResult(text: string): Promise<UpstreamBatchResult | null> {
-    let line: GeminiOutputLine;
-    try {
-      line = JSON.parse(text) as GeminiOutputLine;
-    } catch {
-      const key = keyIn(text.slice(0, 4096), 'key');
-      return key ? { key, ok: false, error: new ProviderError('invalid_response', 'The batch API wrote a result line that is not JSON') } : null;
-    }
+  private async lineResult(line: GeminiOutputLine): Promise<UpstreamBatchResult | null> {
     if (typeof line?.key !== 'string') return null;
     const key = line.key;
     if (line.error && typeof line.error === 'object') {
@@ -252,15 +218,17 @@ export class GeminiBatchApi implements UpstreamBatchApi {
   }
 
   /** A POST whose answer headers matter (the upload protocol's), classified like every call. */
-  private async raw(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<{ headers: Headers; text: string }> {
-    const res = await exchange('api', { timeoutMs, maxImageBytes: JSON_ENVELOPE_BYTES }, signal, () =>
-      egressRequest(url, { policy: this.http.policy, method: 'POST', headers: { ...this.http.headers, ...headers }, body, maxBytes: JSON_ENVELOPE_BYTES, timeoutMs, signal }),
-    );
-    const text = res.body.toString('utf8');
-    const answerHeaders = headersOf(res);
-    if (res.status < 200 || res.status >= 300) throw classifyGeminiError({ status: res.status, headers: answerHeaders, text }, { apiKey: this.config.apiKey });
-    return { headers: answerHeaders, text };
+  private raw(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<{ headers: Headers; text: string }> {
+    return rawCall(this.http, { method: 'POST', url, headers, body, timeoutMs }, signal);
   }
+}
+
+/** A page of GET /batches: operations, `nextPageToken` the next page's cursor, `createTime` an RFC 3339 time. */
+function listPage(answer: unknown): BatchListPage<GeminiBatchOperation> {
+  const list = answer as { operations?: unknown; nextPageToken?: unknown };
+  const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
+  const next = typeof list?.nextPageToken === 'string' && list.nextPageToken ? list.nextPageToken : null;
+  return { items: ops, next, lastCreatedMs: Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? '')) };
 }
 
 /** `batches/abc` -> `batches/abc` with each segment escaped (the SDK's `batches/{name}`). */
@@ -284,10 +252,4 @@ function httpStatusOf(code: unknown): number {
   if (typeof code !== 'number') return 500;
   if (code >= 400 && code < 600) return code;
   return GRPC_TO_HTTP[code] ?? 500;
-}
-
-function oversize(prefix: string, maxImageBytes: number): UpstreamBatchResult | null {
-  const key = keyIn(prefix, 'key');
-  if (!key) return null;
-  return { key, ok: false, error: new ProviderError('invalid_response', `The generated image is larger than ${Math.round(maxImageBytes / (1024 * 1024))} MB`) };
 }

@@ -1,6 +1,6 @@
 import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
-import { upstreamSettings } from '../route-settings';
+import { upstreamDeps, upstreamSettings } from '../route-settings';
 import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
 import { GeminiBatchApi } from './gemini.batch';
 import { classifyGeminiError } from './gemini.errors';
@@ -28,15 +28,7 @@ const pairs = (resolutions: ('1K' | '2K' | '4K')[]) => Object.fromEntries(RATIOS
 const geminiBatch: BatchCapableType<GeminiRoute> = {
   batchSetting: batchSetting(),
   createBatchApi: (route, settings, context) =>
-    new GeminiBatchApi({
-      baseUrl: route.baseUrl,
-      apiKey: context.apiKey,
-      model: route.model,
-      timeoutMs: route.timeoutMs ?? context.timeoutMs,
-      allowPrivate: context.upstream.allowPrivate,
-      maxImageBytes: context.upstream.maxImageBytes,
-      pollIntervalMs: settings.pollIntervalMs,
-    }),
+    new GeminiBatchApi({ baseUrl: route.baseUrl, model: route.model, ...upstreamDeps(route, context), pollIntervalMs: settings.pollIntervalMs }),
 };
 
 /** Google's Gemini API (generateContent with an IMAGE answer). */
@@ -83,13 +75,6 @@ export const geminiType: SyncProviderType<GeminiRoute> = {
     },
   ],
   create: (route, context) =>
-    new GeminiProvider({
-      baseUrl: route.baseUrl,
-      apiKey: context.apiKey,
-      model: route.model,
-      timeoutMs: route.timeoutMs ?? context.timeoutMs,
-      allowPrivate: context.upstream.allowPrivate,
-      maxImageBytes: context.upstream.maxImageBytes,
-    }),
+    new GeminiProvider({ baseUrl: route.baseUrl, model: route.model, ...upstreamDeps(route, context) }),
   testing: { fake: () => new GeminiFakeUpstream() },
 };

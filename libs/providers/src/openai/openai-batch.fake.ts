@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { askedSize, FakeBatchUpstream, sendJson as send, shuffled } from '../fake-batch-upstream';
+import { askedSize, endsAt, FakeBatchUpstream, jsonLines, sendJson as send, shuffled } from '../fake-batch-upstream';
 import type { CapturedRequest } from '../provider-type';
 
 /** Prompt markers the fake obeys: a line whose prompt carries one ends that way. */
@@ -78,7 +78,7 @@ export class OpenAiBatchFakeUpstream extends FakeBatchUpstream<Step> {
   inputLines(batchId: string): InputLine[] {
     const batch = this.batches.get(batchId);
     const file = batch && this.files.get(batch.input_file_id);
-    return file ? parseInput(file.content) : [];
+    return file ? jsonLines<InputLine>(file.content) : [];
   }
 
   /**
@@ -187,9 +187,8 @@ export class OpenAiBatchFakeUpstream extends FakeBatchUpstream<Step> {
     const input = body.input_file_id ? this.files.get(body.input_file_id) : undefined;
     if (!input) return send(res, 400, { error: { message: `No such file: ${body.input_file_id}`, type: 'invalid_request_error' } });
     if (body.completion_window !== '24h' || !body.endpoint) return send(res, 400, { error: { message: 'bad batch parameters', type: 'invalid_request_error' } });
-    const lines = parseInput(input.content);
+    const lines = jsonLines<InputLine>(input.content);
     if (lines.some((l) => l.url !== body.endpoint)) return send(res, 400, { error: { message: 'every line must use the batch endpoint', type: 'invalid_request_error' } });
-    const after = this.options.completeAfterMs === undefined ? 0 : this.options.completeAfterMs;
     // created_at in seconds, as OpenAI's; the sequence keeps same-second batches in order.
     const batch: FakeBatch = {
       id: `batch_${String(++this.seq).padStart(6, '0')}${randomBytes(6).toString('hex')}`,
@@ -201,12 +200,10 @@ export class OpenAiBatchFakeUpstream extends FakeBatchUpstream<Step> {
       created_at: Math.floor(Date.now() / 1000),
       metadata: body.metadata ?? null,
       request_counts: { total: lines.length, completed: 0, failed: 0 },
-      endsAt: after === null ? null : Date.now() + after,
+      endsAt: endsAt(this.options.completeAfterMs),
     };
     this.batches.set(batch.id, batch);
-    this.countSubmitted(lines.map((l) => l.custom_id));
-    if (this.hangIf('created', res)) return;
-    send(res, 200, view(batch));
+    this.created(res, lines.map((l) => l.custom_id), view(batch));
   }
 
   private list(url: URL, res: ServerResponse): void {
@@ -242,14 +239,6 @@ export class OpenAiBatchFakeUpstream extends FakeBatchUpstream<Step> {
 function view(batch: FakeBatch): Omit<FakeBatch, 'endsAt'> {
   const { endsAt: _endsAt, ...rest } = batch;
   return rest;
-}
-
-function parseInput(content: Buffer): InputLine[] {
-  return content
-    .toString('utf8')
-    .split('\n')
-    .filter((l) => l.trim().length > 0)
-    .map((l) => JSON.parse(l) as InputLine);
 }
 
 function notFound(res: ServerResponse): void {

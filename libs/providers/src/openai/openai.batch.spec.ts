@@ -1,6 +1,6 @@
 import { pixelSize } from '../image-size';
-import { ProviderError } from '../provider.types';
 import type { UpstreamBatchLine, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
+import { abandonedCreate, collect, readWhileHeld, rejection, submit } from '../upstream-batch.spec-helpers';
 import { OPENAI_BATCH_FAKE_MARKERS as M, OpenAiBatchFakeUpstream } from './openai-batch.fake';
 import { OpenAiBatchApi, OpenAiBatchConfig } from './openai.batch';
 import { openAiUpstreamSize } from './openai.sizes';
@@ -27,28 +27,6 @@ function line(key: string, prompt = `prompt ${key}`): UpstreamBatchLine {
     key,
     request: { prompt, seed: 1, ...pixelSize('1:1', '1K'), resolution: '1K', aspectRatio: '1:1', quality: 'high', background: null, references: [] },
   };
-}
-
-async function collect(it: AsyncIterable<UpstreamBatchResult>): Promise<UpstreamBatchResult[]> {
-  const out: UpstreamBatchResult[] = [];
-  for await (const r of it) out.push(r);
-  return out;
-}
-
-async function submit(client: OpenAiBatchApi, lines: UpstreamBatchLine[], group: string) {
-  const { inputId } = await client.uploadInput(lines.map((l) => client.encodeLine(l)), group);
-  return client.createBatch(inputId, group);
-}
-
-async function rejection(p: Promise<unknown>): Promise<ProviderError> {
-  const err = await p.then(
-    () => {
-      throw new Error('expected a rejection');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ProviderError);
-  return err as ProviderError;
 }
 
 type Ended = Extract<UpstreamBatchStatus, { state: 'ended' }>;
@@ -145,12 +123,7 @@ describe('OpenAiBatchApi against the fake Batch API', () => {
 
   it('findBatch after a crash between create and record: found by its metadata across pages, null for a group never created', async () => {
     const client = api(fake);
-    fake.hangAt = 'created';
-    const { inputId } = await client.uploadInput([client.encodeLine(line('lost-1'))], 'group-lost');
-    const crashed = new AbortController();
-    const pending = client.createBatch(inputId, 'group-lost', crashed.signal);
-    await waitFor(() => fake.batches.size === 1);
-    crashed.abort(new Error('generator killed'));
+    const { inputId, pending } = await abandonedCreate(client, fake, line('lost-1'), 'group-lost');
     await expect(pending).rejects.toThrow('generator killed');
     // 150 newer batches of other groups: the list is read page by page (100 a page).
     for (let i = 0; i < 150; i++) await submit(client, [line(`other-${i}`)], `group-other-${i}`);
@@ -238,25 +211,12 @@ describe('OpenAiBatchApi against the fake Batch API', () => {
     const ref = await submit(client, lines, 'group-big');
     await fake.finish(ref.batchId, 'completed');
     const ended = (await client.poll(ref)) as Ended;
-    fake.holdOutputAfter(1000);
-    const keys = new Set<string>();
-    let writtenAtFirst = -1;
-    for await (const r of client.results(ref, ended)) {
-      expect(r.ok).toBe(true);
-      keys.add(r.key);
-      if (keys.size === 1) writtenAtFirst = fake.linesWritten;
-      // Half the file is out and the fake is held: the client has already answered lines,
-      // so it did not wait for the whole file. Then the rest is let through.
-      if (keys.size === 1000) {
-        expect(fake.linesWritten).toBe(1000);
-        fake.release();
-      }
-    }
-    expect(writtenAtFirst).toBeLessThan(2000);
-    expect(keys.size).toBe(2000);
+    const read = await readWhileHeld(fake, client.results(ref, ended), 1000);
+    expect(read.failed).toEqual([]);
+    // Half the file is out and the fake is held: the client has already answered lines,
+    // so it did not wait for the whole file. Then the rest is let through.
+    expect(read.writtenAtHeld).toBe(1000);
+    expect(read.writtenAtFirst).toBeLessThan(2000);
+    expect(read.keys.size).toBe(2000);
   });
 });
-
-async function waitFor(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((r) => setTimeout(r, 5));
-}

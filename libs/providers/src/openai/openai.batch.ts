@@ -3,18 +3,14 @@ import type { EgressPolicy } from '@app/egress';
 import { ProviderError, RenderResult } from '../provider.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchHttp, fileLines, jsonCall, keyIn, uploadTimeoutMs } from '../upstream-batch-http';
-import { checkedImage, downloadImage, JSON_ENVELOPE_BYTES, upstreamPolicies } from '../upstream-http';
+import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import { checkedImage, downloadImage, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 import { openAiGenerationsBody, OpenAiProviderConfig, parseFirstImage } from './openai.provider';
 
-export interface OpenAiBatchConfig extends Pick<OpenAiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'sizeMap' | 'upstreamSize' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'> {
-  pollIntervalMs: number;
-  /** findBatch looks no further back than this (default 3 days: a crash is found again long before). */
-  findWindowMs?: number;
-  /** For tests: the clock findBatch measures its window with. */
-  now?: () => number;
-}
+export interface OpenAiBatchConfig
+  extends Pick<OpenAiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'sizeMap' | 'upstreamSize' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'>,
+    BatchClientOptions {}
 
 /** OpenAI's limits per batch input file (Batch API guide, openai-node BatchCreateParams). */
 export const OPENAI_BATCH_MAX_LINES = 50_000;
@@ -22,10 +18,6 @@ export const OPENAI_BATCH_MAX_BYTES = 200 * 1024 * 1024;
 /** The metadata key carrying Kiln's group id on the upstream batch (findBatch reads it back). */
 export const OPENAI_BATCH_GROUP_KEY = 'kiln_group';
 const ENDPOINT = '/v1/images/generations';
-const LIST_PAGE = 100;
-/** Pages findBatch reads at most, whatever the window says (100 batches each). */
-const LIST_MAX_PAGES = 50;
-const DEFAULT_FIND_WINDOW_MS = 3 * 24 * 3600 * 1000;
 
 /** Statuses of an OpenAI batch that are over, and what each means for the lines not delivered. */
 const ENDED: Record<string, 'completed' | 'expired' | 'failed' | 'cancelled'> = {
@@ -124,27 +116,14 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
 
   /**
    * Lists batches newest first (GET /batches?limit=&after=) until one carries the group id in
-   * its metadata, or the list reaches batches older than the window (or LIST_MAX_PAGES pages).
+   * its metadata, or the list reaches batches older than the window (findInList).
    */
   async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
-    const oldest = ((this.config.now ?? Date.now)() - (this.config.findWindowMs ?? DEFAULT_FIND_WINDOW_MS)) / 1000;
-    let after: string | null = null;
-    for (let page = 0; page < LIST_MAX_PAGES; page++) {
-      throwIfAborted(signal);
-      const query: string = `limit=${LIST_PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`;
-      const list = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches?${query}` }, signal)) as { data?: unknown; has_more?: unknown };
-      const data = Array.isArray(list?.data) ? (list.data as OpenAiBatchObject[]) : [];
-      for (const batch of data) {
-        if (batch?.metadata?.[OPENAI_BATCH_GROUP_KEY] === group && typeof batch.id === 'string') {
-          return { batchId: batch.id, state: typeof batch.input_file_id === 'string' ? { inputFileId: batch.input_file_id } : {} };
-        }
-      }
-      const last = data[data.length - 1];
-      if (list?.has_more !== true || !last || typeof last.id !== 'string') return null;
-      if (typeof last.created_at === 'number' && last.created_at < oldest) return null;
-      after = last.id;
-    }
-    return null;
+    const match = (batch: OpenAiBatchObject): UpstreamBatchRef | null =>
+      batch?.metadata?.[OPENAI_BATCH_GROUP_KEY] === group && typeof batch.id === 'string'
+        ? { batchId: batch.id, state: typeof batch.input_file_id === 'string' ? { inputFileId: batch.input_file_id } : {} }
+        : null;
+    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'limit', cursor: 'after' }, read: listPage, match }, signal);
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
@@ -152,16 +131,13 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
     try {
       batch = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches/${encodeURIComponent(ref.batchId)}` }, signal)) as OpenAiBatchObject;
     } catch (err) {
-      // Passing trouble of the poll itself is not the batch's end: ask again later.
-      if (err instanceof ProviderError && err.retryable) return { state: 'waiting', upstreamStatus: `poll failed: ${err.kind}`, ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}) };
-      throw err;
+      return pollTrouble(err);
     }
     const status = typeof batch?.status === 'string' ? batch.status : 'unknown';
     const outcome = ENDED[status];
     if (!outcome) {
       const counts = batch?.request_counts;
-      const done = [counts?.completed, counts?.failed].filter((n): n is number => typeof n === 'number');
-      return { state: 'waiting', upstreamStatus: status, ...(done.length ? { completed: done.reduce((a, b) => a + b, 0) } : {}) };
+      return stillWaiting(status, [counts?.completed, counts?.failed].filter((n): n is number => typeof n === 'number'));
     }
     const found: Record<string, string> = {};
     if (typeof batch.output_file_id === 'string' && batch.output_file_id) found.outputFileId = batch.output_file_id;
@@ -175,12 +151,11 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
    * the undelivered lines Kiln fails and refunds itself.
    */
   async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
-    const maxLineBytes = Math.ceil((this.config.maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES;
     for (const fileId of [ended.found.outputFileId, ended.found.errorFileId]) {
       if (!fileId) continue;
       const url = `${this.baseUrl}/files/${encodeURIComponent(fileId)}/content`;
-      for await (const line of fileLines(this.http, url, { maxLineBytes, maxBytes: maxLineBytes * this.maxLines }, signal)) {
-        const result = 'text' in line ? await this.lineResult(line.text, signal) : oversize(line.oversize, this.config.maxImageBytes);
+      for await (const line of resultFileLines(this.http, url, this.config.maxImageBytes, this.maxLines, signal)) {
+        const result = await resultOfLine<OpenAiBatchOutputLine>(line, 'custom_id', this.config.maxImageBytes, (parsed) => this.lineResult(parsed, signal));
         if (result) yield result;
       }
     }
@@ -196,14 +171,7 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
     }
   }
 
-  private async lineResult(text: string, signal: AbortSignal | undefined): Promise<UpstreamBatchResult | null> {
-    let line: OpenAiBatchOutputLine;
-    try {
-      line = JSON.parse(text) as OpenAiBatchOutputLine;
-    } catch {
-      const key = keyIn(text.slice(0, 4096), 'custom_id');
-      return key ? { key, ok: false, error: new ProviderError('invalid_response', 'The batch API wrote a result line that is not JSON') } : null;
-    }
+  private async lineResult(line: OpenAiBatchOutputLine, signal: AbortSignal | undefined): Promise<UpstreamBatchResult | null> {
     if (typeof line?.custom_id !== 'string') return null; // not one of Kiln's lines: nothing to match it to
     const key = line.custom_id;
     const response = line.response;
@@ -231,11 +199,16 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
   }
 }
 
-/** A line longer than any image Kiln takes: its task fails (when its key can be read). */
-function oversize(prefix: string, maxImageBytes: number): UpstreamBatchResult | null {
-  const key = keyIn(prefix, 'custom_id');
-  if (!key) return null;
-  return { key, ok: false, error: new ProviderError('invalid_response', `The generated image is larger than ${Math.round(maxImageBytes / (1024 * 1024))} MB`) };
+/** A page of GET /batches: `has_more` and the last id are the next page's cursor; `created_at` is in seconds. */
+function listPage(answer: unknown): BatchListPage<OpenAiBatchObject> {
+  const list = answer as { data?: unknown; has_more?: unknown };
+  const data = Array.isArray(list?.data) ? (list.data as OpenAiBatchObject[]) : [];
+  const last = data[data.length - 1];
+  return {
+    items: data,
+    next: list?.has_more === true && last && typeof last.id === 'string' ? last.id : null,
+    lastCreatedMs: typeof last?.created_at === 'number' ? last.created_at * 1000 : NaN,
+  };
 }
 
 function safeName(group: string): string {

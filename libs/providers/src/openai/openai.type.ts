@@ -1,11 +1,11 @@
-import type { SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import type { ProviderContext, SyncProviderType, UpstreamRouteSettings } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
-import { checks, upstreamSettings } from '../route-settings';
+import { checks, upstreamDeps, upstreamSettings } from '../route-settings';
 import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
 import { OpenAiBatchApi } from './openai.batch';
 import { classifyOpenAiError } from './openai.errors';
 import { OpenAiFakeUpstream } from './openai.fake';
-import { OpenAiProvider } from './openai.provider';
+import { OpenAiProvider, OpenAiProviderConfig } from './openai.provider';
 import { openAiMadeSize, openAiUpstreamSize } from './openai.sizes';
 
 export interface OpenAiRoute extends UpstreamRouteSettings {
@@ -23,6 +23,11 @@ export const OPENAI_DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 const shared = upstreamSettings({ defaultBaseUrl: OPENAI_DEFAULT_BASE_URL, keyVariable: 'OPENAI_API_KEY', modelExample: 'gpt-image-1' });
 
+/** What the provider and the batch API are both built with for a route. */
+function openAiConfig(route: OpenAiRoute, context: ProviderContext): OpenAiProviderConfig {
+  return { baseUrl: route.baseUrl, model: route.model, sizeMap: route.sizeMap, upstreamSize: (asked) => openAiUpstreamSize(route, asked), ...upstreamDeps(route, context) };
+}
+
 /** What gpt-image-1, -1-mini and -1.5 make honestly: 1024x1024, 1536x1024, 1024x1536, so 1:1, 3:2 and 2:3 at 1K. */
 const GPT_IMAGE_1_PAIRS: Record<string, ('1K' | '2K' | '4K')[]> = { '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] };
 const GPT_IMAGE_MODEL = { resolutionsByRatio: GPT_IMAGE_1_PAIRS, maxRefImages: 16, supportsRefImages: true, supportsQuality: true, supportsBackground: true };
@@ -34,17 +39,7 @@ const GPT_IMAGE_MODEL = { resolutionsByRatio: GPT_IMAGE_1_PAIRS, maxRefImages: 1
 const openaiBatch: BatchCapableType<OpenAiRoute> = {
   batchSetting: batchSetting(),
   createBatchApi: (route, settings, context) =>
-    new OpenAiBatchApi({
-      baseUrl: route.baseUrl,
-      apiKey: context.apiKey,
-      model: route.model,
-      sizeMap: route.sizeMap,
-      upstreamSize: (asked) => openAiUpstreamSize(route, asked),
-      timeoutMs: route.timeoutMs ?? context.timeoutMs,
-      allowPrivate: context.upstream.allowPrivate,
-      maxImageBytes: context.upstream.maxImageBytes,
-      pollIntervalMs: settings.pollIntervalMs,
-    }),
+    new OpenAiBatchApi({ ...openAiConfig(route, context), pollIntervalMs: settings.pollIntervalMs }),
 };
 
 /** Any OpenAI-compatible images endpoint (OpenAI itself, or a compatible server). */
@@ -101,15 +96,6 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     },
   ],
   create: (route, context) =>
-    new OpenAiProvider({
-      baseUrl: route.baseUrl,
-      apiKey: context.apiKey,
-      model: route.model,
-      sizeMap: route.sizeMap,
-      upstreamSize: (asked) => openAiUpstreamSize(route, asked),
-      timeoutMs: route.timeoutMs ?? context.timeoutMs,
-      allowPrivate: context.upstream.allowPrivate,
-      maxImageBytes: context.upstream.maxImageBytes,
-    }),
+    new OpenAiProvider(openAiConfig(route, context)),
   testing: { fake: () => new OpenAiFakeUpstream() },
 };

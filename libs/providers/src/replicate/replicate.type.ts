@@ -1,5 +1,6 @@
 import type { ProviderPreset, QueueProviderType } from '../provider-type';
-import { queueMadeSize, queueSettings } from '../queue-route';
+import { queueSettings, queueTypeParts } from '../queue-route';
+import { upstreamDeps } from '../route-settings';
 import { fakeReplicate } from './replicate.fake';
 import { REPLICATE_DEFAULTS, replicateLabel, ReplicateProvider, ReplicateRoute } from './replicate.provider';
 
@@ -10,29 +11,13 @@ export const replicateType: QueueProviderType<ReplicateRoute> = {
   type: 'replicate',
   mode: 'queue',
   summary: 'Replicate: POST {baseUrl}/models/{owner}/{name}/predictions {input} (Authorization: Bearer), poll urls.get until succeeded; output a URL or a list',
-  settings: queueSettings({
-    defaultBaseUrl: REPLICATE_DEFAULTS.baseUrl,
-    keyVariable: REPLICATE_DEFAULTS.apiKeyEnv,
-    modelExample: 'black-forest-labs/flux-schnell',
-    sizeInputs: ['aspect_ratio', 'width_height'],
-    defaultSizeInput: REPLICATE_DEFAULTS.sizeInput,
-    defaultReferenceInput: REPLICATE_DEFAULTS.referenceInput,
-  }).map((s) =>
+  settings: queueSettings(REPLICATE_DEFAULTS, { modelExample: 'black-forest-labs/flux-schnell', sizeInputs: ['aspect_ratio', 'width_height'] }).map((s) =>
     s.name === 'model'
       ? { ...s, check: (v: unknown) => (typeof v === 'string' && /^[a-z0-9][\w.-]*\/[\w.-]+$/i.test(v) ? null : 'not_owner_slash_name') }
       : s,
   ),
-  keyVariable: REPLICATE_DEFAULTS.apiKeyEnv,
-  work: 'upstream',
   metricsLabel: 'replicate',
-  describe: (route) => `${replicateLabel(route)} ${route.baseUrl ?? REPLICATE_DEFAULTS.baseUrl}`,
-  upstreamUrl: (route) => route.baseUrl ?? REPLICATE_DEFAULTS.baseUrl,
-  sizeFor: (route, asked) =>
-    queueMadeSize(route.sizeInput ?? REPLICATE_DEFAULTS.sizeInput, asked, {
-      pixelRange: route.pixelRange ?? REPLICATE_DEFAULTS.pixelRange,
-      aspectRatios: route.aspectRatios ?? REPLICATE_DEFAULTS.aspectRatios,
-      ratioArea: 1024 * 1024,
-    }),
+  ...queueTypeParts(REPLICATE_DEFAULTS, replicateLabel, () => 1024 * 1024),
   presets: [
     {
       id: 'replicate/black-forest-labs/flux-schnell',
@@ -51,6 +36,6 @@ export const replicateType: QueueProviderType<ReplicateRoute> = {
       model: { resolutionsByRatio: RATIOS_1K, maxRefImages: 1, supportsRefImages: true, supportsQuality: false, supportsBackground: false },
     },
   ] satisfies ProviderPreset[],
-  create: (route, context) => new ReplicateProvider(route, { apiKey: context.apiKey, timeoutMs: route.timeoutMs ?? context.timeoutMs, ...context.upstream }),
+  create: (route, context) => new ReplicateProvider(route, upstreamDeps(route, context)),
   testing: { fake: () => fakeReplicate() },
 };

@@ -1,7 +1,8 @@
 import sharp from 'sharp';
 import { RouteSettingsError } from '../provider-type';
 import { validateRoute, withDefaults } from '../registry';
-import { BatchObjectStore, routeBatchSettings, UpstreamBatchResult } from '../upstream-batch';
+import { BatchObjectStore, routeBatchSettings } from '../upstream-batch';
+import { collect as all } from '../upstream-batch.spec-helpers';
 import { SIMULATED_BATCH_MARKERS, SimulatedBatchApi } from './simulated.batch';
 
 /** The store a generator passes, in memory. */
@@ -16,12 +17,6 @@ function memoryStore(): BatchObjectStore & { objects: Map<string, Buffer> } {
 }
 
 const request = (prompt: string) => ({ prompt, seed: 1, width: 1360, height: 768, resolution: '1K' as const, aspectRatio: '16:9', quality: null, background: null, references: [] });
-
-async function all(it: AsyncIterable<UpstreamBatchResult>): Promise<UpstreamBatchResult[]> {
-  const out: UpstreamBatchResult[] = [];
-  for await (const r of it) out.push(r);
-  return out;
-}
 
 describe('the batch route setting', () => {
   it('is checked by the type schema: enabled a boolean, numbers in range, no unknown keys; delayMs for simulated only', () => {
