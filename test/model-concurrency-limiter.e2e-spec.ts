@@ -181,30 +181,18 @@ describe('the model slot limiter shared through Redis', () => {
   });
 
   it('replicas short of slots share the cap evenly, instead of one keeping every slot it releases', async () => {
-    const cap = 4;
-    const replicas = [limiter(cap, redis), limiter(cap, otherRedis)];
+    const replicas = [limiter(4, redis), limiter(4, otherRedis)];
     const model = newModel();
-    const grants = [0, 0];
-    let running = true;
-    const worker = async (replica: number) => {
-      while (running) {
-        const lease = await replicas[replica].acquire(model);
-        grants[replica]++;
-        await sleep(5);
-        lease.release();
-      }
-    };
-    // The first replica starts alone and takes every slot; the second arrives with as big a backlog.
-    const workers = Array.from({ length: 8 }, () => worker(0));
-    await sleep(200);
-    expect(grants[1]).toBe(0);
-    const [firstBefore] = grants;
-    workers.push(...Array.from({ length: 8 }, () => worker(1)));
-    await sleep(1000);
-    const shared = [grants[0] - firstBefore, grants[1]];
-    running = false;
-    await Promise.all(workers);
-
+    const shared = await sharesOnceTheSecondJoins(replicas, model, {
+      workers: 8,
+      holdMs: 5,
+      // The first replica starts alone and takes every slot; the second arrives with as big a backlog.
+      firstAlone: async (grants) => {
+        await sleep(200);
+        expect(grants[1]).toBe(0);
+      },
+      joinedMs: 1000,
+    });
     expect(shared[1]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
     expect(shared[0]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
     await waitFor('the slots to be free', async () => (await replicas[0].inUse(model)) === 0);
@@ -321,27 +309,16 @@ describe('the model slot limiter shared through Redis', () => {
     const model = newModel();
     const pacing = { key: redis.key('route-pace', model, 'test'), ceiling: 20 };
     await redis.client.hset(pacing.key, 'window', '20');
-    const grants = [0, 0];
-    let running = true;
     // The first replica's own view is the shared window; the second last saw 8 (the window a
     // route starts at), while the first already holds more slots than that.
     const caps = [20, 8];
-    const worker = async (replica: number) => {
-      while (running) {
-        const lease = await replicas[replica].acquire(model, { cap: caps[replica], pacing });
-        grants[replica]++;
-        await sleep(20);
-        lease.release();
-      }
-    };
-    const workers = Array.from({ length: 30 }, () => worker(0));
-    await waitFor('the first replica to fill the window', async () => (await replicas[0].inUse(model)) === 20);
-    const firstBefore = grants[0];
-    workers.push(...Array.from({ length: 30 }, () => worker(1)));
-    await sleep(1500);
-    const shared = [grants[0] - firstBefore, grants[1]];
-    running = false;
-    await Promise.all(workers);
+    const shared = await sharesOnceTheSecondJoins(replicas, model, {
+      workers: 30,
+      holdMs: 20,
+      acquire: (replica) => ({ cap: caps[replica], pacing }),
+      firstAlone: () => waitFor('the first replica to fill the window', async () => (await replicas[0].inUse(model)) === 20),
+      joinedMs: 1500,
+    });
     // Even shares of 20: with its own cap of 8 the second replica got no slot while the first
     // held 20, and, counted short of slots, held the first to 10: half the window idle.
     expect(shared[1]).toBeGreaterThan(0.35 * (shared[0] + shared[1]));
@@ -349,6 +326,43 @@ describe('the model slot limiter shared through Redis', () => {
     await waitFor('the slots to be free', async () => (await replicas[0].inUse(model)) === 0);
     await redis.client.del(pacing.key);
   });
+
+  /**
+   * Two replicas' workers each take a slot, hold it `holdMs` and give it back, over and over:
+   * the first replica's alone until `firstAlone` resolves, then both for `joinedMs`. Returns the
+   * slots each replica got while both were at it.
+   */
+  async function sharesOnceTheSecondJoins(
+    replicas: ModelConcurrencyLimiter[],
+    model: string,
+    run: {
+      workers: number;
+      holdMs: number;
+      acquire?: (replica: number) => Parameters<ModelConcurrencyLimiter['acquire']>[1];
+      firstAlone: (grants: number[]) => Promise<void>;
+      joinedMs: number;
+    },
+  ): Promise<[number, number]> {
+    const grants = [0, 0];
+    let running = true;
+    const worker = async (replica: number) => {
+      while (running) {
+        const lease = await replicas[replica].acquire(model, run.acquire?.(replica));
+        grants[replica]++;
+        await sleep(run.holdMs);
+        lease.release();
+      }
+    };
+    const workers = Array.from({ length: run.workers }, () => worker(0));
+    await run.firstAlone(grants);
+    const firstBefore = grants[0];
+    workers.push(...Array.from({ length: run.workers }, () => worker(1)));
+    await sleep(run.joinedMs);
+    const shared: [number, number] = [grants[0] - firstBefore, grants[1]];
+    running = false;
+    await Promise.all(workers);
+    return shared;
+  }
 
   async function serverMs(): Promise<number> {
     const [seconds, micros] = await redis.client.time();
