@@ -10,6 +10,8 @@ const LATENCY_MS = 1000;
 const MAX_CONCURRENCY = 200;
 /** 2,000 by default; KILN_BENCH_RATE_IMAGES scales it down on a busy machine (the ratio to the ideal stays comparable). */
 const IMAGES = Number(process.env.KILN_BENCH_RATE_IMAGES ?? 2000);
+/** The 429 timeline's step in the log: 5 s by default; KILN_BENCH_RATE_BUCKET_MS for a finer look at the slow start. */
+const REFUSAL_BUCKET_MS = Number(process.env.KILN_BENCH_RATE_BUCKET_MS ?? 5000);
 const PER_BATCH = 100;
 const GENERATORS = 2;
 const WALL_TARGET = 1.1;
@@ -53,7 +55,7 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
         const after = await stack.taskOutcomes(accounts.map((a) => a.id));
         const failed = after.failed - before.failed;
         const refusedPct = round(fake.refusedShare * 100, 2);
-        log(`rate-limited (${label}): 429s by 5 s from the first POST: ${refusalTimeline(fake.refusedAt, t0, Number(process.env.KILN_BENCH_RATE_BUCKET_MS ?? 5000))}`);
+        log(`rate-limited (${label}): 429s by ${REFUSAL_BUCKET_MS / 1000} s from the first POST: ${refusalTimeline(fake.refusedAt, t0, REFUSAL_BUCKET_MS)}`);
         log(`rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${fake.refused} 429s of ${fake.accepted + fake.refused} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`);
         const ratio = round(wall / IDEAL_SEC, 2);
         figures.push(

@@ -28,7 +28,6 @@ export interface StrictLimits {
  */
 export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
   accepted = 0;
-  refused = 0;
   /** When each refusal happened (Date.now()), for the bench's timeline of 429s. */
   readonly refusedAt: number[] = [];
   maxInFlight = 0;
@@ -53,7 +52,6 @@ export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
     const overRate = usedInWindow >= this.limits.perSecond;
     const overConcurrency = this.inFlight >= this.limits.maxConcurrent;
     if (overRate || overConcurrency) {
-      this.refused++;
       this.refusedAt.push(Date.now());
       return json(429, { error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } }, this.headers(now, usedInWindow));
     }
@@ -69,6 +67,10 @@ export class RateLimitedOpenAiFake extends OpenAiFakeUpstream {
     } finally {
       this.inFlight--;
     }
+  }
+
+  get refused(): number {
+    return this.refusedAt.length;
   }
 
   /** Share of the calls refused, 0..1. */
