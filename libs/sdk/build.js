@@ -16,9 +16,33 @@ const ROOT = __dirname;
 const out = path.resolve(process.argv[2] ?? path.join(ROOT, 'dist'));
 const GENERATED = 'openapi.generated.d.ts';
 
-fs.rmSync(out, { recursive: true, force: true });
-execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(ROOT, 'tsconfig.json'), '--outDir', out], { stdio: 'inherit' });
-trimGeneratedDeclarations(out);
+// Built beside `out`, then moved in file by file: several builds may run at once (the SDK's and
+// the CLI's package specs each pack it, and the CLI's build compiles against libs/sdk/dist), and
+// a rename replaces a file whole, so a reader meets the old file or the new one, never a folder
+// emptied by another build's start (tsc then failed with "cannot find module", 2026-11-27 CI).
+const staging = fs.mkdtempSync(path.join(path.dirname(out), `.${path.basename(out)}-build-`));
+try {
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(ROOT, 'tsconfig.json'), '--outDir', staging], { stdio: 'inherit' });
+  trimGeneratedDeclarations(staging);
+  moveInto(staging, out);
+} finally {
+  fs.rmSync(staging, { recursive: true, force: true });
+}
+
+/** Puts every file of `from` in `to` by rename, then removes what `to` has beyond them. */
+function moveInto(from, to) {
+  fs.mkdirSync(to, { recursive: true });
+  const built = new Set(fs.readdirSync(from, { recursive: true }).map(String));
+  for (const name of built) {
+    if (fs.statSync(path.join(from, name)).isDirectory()) fs.mkdirSync(path.join(to, name), { recursive: true });
+  }
+  for (const name of built) {
+    if (!fs.statSync(path.join(from, name)).isDirectory()) fs.renameSync(path.join(from, name), path.join(to, name));
+  }
+  for (const name of fs.readdirSync(to, { recursive: true }).map(String)) {
+    if (!built.has(name)) fs.rmSync(path.join(to, name), { recursive: true, force: true });
+  }
+}
 
 /** Rewrites dist/openapi.generated.d.ts with only the schemas the other declarations reach. */
 function trimGeneratedDeclarations(dir) {
