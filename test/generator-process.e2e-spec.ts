@@ -24,14 +24,17 @@ describe('generator as a process: SIGKILL and SIGTERM', () => {
   it('killed with SIGKILL mid-batch and restarted: the batch completes and nothing is refunded twice', () =>
     kiln.withOutput(async () => {
       const a = await kiln.api.account({ plan: 'scale', credits: 1000 });
-      const id = await createBatchVia(kiln.api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 300, failureRate: 0.2 }, { prompts: Array.from({ length: 30 }, (_, i) => `crash ${i}`) });
+      const id = await createBatchVia(kiln.api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1000, failureRate: 0.2 }, { prompts: Array.from({ length: 30 }, (_, i) => `crash ${i}`) });
 
-      const first = kiln.start();
+      // Four at a time for a second each: once two waves have ended the third is a whole second
+      // from its end, so the kill lands mid-call even on a loaded machine (with 300 ms calls and
+      // every task at once, a loaded CI run read "running" and killed after they had ended).
+      const first = kiln.start({ GENERATOR_CONCURRENCY: '4' });
       const atKill = await waitFor(
         'the first generator to be mid-batch',
         async () => {
           const c = await statusCounts(kiln.api, id);
-          return (c.succeeded ?? 0) + (c.failed ?? 0) >= 6 && (c.running ?? 0) >= 2 ? c : null;
+          return (c.succeeded ?? 0) + (c.failed ?? 0) >= 8 && (c.running ?? 0) >= 2 ? c : null;
         },
         30_000,
         20,
