@@ -1,7 +1,13 @@
-import * as path from 'node:path';
 import { UsageError } from './cli.errors';
 
-/** What a `.jsonl` line may set for its own prompt, over the command's options. */
+/*
+ * Prompts files, read the same way by the CLI (`kiln submit`) and the web app's new-batch page,
+ * which imports this module: parsing, the checks on a line's own options, the grouping of
+ * lines into batches and the split of each group by the plan's batch limit. It stays free of
+ * Node and of dependencies so the page's bundle can hold it.
+ */
+
+/** What a `.jsonl` line may set for its own prompt, over the command's options (the page's pickers). */
 export interface LineOptions {
   model?: string;
   aspectRatio?: string;
@@ -31,6 +37,13 @@ const LINE_OPTIONS: Record<keyof LineOptions, [(v: unknown) => boolean, string]>
   tier: [(v) => v === 'standard' || v === 'economy', '"standard" or "economy"'],
 };
 
+/** The file name's extension, lower-cased, as Node's path.extname gives it (a leading dot alone is no extension). */
+function extensionOf(fileName: string): string {
+  const base = fileName.slice(Math.max(fileName.lastIndexOf('/'), fileName.lastIndexOf('\\')) + 1);
+  const dot = base.lastIndexOf('.');
+  return dot > 0 ? base.slice(dot).toLowerCase() : '';
+}
+
 /**
  * A prompts file: `.txt` holds a prompt a line (blank lines and lines starting with `#` are
  * skipped); `.jsonl` a JSON string or `{ "prompt": ..., "model"?, "aspectRatio"?, "resolution"?,
@@ -38,7 +51,7 @@ const LINE_OPTIONS: Record<keyof LineOptions, [(v: unknown) => boolean, string]>
  * caller's own and ignored). Anything else is a usage error naming the line.
  */
 export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
-  const ext = path.extname(fileName).toLowerCase();
+  const ext = extensionOf(fileName);
   if (ext !== '.txt' && ext !== '.jsonl') throw new UsageError(`${fileName}: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)`);
   const lines: PromptLine[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
@@ -70,4 +83,87 @@ export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
   });
   if (lines.length === 0) throw new UsageError(`${fileName}: no prompts`);
   return lines;
+}
+
+/** Whether any line of a file sets an option of its own (then its prompts are more than text). */
+export function linesCarryOptions(lines: PromptLine[]): boolean {
+  return lines.some((l) => Object.keys(l.options).length > 0);
+}
+
+/** The options every line starts from: the command's (the page's pickers), any other body fields included. */
+export type BaseOptions = Omit<LineOptions, 'tier'> & { tier?: 'economy' };
+
+/** What a group's batches are created with, before its prompts: the base's fields with the lines' over them. */
+export type GroupBody<B extends BaseOptions = BaseOptions> = Omit<B, 'tier'> & Omit<LineOptions, 'tier' | keyof B> & { tier?: 'economy' };
+
+/** Prompts that share one set of options (the base's, with a `.jsonl` line's over them): they go in the same batches. */
+export interface PromptGroup<B extends BaseOptions = BaseOptions> {
+  prompts: string[];
+  body: GroupBody<B>;
+  imagesPerPrompt: number;
+}
+
+/**
+ * The lines grouped by the batch body each needs, in the order each option set first appears:
+ * a line's options over the base's. A line's "tier": "standard" is sent as no tier (standard is
+ * the server's default), so it groups, and keys its batches, with lines saying nothing.
+ * `refFanOut`: the images a prompt makes per copy (the reference count with refMode "each", else 1).
+ * A prompt with no model is a usage error naming it.
+ */
+export function groupPromptLines<B extends BaseOptions>(fileName: string, lines: PromptLine[], base: B, refFanOut = 1): PromptGroup<B>[] {
+  const groups = new Map<string, PromptGroup<B>>();
+  lines.forEach((line, i) => {
+    const body = { ...base, ...line.options } as Record<string, unknown>;
+    if (body.tier === 'standard') delete body.tier;
+    if (!body.model) throw new UsageError(`${fileName}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
+    const key = JSON.stringify(Object.entries(body).sort(([a], [b]) => a.localeCompare(b)));
+    let group = groups.get(key);
+    if (!group) {
+      const imagesPerPrompt = ((body.countPerCombo as number | undefined) ?? 1) * refFanOut;
+      group = { prompts: [], body: body as GroupBody<B>, imagesPerPrompt };
+      groups.set(key, group);
+    }
+    group.prompts.push(line.prompt);
+  });
+  return [...groups.values()];
+}
+
+/** Prompts per batch: as many as the plan's batch limit allows, at least one (the server then says why not). */
+export function chunkPrompts(promptCount: number, imagesPerPrompt: number, maxImagesPerBatch: number, maxPrompts: number): { first: number; count: number }[] {
+  const per = Math.max(1, Math.min(maxPrompts, Math.floor(maxImagesPerBatch / imagesPerPrompt)));
+  const chunks: { first: number; count: number }[] = [];
+  for (let first = 0; first < promptCount; first += per) chunks.push({ first, count: Math.min(per, promptCount - first) });
+  return chunks;
+}
+
+/** One batch of a submission: `count` prompts of group `group` from its prompt `first`. */
+export interface Chunk {
+  group: number;
+  first: number;
+  count: number;
+  images: number;
+}
+
+/** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
+export function chunkGroups(groups: PromptGroup<BaseOptions>[], maxImagesPerBatch: number, maxPrompts: number): Chunk[] {
+  return groups.flatMap((g, group) =>
+    chunkPrompts(g.prompts.length, g.imagesPerPrompt, maxImagesPerBatch, maxPrompts).map((c) => ({ group, ...c, images: c.count * g.imagesPerPrompt })),
+  );
+}
+
+/**
+ * The body of one chunk's batch, before references: its group's options and its prompts. A
+ * seed runs on across the group's batches, as if it were one batch: image n of the group
+ * renders with seed + n - 1 however the plan splits it.
+ */
+export function chunkRequest<B extends BaseOptions>(groups: PromptGroup<B>[], chunk: { group?: number; first: number; count: number }): GroupBody<B> & { prompts: string[] } {
+  const group = groups[chunk.group ?? 0];
+  const seed = typeof group.body.seed === 'number' ? { seed: (group.body.seed + chunk.first * group.imagesPerPrompt) % 2 ** 31 } : {};
+  return { ...group.body, ...seed, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count) };
+}
+
+/** A chunk's place in its submission, for its idempotency key: the same file and options give the same one. */
+export function chunkPlace(chunk: { group?: number; first: number; count: number }): string {
+  const group = chunk.group ? `g${chunk.group}-` : '';
+  return `${group}${chunk.first}-${chunk.count}`;
 }
