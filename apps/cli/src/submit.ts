@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { BaseOptions, chunkGroups, chunkPlace, chunkRequest, groupPromptLines, parsePromptsFile, PromptGroup, PromptsFileError } from '@app/prompts-file';
 import { BatchDetail, CreateBatchRequest, Kiln, KilnApiError } from '@app/sdk';
 import { UsageError } from './cli.errors';
 import type { ProgressReporter } from './progress';
-import { BaseOptions, chunkGroups, chunkPlace, chunkRequest, groupPromptLines, parsePromptsFile, PromptGroup } from './prompts-file';
 import { ChunkResult, ChunkState, SubmissionState, SubmitStateStore } from './submit-state';
-
-export { chunkPrompts } from './prompts-file';
 
 export interface SubmitOptions {
   model?: string;
@@ -58,6 +56,16 @@ type CliBase = BaseOptions & { refMode?: 'each' | 'combined'; outputFormat?: 'pn
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
+/** The prompts-file lib's refusals are the command's usage errors: exit 2, the lib's message. */
+function asUsage<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof PromptsFileError) throw new UsageError(err.message);
+    throw err;
+  }
+}
+
 export function planSubmission(file: string, options: SubmitOptions): SubmissionPlan {
   let content: Buffer;
   try {
@@ -65,7 +73,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
   } catch (err) {
     throw new UsageError(`Cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  const lines = parsePromptsFile(file, content.toString('utf8'));
+  const lines = asUsage(() => parsePromptsFile(file, content.toString('utf8')));
   if (options.refMode && !options.ref?.length) throw new UsageError('--ref-mode needs at least one --ref file');
   const refs = (options.ref ?? []).map((ref) => {
     try {
@@ -88,7 +96,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     // same submission (and state file entry) as no --tier at all.
     ...(options.tier === 'economy' && { tier: 'economy' as const }),
   };
-  const groups = groupPromptLines(file, lines, base, refMode === 'each' ? refs.length : 1);
+  const groups = asUsage(() => groupPromptLines(file, lines, base, refMode === 'each' ? refs.length : 1));
   // The command's options as they were before lines could carry their own, so a state file
   // written by an earlier kiln for a plain file still resumes.
   const fingerprint = sha256(JSON.stringify({ prompts: sha256(content), body: base, refs: refs.map((r) => r.hash) })).slice(0, 32);

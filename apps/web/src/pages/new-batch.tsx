@@ -142,7 +142,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     if (!files) return;
     try {
       const added: PromptLine[] = [];
-      // The CLI's parser: its checks and its messages, naming the file and line.
+      // The CLI's parser (libs/prompts-file): its checks and its messages, naming the file and line.
       for (const file of Array.from(files)) added.push(...parsePromptsFile(file.name, await file.text()));
       const all = [...(form.fileLines ?? typedLines(form.prompts)), ...added];
       const text = all.map((p) => p.prompt).join('\n');

@@ -1,4 +1,4 @@
-import { parsePromptsFile, Pickers, planBatches, typedLines } from './prompts-file';
+import { parsePromptsFile, Pickers, planBatches, PromptsFileError, typedLines } from './prompts-file';
 
 const pickers: Pickers = {
   model: 'eta-image',
@@ -13,7 +13,7 @@ const pickers: Pickers = {
 };
 const roomy = { maxImagesPerBatch: 50, maxPrompts: 1000 };
 
-describe('parsePromptsFile on the new-batch page (the CLI\'s parser)', () => {
+describe('parsePromptsFile on the new-batch page (the CLI\'s parser, libs/prompts-file)', () => {
   it('.txt: one prompt per line, trimmed, CRLF or LF; blank lines and # comments skipped', () => {
     expect(parsePromptsFile('p.txt', ' a fox \r\n\r\n# a comment\n  #indented comment\na lighthouse # not a comment\n')).toEqual([
       { prompt: 'a fox', options: {} },
@@ -54,6 +54,7 @@ describe('parsePromptsFile on the new-batch page (the CLI\'s parser)', () => {
   });
 
   it('refuses other file types and files without prompts', () => {
+    expect(() => parsePromptsFile('p.csv', 'a')).toThrow(PromptsFileError);
     expect(() => parsePromptsFile('p.csv', 'a')).toThrow('p.csv: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)');
     expect(() => parsePromptsFile('.txt', 'a')).toThrow('a prompts file is');
     expect(() => parsePromptsFile('p.txt', '# only a comment\n\n')).toThrow('p.txt: no prompts');

@@ -1,12 +1,13 @@
-import { chunkGroups, chunkPlace, chunkRequest, groupPromptLines, PromptGroup, PromptLine } from '../../../cli/src/prompts-file';
+import { chunkGroups, chunkPlace, chunkRequest, groupPromptLines, PromptGroup, PromptLine } from '@app/prompts-file';
 
 /*
- * The new-batch page reads a prompts file with the CLI's own module (apps/cli/src/prompts-file.ts):
- * the same lines skipped, the same per-line keys and checks, the same messages, the same
- * grouping into batches and the same split by the plan's batch limit.
+ * The new-batch page reads a prompts file with the lib the CLI reads it with
+ * (libs/prompts-file, @app/prompts-file): the same lines skipped, the same per-line keys and
+ * checks, the same messages, the same grouping into batches and the same split by the plan's
+ * batch limit.
  */
-export { linesCarryOptions, parsePromptsFile } from '../../../cli/src/prompts-file';
-export type { PromptLine } from '../../../cli/src/prompts-file';
+export { linesCarryOptions, parsePromptsFile, PromptsFileError } from '@app/prompts-file';
+export type { PromptLine } from '@app/prompts-file';
 
 export type Tier = 'standard' | 'economy';
 
@@ -66,7 +67,7 @@ export interface BatchPlan {
 /**
  * The batches the page creates for its prompts, as `kiln submit` would for the same file and
  * options: a line's settings over the pickers', a group per distinct set (and tier), each group
- * split by the plan's batch limit. Throws the CLI's usage error for a prompt with no model.
+ * split by the plan's batch limit. Throws a PromptsFileError for a prompt with no model.
  */
 export function planBatches(lines: PromptLine[], pickers: Pickers, limits: BatchLimits): BatchPlan {
   const refs = pickers.refMode === 'none' ? [] : pickers.refImages;

@@ -1,11 +1,19 @@
-import { UsageError } from './cli.errors';
-
 /*
  * Prompts files, read the same way by the CLI (`kiln submit`) and the web app's new-batch page,
- * which imports this module: parsing, the checks on a line's own options, the grouping of
- * lines into batches and the split of each group by the plan's batch limit. It stays free of
- * Node and of dependencies so the page's bundle can hold it.
+ * both of which import this lib: parsing, the checks on a line's own options, the grouping of
+ * lines into batches and the split of each group by the plan's batch limit. It imports nothing
+ * (no Node built-ins, no packages, no other lib): the page's browser bundle holds it, and the
+ * CLI's package build compiles it into the @kiln/cli package (apps/cli/build.js).
  */
+
+/**
+ * A prompts file that cannot be read, or a prompt that cannot make a batch: the message names
+ * the file and the line (or prompt). The CLI prints it as a usage error (exit 2); the page
+ * shows it under the file picker.
+ */
+export class PromptsFileError extends Error {
+  override readonly name = 'PromptsFileError';
+}
 
 /** What a `.jsonl` line may set for its own prompt, over the command's options (the page's pickers). */
 export interface LineOptions {
@@ -48,11 +56,11 @@ function extensionOf(fileName: string): string {
  * A prompts file: `.txt` holds a prompt a line (blank lines and lines starting with `#` are
  * skipped); `.jsonl` a JSON string or `{ "prompt": ..., "model"?, "aspectRatio"?, "resolution"?,
  * "countPerCombo"?, "seed"?, "note"?, "tier"? }` a line (blank lines skipped; other keys are the
- * caller's own and ignored). Anything else is a usage error naming the line.
+ * caller's own and ignored). Anything else is a PromptsFileError naming the line.
  */
 export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
   const ext = extensionOf(fileName);
-  if (ext !== '.txt' && ext !== '.jsonl') throw new UsageError(`${fileName}: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)`);
+  if (ext !== '.txt' && ext !== '.jsonl') throw new PromptsFileError(`${fileName}: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)`);
   const lines: PromptLine[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
@@ -65,23 +73,23 @@ export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
     try {
       value = JSON.parse(line);
     } catch {
-      throw new UsageError(`${fileName}:${i + 1}: not JSON`);
+      throw new PromptsFileError(`${fileName}:${i + 1}: not JSON`);
     }
     if (typeof value === 'string' && value.trim()) {
       lines.push({ prompt: value, options: {} });
       return;
     }
     const record = value as Record<string, unknown> | null;
-    if (typeof record?.prompt !== 'string' || !record.prompt.trim()) throw new UsageError(`${fileName}:${i + 1}: expected a JSON string or {"prompt": "..."}`);
+    if (typeof record?.prompt !== 'string' || !record.prompt.trim()) throw new PromptsFileError(`${fileName}:${i + 1}: expected a JSON string or {"prompt": "..."}`);
     const options: Record<string, unknown> = {};
     for (const [key, [valid, expected]] of Object.entries(LINE_OPTIONS)) {
       if (record[key] === undefined) continue;
-      if (!valid(record[key])) throw new UsageError(`${fileName}:${i + 1}: "${key}" must be ${expected}`);
+      if (!valid(record[key])) throw new PromptsFileError(`${fileName}:${i + 1}: "${key}" must be ${expected}`);
       options[key] = record[key];
     }
     lines.push({ prompt: record.prompt, options });
   });
-  if (lines.length === 0) throw new UsageError(`${fileName}: no prompts`);
+  if (lines.length === 0) throw new PromptsFileError(`${fileName}: no prompts`);
   return lines;
 }
 
@@ -108,14 +116,14 @@ export interface PromptGroup<B extends BaseOptions = BaseOptions> {
  * a line's options over the base's. A line's "tier": "standard" is sent as no tier (standard is
  * the server's default), so it groups, and keys its batches, with lines saying nothing.
  * `refFanOut`: the images a prompt makes per copy (the reference count with refMode "each", else 1).
- * A prompt with no model is a usage error naming it.
+ * A prompt with no model is a PromptsFileError naming it.
  */
 export function groupPromptLines<B extends BaseOptions>(fileName: string, lines: PromptLine[], base: B, refFanOut = 1): PromptGroup<B>[] {
   const groups = new Map<string, PromptGroup<B>>();
   lines.forEach((line, i) => {
     const body = { ...base, ...line.options } as Record<string, unknown>;
     if (body.tier === 'standard') delete body.tier;
-    if (!body.model) throw new UsageError(`${fileName}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
+    if (!body.model) throw new PromptsFileError(`${fileName}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
     const key = JSON.stringify(Object.entries(body).sort(([a], [b]) => a.localeCompare(b)));
     let group = groups.get(key);
     if (!group) {

@@ -1,14 +1,16 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { planBatches } from '../../web/src/pages/prompts-file';
-import { chunkRequest, parsePromptsFile } from './prompts-file';
-import { chunkKey, chunkPlan, planSubmission, SubmitOptions } from './submit';
+import { chunkRequest, parsePromptsFile } from '@app/prompts-file';
+import { chunkKey, chunkPlan, planSubmission, SubmitOptions } from '../apps/cli/src/submit';
+import { planBatches } from '../apps/web/src/pages/prompts-file';
 
 /*
- * The web app's new-batch page and `kiln submit` share prompts-file.ts: the same file with the
+ * The web app's new-batch page and `kiln submit` share libs/prompts-file: the same file with the
  * same options (the CLI's flags, the page's pickers) must make the same batches, in the same
  * order, with the same prompts and settings, and the same places for their idempotency keys.
+ * It lives here, not in either app (an app never imports another) nor in the lib (a lib never
+ * imports an app): it needs both. No server: it compares the two apps' plans in memory.
  */
 describe('the same prompts file through kiln submit and the new-batch page', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-shared-'));
