@@ -1,5 +1,7 @@
-// The CLI package's build: tsc, then the repository's `@app/sdk` alias becomes the package
-// it is published as, `@kiln/sdk` (a dependency of this package, not compiled into it).
+// The CLI package's build: tsc, then the repository's `@app/*` aliases become what the package
+// has instead: `@app/sdk` the package it is published as, `@kiln/sdk` (a dependency of this
+// package, not compiled into it); `@app/prompts-file`, a lib of this repository and no package,
+// its own compiled copy in dist/prompts-file/.
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -10,8 +12,25 @@ const tsc = require.resolve('typescript/bin/tsc');
 execFileSync(process.execPath, [path.join(__dirname, '../../libs/sdk/build.js')], { stdio: 'inherit' });
 const dist = path.join(__dirname, 'dist');
 fs.rmSync(dist, { recursive: true, force: true });
+// The prompts-file lib first, with declarations the CLI then compiles against (tsconfig.json's
+// paths). Its tsconfig has no Node types and no DOM: the lib runs in the browser too.
+const promptsFile = path.join(dist, 'prompts-file');
+execFileSync(process.execPath, [tsc, '-p', path.join(__dirname, '../../libs/prompts-file/tsconfig.json'), '--outDir', promptsFile], { stdio: 'inherit' });
 execFileSync(process.execPath, [tsc, '-p', path.join(__dirname, 'tsconfig.json')], { stdio: 'inherit' });
+const REQUIRES = [
+  ['require("@app/sdk")', 'require("@kiln/sdk")'],
+  ['require("@app/prompts-file")', 'require("./prompts-file/index.js")'],
+];
 for (const file of fs.readdirSync(dist).filter((f) => f.endsWith('.js'))) {
   const full = path.join(dist, file);
-  fs.writeFileSync(full, fs.readFileSync(full, 'utf8').replaceAll('require("@app/sdk")', 'require("@kiln/sdk")'));
+  let text = fs.readFileSync(full, 'utf8');
+  for (const [from, to] of REQUIRES) text = text.replaceAll(from, to);
+  fs.writeFileSync(full, text);
 }
+// Nothing of the repository's aliases may reach the package (it would fail at its first run).
+for (const file of fs.readdirSync(dist, { recursive: true }).map(String).filter((f) => f.endsWith('.js'))) {
+  const left = /require\("(@app\/[^"]*)"\)/.exec(fs.readFileSync(path.join(dist, file), 'utf8'));
+  if (left) throw new Error(`dist/${file} still requires ${left[1]}: add it to apps/cli/build.js`);
+}
+// The lib's declarations served the CLI's compile only (the package ships dist/**/*.js).
+for (const file of fs.readdirSync(promptsFile).filter((f) => f.endsWith('.d.ts'))) fs.rmSync(path.join(promptsFile, file));

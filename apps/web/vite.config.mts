@@ -9,6 +9,11 @@ export default defineConfig({
   base: '/app/',
   publicDir: false,
   oxc: { jsx: { runtime: 'automatic', importSource: 'preact' } },
+  // The repository's libs the page bundles (their tsconfig paths, which Vite does not read):
+  // the prompts-file reader it shares with the CLI. (@app/sdk is imported for its types only.)
+  resolve: {
+    alias: { '@app/prompts-file': fileURLToPath(new URL('../../libs/prompts-file/src/index.ts', import.meta.url)) },
+  },
   build: {
     outDir: fileURLToPath(new URL('../../dist/web', import.meta.url)),
     emptyOutDir: true,

@@ -149,7 +149,8 @@ describe('the web app in Chromium', () => {
 
     const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
     await promptFiles.setInputFiles([
-      { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('a fox\r\n\na lighthouse\n') },
+      // As the CLI reads it: lines starting with # are comments.
+      { name: 'a.txt', mimeType: 'text/plain', buffer: Buffer.from('# foxes and lighthouses\r\na fox\r\n\na lighthouse\n') },
       { name: 'b.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"prompt":"a bowl of ramen"}\n"a kite"\n') },
     ]);
     // The files are read asynchronously: the estimate for four prompts says they are in.
@@ -162,7 +163,7 @@ describe('the web app in Chromium', () => {
     await page.getByTestId('estimate').getByText('30 credits').waitFor(); // 5 images x 6
     expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite\na dropped prompt');
     await promptFiles.setInputFiles([{ name: 'bad.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"text":"x"}\n') }]);
-    await page.getByRole('alert').getByText('bad.jsonl, line 1: expected a string or an object with "prompt"').waitFor();
+    await page.getByRole('alert').getByText('bad.jsonl:1: expected a JSON string or {"prompt": "..."}').waitFor();
 
     const red = await solidPng(48, 48, { r: 200, g: 30, b: 30 });
     const blue = await solidPng(48, 48, { r: 30, g: 30, b: 200 });
@@ -351,27 +352,30 @@ describe('the web app in Chromium', () => {
     await page.getByLabel('Resolution').selectOption('1K');
     const picker = page.getByRole('group', { name: 'Tier' });
     const estimate = page.getByTestId('estimate');
-    const tiers = page.getByTestId('file-tiers');
+    const tiers = page.getByTestId('file-settings');
+    const planRows = async () => (await page.getByTestId('batch-plan').locator('tbody tr').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
     const textarea = page.getByLabel('Prompts, one per line');
     const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
     const jsonl = (name: string, text: string) => ({ name, mimeType: 'application/x-ndjson', buffer: Buffer.from(text) });
 
     await promptFiles.setInputFiles([jsonl('bad.jsonl', '"a fox"\n\n{"prompt":"a hare","tier":"cheap"}\n')]);
-    await page.getByRole('alert').getByText('bad.jsonl, line 3: "tier" must be "standard" or "economy"').waitFor();
+    await page.getByRole('alert').getByText('bad.jsonl:3: "tier" must be "standard" or "economy"').waitFor();
     expect(await textarea.inputValue()).toBe('');
 
     await promptFiles.setInputFiles([
       jsonl('mixed.jsonl', '{"prompt":"a harbour, economy","tier":"economy"}\n"a harbour, picker"\n{"prompt":"a harbour, standard","tier":"standard"}\n'),
     ]);
     // Economy first, as it first appears; the line without a tier on the picker's standard.
-    await tiers.getByText('1 economy, 2 standard, a batch per tier', { exact: false }).waitFor();
-    await estimate.getByText('Both batches: 15 credits', { exact: false }).waitFor(); // 1 x 3 + 2 x 6
+    await tiers.getByText("The file's lines set their own tier; the pickers give what a line leaves out.").waitFor();
+    await estimate.getByText('2 batches: 15 credits', { exact: false }).waitFor(); // 1 x 3 + 2 x 6
+    // Prompts, batches, images, credits.
+    expect(await planRows()).toEqual([expect.stringMatching(/^Gamma 5 Pro · \S+ 1K · 1 per prompt · economy 1 1 1 3$/), expect.stringMatching(/· standard 2 1 2 12$/)]);
     await screenshot(page, 'new-batch-mixed-tiers', { fullPage: true });
     expect(await textarea.getAttribute('readonly')).not.toBeNull();
     await picker.getByText('For the prompts whose file line chose no tier.').waitFor();
     await picker.getByRole('radio', { name: /^Economy/ }).check();
-    await tiers.getByText('2 economy, 1 standard', { exact: false }).waitFor();
-    await estimate.getByText('Both batches: 12 credits', { exact: false }).waitFor(); // 2 x 3 + 1 x 6
+    await estimate.getByText('2 batches: 12 credits', { exact: false }).waitFor(); // 2 x 3 + 1 x 6
+    expect(await planRows()).toEqual([expect.stringMatching(/· economy 2 1 2 6$/), expect.stringMatching(/· standard 1 1 1 6$/)]);
 
     // No economy price at 2K: the economy line is not moved to standard; nothing can be created.
     w.expectFailedLoads.add(400); // the economy estimate there answers tier_not_available
@@ -379,7 +383,7 @@ describe('the web app in Chromium', () => {
     await tiers.getByText(/has no economy tier at 2K/).waitFor();
     expect(await page.getByRole('button', { name: /^Create/ }).isDisabled()).toBe(true);
     await page.getByLabel('Resolution').selectOption('1K'); // the picker fell back to standard at 2K
-    await estimate.getByText('Both batches: 15 credits', { exact: false }).waitFor();
+    await estimate.getByText('2 batches: 15 credits', { exact: false }).waitFor();
     const create = page.getByRole('button', { name: 'Create 2 batches' });
 
     const sent: Array<{ body: unknown; key: string | undefined }> = [];
@@ -406,9 +410,11 @@ describe('the web app in Chromium', () => {
     page.off('request', onRequest);
     page.off('response', onResponse);
     expect(sent).toEqual([
-      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }), key: expect.stringMatching(/-economy$/) },
-      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'standard', prompts: ['a harbour, picker', 'a harbour, standard'] }), key: expect.stringMatching(/-standard$/) },
+      // A key per batch: the form's, then the batch's place as the CLI keys it (group, first prompt, count).
+      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }), key: expect.stringMatching(/^[0-9a-f-]{36}-0-1$/) },
+      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'standard', prompts: ['a harbour, picker', 'a harbour, standard'] }), key: expect.stringMatching(/^[0-9a-f-]{36}-g1-0-2$/) },
     ]);
+    expect(sent[0].key!.slice(0, 36)).toBe(sent[1].key!.slice(0, 36));
     expect(created).toHaveLength(2);
     const session = await apiSession();
     const batches = await Promise.all(created.map(async (id) => (await kiln.api.http.get(`/v1/dashboard/batches/${await id}`).set(session).expect(200)).body.batch));
@@ -417,6 +423,106 @@ describe('the web app in Chromium', () => {
       expect.objectContaining({ tier: 'standard', total: 2, creditsCharged: 12 }),
     ]);
     w.expectFailedLoads.delete(400);
+    noConsoleErrors();
+  });
+
+  it("new batch: a .jsonl whose lines set model, size, count and seed makes a batch per set, each split by the plan's images per batch; shown and priced before any is created", async () => {
+    await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 100, reason: 'browser test, line settings' }).expect(200);
+    // Four images a batch on the plan: the file below makes five batches. The page learns the
+    // limit with the account (GET /account), so it is loaded afresh.
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxImagesPerBatch: 4 }).expect(200);
+    await page.goto(app('batches/new'));
+    await heading('New batch').waitFor();
+    await page.getByLabel('Model').selectOption('eta-image');
+    await page.getByLabel('Aspect ratio').selectOption('1:1');
+    await page.getByLabel('Images per prompt').fill('2');
+    await page.locator('#prompts-help').getByText("your plan's batches hold up to 4 images each, more make more batches", { exact: false }).waitFor();
+    const estimate = page.getByTestId('estimate');
+    const textarea = page.getByLabel('Prompts, one per line');
+    const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
+    const jsonl = (name: string, text: string) => ({ name, mimeType: 'application/x-ndjson', buffer: Buffer.from(text) });
+
+    // The CLI's checks and messages, the line named.
+    await promptFiles.setInputFiles([jsonl('bad.jsonl', '"a pier"\n{"prompt":"a gull","resolution":"3K"}\n')]);
+    await page.getByRole('alert').getByText('bad.jsonl:2: "resolution" must be "1K", "2K" or "4K"').waitFor();
+    await promptFiles.setInputFiles([jsonl('bad.jsonl', '{"prompt":"a gull","seed":-1}\n')]);
+    await page.getByRole('alert').getByText('bad.jsonl:1: "seed" must be a whole number 0..2147483647').waitFor();
+    expect(await textarea.inputValue()).toBe('');
+
+    const file = [
+      '"a pier at dawn"',
+      '{"prompt":"a gull over the pier","model":"gamma-5-pro","aspectRatio":"16:9","resolution":"2K","countPerCombo":1}',
+      '"a pier at noon"',
+      '"a pier at dusk"',
+      '{"prompt":"a pier in fog","countPerCombo":3,"seed":40}',
+      '{"prompt":"a pier in rain","countPerCombo":3,"seed":40}',
+    ].join('\n');
+    await promptFiles.setInputFiles([jsonl('pier.jsonl', file)]);
+    await page.getByTestId('file-settings').getByText("The file's lines set their own model, aspect ratio, resolution, images per prompt and seed; the pickers give what a line leaves out.").waitFor();
+    expect(await textarea.getAttribute('readonly')).not.toBeNull();
+    // Eta: 3 prompts x 2 = 6 images, 2 prompts a batch; Gamma 5 Pro 2K: 1 x 12; the seeded x 3: a prompt a batch.
+    await estimate.getByText('5 batches: 24 credits', { exact: false }).waitFor();
+    expect(await page.getByTestId('batch-plan').locator('tbody tr').allInnerTexts().then((rows) => rows.map((t) => t.replace(/\s+/g, ' ').trim()))).toEqual([
+      'Eta Image · 1:1 1K · 2 per prompt · standard 3 2 6 6',
+      'Gamma 5 Pro · 16:9 2K · 1 per prompt · standard 1 1 1 12',
+      'Eta Image · 1:1 1K · 3 per prompt · standard · seed 40 2 2 6 6',
+    ]);
+    await screenshot(page, 'new-batch-file', { docs: true, fullPage: true });
+    const create = page.getByRole('button', { name: 'Create 5 batches' });
+
+    const sent: Array<{ body: Record<string, unknown>; key: string | undefined }> = [];
+    const created: Array<Promise<string>> = [];
+    const onRequest = (r: import('playwright-core').Request) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') sent.push({ body: r.postDataJSON(), key: r.headers()['idempotency-key'] });
+    };
+    const onResponse = (r: import('playwright-core').Response) => {
+      if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches' && r.status() === 201) created.push(r.json().then((b) => b.id));
+    };
+    page.on('request', onRequest);
+    page.on('response', onResponse);
+
+    // More batches than the plan runs at a time: the page cannot wait for a slot as the CLI
+    // does, so none is created. (The earlier tests' standard batches are let finish first:
+    // each batch alone then fits, and only the five together do not.)
+    const auth = await apiSession();
+    for (let until = Date.now() + 120_000; ; await new Promise((r) => setTimeout(r, 250))) {
+      const { body } = await kiln.api.http.get('/v1/dashboard/account').set(auth).expect(200);
+      if (body.limits.activeBatches === 0) break;
+      if (Date.now() > until) throw new Error(`${body.limits.activeBatches} standard batches still running`);
+    }
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 4 }).expect(200);
+    await create.click();
+    await page.getByRole('alert').getByText('The prompts make 5 standard batches; your plan runs 4 at a time and 0 are running (nothing was created)').waitFor();
+    expect(sent).toEqual([]);
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 100 }).expect(200);
+
+    await create.click();
+    await page.waitForURL(/\/app\/batches$/);
+    await heading('Batches').waitFor();
+    page.off('request', onRequest);
+    page.off('response', onResponse);
+    const eta = { model: 'eta-image', aspectRatio: '1:1', resolution: '1K', tier: 'standard' };
+    expect(sent.map((s) => s.body)).toEqual([
+      expect.objectContaining({ ...eta, countPerCombo: 2, prompts: ['a pier at dawn', 'a pier at noon'] }),
+      expect.objectContaining({ ...eta, countPerCombo: 2, prompts: ['a pier at dusk'] }),
+      expect.objectContaining({ model: 'gamma-5-pro', aspectRatio: '16:9', resolution: '2K', countPerCombo: 1, prompts: ['a gull over the pier'] }),
+      // The seed runs on across the split, as in the CLI: the second batch's first image is the group's fourth.
+      expect.objectContaining({ ...eta, countPerCombo: 3, seed: 40, prompts: ['a pier in fog'] }),
+      expect.objectContaining({ ...eta, countPerCombo: 3, seed: 43, prompts: ['a pier in rain'] }),
+    ]);
+    expect(sent.map((s) => s.key!.slice(37))).toEqual(['0-2', '2-1', 'g1-0-1', 'g2-0-1', 'g2-1-1']);
+    expect(new Set(sent.map((s) => s.key!.slice(0, 36))).size).toBe(1);
+    expect(created).toHaveLength(5);
+    const session = await apiSession();
+    const batches = await Promise.all(created.map(async (id) => (await kiln.api.http.get(`/v1/dashboard/batches/${await id}`).set(session).expect(200)).body.batch));
+    expect(batches).toEqual([
+      expect.objectContaining({ model: 'eta-image', resolution: '1K', countPerCombo: 2, total: 4, creditsCharged: 4 }),
+      expect.objectContaining({ model: 'eta-image', resolution: '1K', countPerCombo: 2, total: 2, creditsCharged: 2 }),
+      expect.objectContaining({ model: 'gamma-5-pro', aspectRatio: '16:9', resolution: '2K', total: 1, creditsCharged: 12 }),
+      expect.objectContaining({ model: 'eta-image', countPerCombo: 3, seed: 40, total: 3, creditsCharged: 3 }),
+      expect.objectContaining({ model: 'eta-image', countPerCombo: 3, seed: 43, total: 3, creditsCharged: 3 }),
+    ]);
+    await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxImagesPerBatch: 50 }).expect(200);
     noConsoleErrors();
   });
 

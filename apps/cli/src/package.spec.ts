@@ -17,8 +17,11 @@ describe('@kiln/cli package', () => {
       const [sdk] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], SDK));
       const [cli] = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], CLI));
       const names: string[] = cli.files.map((f: { path: string }) => f.path);
-      expect(names).toEqual(expect.arrayContaining(['bin/kiln.js', 'dist/main.js', 'dist/submit.js', 'package.json']));
-      expect(names.filter((n) => !/^(bin\/kiln\.js|dist\/[a-z.-]+\.js|package\.json)$/.test(n) || n.includes('spec'))).toEqual([]);
+      // The prompts-file lib (libs/prompts-file) is compiled in, as dist/prompts-file/: no package of its own.
+      expect(names).toEqual(
+        expect.arrayContaining(['bin/kiln.js', 'dist/main.js', 'dist/submit.js', 'dist/prompts-file/index.js', 'dist/prompts-file/prompts-file.js', 'package.json']),
+      );
+      expect(names.filter((n) => !/^(bin\/kiln\.js|dist\/(prompts-file\/)?[a-z.-]+\.js|package\.json)$/.test(n) || n.includes('spec'))).toEqual([]);
 
       const project = path.join(work, 'project');
       fs.mkdirSync(project);
@@ -40,6 +43,11 @@ describe('@kiln/cli package', () => {
       const me = kiln(['me'], { KILN_URL: 'http://127.0.0.1:9', KILN_API_KEY: 'kiln_live_x' });
       expect(me.status).toBe(1);
       expect(me.stderr).toContain('cannot reach Kiln');
+      // The prompts-file lib from the package: it reads the file before any request, and its
+      // refusal is a usage error (exit 2) naming the line.
+      fs.writeFileSync(path.join(project, 'p.jsonl'), '"a fox"\n{"prompt": "a hare", "tier": "cheap"}\n');
+      const badLine = kiln(['submit', 'p.jsonl', '--model', 'm'], { KILN_URL: 'http://127.0.0.1:9', KILN_API_KEY: 'kiln_live_x' });
+      expect({ code: badLine.status, err: badLine.stderr.trim() }).toEqual({ code: 2, err: 'kiln: p.jsonl:2: "tier" must be "standard" or "economy"' });
       const noKey = kiln(['me'], { KILN_API_KEY: '' });
       expect(noKey.status).toBe(2);
       expect(noKey.stderr).toContain('KILN_API_KEY');

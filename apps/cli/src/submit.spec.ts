@@ -2,58 +2,34 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { UsageError } from './cli.errors';
-import { parsePromptsFile } from './prompts-file';
-import { chunkKey, chunkPlan, chunkPrompts, groupIsEconomy, planSubmission } from './submit';
+import { chunkKey, chunkPlan, groupIsEconomy, planSubmission, SubmitOptions } from './submit';
 import { SubmitStateStore } from './submit-state';
 
-describe('prompts files', () => {
-  const prompts = (lines: { prompt: string }[]) => lines.map((l) => l.prompt);
-
-  it('.txt: a prompt a line, blank lines and # comments skipped, whitespace trimmed', () => {
-    expect(prompts(parsePromptsFile('p.txt', '# header\n\n a fox \r\n#skip\na hare\n'))).toEqual(['a fox', 'a hare']);
-  });
-
-  it('.jsonl: a JSON string or {"prompt"} a line', () => {
-    expect(prompts(parsePromptsFile('p.jsonl', '"a fox"\n\n{"prompt": "a hare", "id": 7}\n'))).toEqual(['a fox', 'a hare']);
-  });
-
-  it('.jsonl lines carry their own model, aspectRatio, resolution, countPerCombo, seed and note; bad values are named', () => {
-    const line = '{"prompt": "a fox", "model": "m2", "aspectRatio": "16:9", "resolution": "2K", "countPerCombo": 3, "seed": 42, "note": "n", "id": 7}';
-    expect(parsePromptsFile('p.jsonl', line)).toEqual([
-      { prompt: 'a fox', options: { model: 'm2', aspectRatio: '16:9', resolution: '2K', countPerCombo: 3, seed: 42, note: 'n' } },
-    ]);
-    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "seed": -1}')).toThrow('p.jsonl:1: "seed" must be a whole number 0..2147483647');
-    expect(() => parsePromptsFile('p.jsonl', '"ok"\n{"prompt": "a", "resolution": "8K"}')).toThrow('p.jsonl:2: "resolution"');
-    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "countPerCombo": 1.5}')).toThrow('"countPerCombo"');
-  });
-
-  it('.jsonl lines carry their own tier, "standard" or "economy"; anything else is named with its line', () => {
-    expect(parsePromptsFile('p.jsonl', '{"prompt": "a", "tier": "economy"}\n{"prompt": "b", "tier": "standard"}')).toEqual([
-      { prompt: 'a', options: { tier: 'economy' } },
-      { prompt: 'b', options: { tier: 'standard' } },
-    ]);
-    for (const bad of ['"cheap"', '"Economy"', '""', 'null', '1', '["economy"]']) {
-      expect(() => parsePromptsFile('p.jsonl', `"ok"\n{"prompt": "a", "tier": ${bad}}`)).toThrow(new UsageError('p.jsonl:2: "tier" must be "standard" or "economy"'));
+describe('prompts files (read by libs/prompts-file)', () => {
+  it("the lib's refusals are usage errors (exit 2) with the lib's messages, naming the file and line", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-plan-'));
+    try {
+      // A file's name, its text, the options, and what the message says after the file's path.
+      const cases: Array<[string, string, SubmitOptions, string]> = [
+        ['p.csv', 'a', { model: 'm' }, ': a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)'],
+        ['p.jsonl', '"ok"\n{"prompt": "a", "tier": "cheap"}', { model: 'm' }, ':2: "tier" must be "standard" or "economy"'],
+        ['q.jsonl', 'not json', { model: 'm' }, ':1: not JSON'],
+        ['p.txt', '# only a comment\n', { model: 'm' }, ': no prompts'],
+        ['q.txt', 'a fox', {}, ': prompt 1 has no model: pass --model or give the line a "model"'],
+      ];
+      for (const [name, text, options, after] of cases) {
+        const file = path.join(dir, name);
+        fs.writeFileSync(file, text);
+        expect(() => planSubmission(file, options)).toThrow(new UsageError(`${file}${after}`));
+        expect(() => planSubmission(file, options)).toThrow(UsageError);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
-  });
-
-  it('refuses other file types, bad lines (named) and empty files as usage errors', () => {
-    expect(() => parsePromptsFile('p.csv', 'a')).toThrow(UsageError);
-    expect(() => parsePromptsFile('p.jsonl', '"ok"\n{"prompt": 3}\n')).toThrow('p.jsonl:2');
-    expect(() => parsePromptsFile('p.jsonl', 'not json')).toThrow('p.jsonl:1: not JSON');
-    expect(() => parsePromptsFile('p.txt', '# only a comment\n')).toThrow('no prompts');
   });
 });
 
 describe('splitting a submission', () => {
-  it('fills batches up to the plan limit, counting copies per prompt', () => {
-    expect(chunkPrompts(25, 1, 10, 1000)).toEqual([{ first: 0, count: 10 }, { first: 10, count: 10 }, { first: 20, count: 5 }]);
-    expect(chunkPrompts(7, 3, 10, 1000)).toEqual([{ first: 0, count: 3 }, { first: 3, count: 3 }, { first: 6, count: 1 }]);
-    expect(chunkPrompts(5, 1, 100, 2)).toEqual([{ first: 0, count: 2 }, { first: 2, count: 2 }, { first: 4, count: 1 }]);
-    // A prompt alone above the limit still goes, alone: the server then says why not.
-    expect(chunkPrompts(2, 20, 10, 1000)).toEqual([{ first: 0, count: 1 }, { first: 1, count: 1 }]);
-  });
-
   it('the same file and options give the same fingerprint and keys; any change gives others', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-plan-'));
     try {

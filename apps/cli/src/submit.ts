@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { BaseOptions, chunkGroups, chunkPlace, chunkRequest, groupPromptLines, parsePromptsFile, PromptGroup, PromptsFileError } from '@app/prompts-file';
 import { BatchDetail, CreateBatchRequest, Kiln, KilnApiError } from '@app/sdk';
 import { UsageError } from './cli.errors';
 import type { ProgressReporter } from './progress';
-import { LineOptions, parsePromptsFile } from './prompts-file';
 import { ChunkResult, ChunkState, SubmissionState, SubmitStateStore } from './submit-state';
 
 export interface SubmitOptions {
@@ -40,19 +40,10 @@ export interface SubmitOutcome {
   interrupted: boolean;
 }
 
-type GroupBody = Omit<CreateBatchRequest, 'prompts' | 'refImages'>;
-
-/** Prompts that share one set of options (the command's, with a `.jsonl` line's over them): they go in the same batches. */
-export interface PromptGroup {
-  prompts: string[];
-  body: GroupBody;
-  imagesPerPrompt: number;
-}
-
 /** What a prompts file and the options make: the file's prompts grouped by the batch body they need. */
 export interface SubmissionPlan {
   /** In the order each option set first appears in the file. */
-  groups: PromptGroup[];
+  groups: PromptGroup<CliBase>[];
   promptCount: number;
   /** Reference files by content hash, in the order given. */
   refs: { file: string; hash: string }[];
@@ -60,7 +51,20 @@ export interface SubmissionPlan {
   fingerprint: string;
 }
 
+/** The command's options as a batch body's fields (the base every line starts from). */
+type CliBase = BaseOptions & { refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp' };
+
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+
+/** The prompts-file lib's refusals are the command's usage errors: exit 2, the lib's message. */
+function asUsage<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof PromptsFileError) throw new UsageError(err.message);
+    throw err;
+  }
+}
 
 export function planSubmission(file: string, options: SubmitOptions): SubmissionPlan {
   let content: Buffer;
@@ -69,7 +73,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
   } catch (err) {
     throw new UsageError(`Cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
-  const lines = parsePromptsFile(file, content.toString('utf8'));
+  const lines = asUsage(() => parsePromptsFile(file, content.toString('utf8')));
   if (options.refMode && !options.ref?.length) throw new UsageError('--ref-mode needs at least one --ref file');
   const refs = (options.ref ?? []).map((ref) => {
     try {
@@ -79,7 +83,7 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     }
   });
   const refMode = refs.length ? (options.refMode ?? 'combined') : undefined;
-  const base: LineOptions & { model?: string; refMode?: 'each' | 'combined'; outputFormat?: 'png' | 'jpeg' | 'webp'; tier?: 'economy' } = {
+  const base: CliBase = {
     ...(options.model !== undefined && { model: options.model }),
     ...(options.ratio !== undefined && { aspectRatio: options.ratio }),
     ...(options.resolution !== undefined && { resolution: options.resolution }),
@@ -92,26 +96,11 @@ export function planSubmission(file: string, options: SubmitOptions): Submission
     // same submission (and state file entry) as no --tier at all.
     ...(options.tier === 'economy' && { tier: 'economy' as const }),
   };
-  const groups = new Map<string, PromptGroup>();
-  lines.forEach((line, i) => {
-    const body = { ...base, ...line.options };
-    // A line's "tier": "standard" over --tier economy: standard is sent as no tier, as --tier
-    // standard is, so a line saying so groups (and keys its batches) with lines saying nothing.
-    if (body.tier === 'standard') delete body.tier;
-    if (!body.model) throw new UsageError(`${file}: prompt ${i + 1} has no model: pass --model or give the line a "model"`);
-    const key = JSON.stringify(Object.entries(body).sort(([a], [b]) => a.localeCompare(b)));
-    let group = groups.get(key);
-    if (!group) {
-      const imagesPerPrompt = (body.countPerCombo ?? 1) * (refMode === 'each' ? refs.length : 1);
-      group = { prompts: [], body: body as GroupBody, imagesPerPrompt };
-      groups.set(key, group);
-    }
-    group.prompts.push(line.prompt);
-  });
+  const groups = asUsage(() => groupPromptLines(file, lines, base, refMode === 'each' ? refs.length : 1));
   // The command's options as they were before lines could carry their own, so a state file
   // written by an earlier kiln for a plain file still resumes.
   const fingerprint = sha256(JSON.stringify({ prompts: sha256(content), body: base, refs: refs.map((r) => r.hash) })).slice(0, 32);
-  return { groups: [...groups.values()], promptCount: lines.length, refs, fingerprint };
+  return { groups, promptCount: lines.length, refs, fingerprint };
 }
 
 /** Whether a group's batches go on the economy tier (--tier economy, or the lines' own "tier"). */
@@ -121,26 +110,12 @@ export function groupIsEconomy(plan: SubmissionPlan, group = 0): boolean {
 
 /** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
 export function chunkPlan(plan: SubmissionPlan, maxImagesPerBatch: number, maxPrompts: number): { group: number; first: number; count: number; images: number }[] {
-  return plan.groups.flatMap((g, group) =>
-    chunkPrompts(g.prompts.length, g.imagesPerPrompt, maxImagesPerBatch, maxPrompts).map((c) => ({ group, ...c, images: c.count * g.imagesPerPrompt })),
-  );
+  return chunkGroups(plan.groups, maxImagesPerBatch, maxPrompts);
 }
 
 /** The create body of one chunk of the plan. */
 function chunkBody(plan: SubmissionPlan, chunk: { group?: number; first: number; count: number }, refImages: string[]): CreateBatchRequest {
-  const group = plan.groups[chunk.group ?? 0];
-  // A seed runs on across the group's batches, as if it were one batch: image n of the group
-  // renders with seed + n - 1 however the plan splits it.
-  const seed = typeof group.body.seed === 'number' ? { seed: (group.body.seed + chunk.first * group.imagesPerPrompt) % 2 ** 31 } : {};
-  return { ...group.body, ...seed, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count), ...(refImages.length && { refImages }) } as CreateBatchRequest;
-}
-
-/** Prompts per batch: as many as the plan's batch limit allows, at least one (the server then says why not). */
-export function chunkPrompts(promptCount: number, imagesPerPrompt: number, maxImagesPerBatch: number, maxPrompts: number): { first: number; count: number }[] {
-  const per = Math.max(1, Math.min(maxPrompts, Math.floor(maxImagesPerBatch / imagesPerPrompt)));
-  const chunks: { first: number; count: number }[] = [];
-  for (let first = 0; first < promptCount; first += per) chunks.push({ first, count: Math.min(per, promptCount - first) });
-  return chunks;
+  return { ...chunkRequest(plan.groups, chunk), ...(refImages.length && { refImages }) } as CreateBatchRequest;
 }
 
 /**
@@ -149,8 +124,7 @@ export function chunkPrompts(promptCount: number, imagesPerPrompt: number, maxIm
  * answer) asks for the same batch and the server answers it instead of charging again.
  */
 export function chunkKey(fingerprint: string, chunk: { group?: number; first: number; count: number }): string {
-  const group = chunk.group ? `g${chunk.group}-` : '';
-  return `kiln-cli-${fingerprint}-${group}${chunk.first}-${chunk.count}`;
+  return `kiln-cli-${fingerprint}-${chunkPlace(chunk)}`;
 }
 
 /** When the plan's concurrent limit is taken by batches other than ours, ask again after this. */

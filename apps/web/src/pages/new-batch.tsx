@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, Catalog, describeError, Estimate, Model } from '../api';
+import { AccountInfo, api, ApiError, Catalog, describeError, Estimate, Model } from '../api';
 import { Link, navigate } from '../router';
 import { refreshAccount, useSession } from '../session';
 import { ErrorState, formatNumber, Loading, Notice, PageTitle, useLoad } from '../ui';
-import { FilePrompt, parsePromptsFile, promptsByTier, Tier } from './prompts-file';
+import { BatchBody, BatchLimits, BatchPlan, linesCarryOptions, parsePromptsFile, planBatches, PromptLine, Tier, typedLines } from './prompts-file';
 
 interface Form {
   model: string;
@@ -18,31 +18,30 @@ interface Form {
   /** The picker's tier: every prompt's, but those whose .jsonl line chose their own. */
   tier: Tier;
   /**
-   * Set when a .jsonl file's lines chose tiers: then these are the prompts (the textarea shows
-   * them, read-only), each on its line's tier or the picker's. Null: the textarea's prompts.
+   * Set when a .jsonl file's lines set options of their own (tier, model, size, count, seed,
+   * note): then these are the prompts (the textarea shows them, read-only), each line's options
+   * over the pickers'. Null: the textarea's prompts, every one on the pickers'.
    */
-  filePrompts: FilePrompt[] | null;
+  fileLines: PromptLine[] | null;
 }
 
-const promptList = (text: string) => text.split(/\r?\n/).map((p) => p.trim()).filter((p) => p.length > 0);
-
 /**
- * The bodies of POST /batches (and their estimates) from the form: one, or, when a file's lines
- * chose tiers, one per tier its prompts end up on.
+ * The batches the form creates, as `kiln submit` would for the same prompts and options
+ * (prompts-file.ts): a batch per distinct set of settings, each split by the plan's limit.
  */
-function requestBodies(f: Form) {
-  const base = {
+function batchPlan(f: Form, limits: BatchLimits): BatchPlan {
+  const pickers = {
     model: f.model,
     aspectRatio: f.aspectRatio,
     resolution: f.resolution,
     countPerCombo: f.countPerCombo,
-    refMode: f.refImages.length ? f.refMode : 'none',
-    refImages: f.refImages.length && f.refMode !== 'none' ? f.refImages.map((r) => r.url) : [],
+    note: f.note.trim(),
+    tier: f.tier,
+    refMode: f.refImages.length ? f.refMode : ('none' as const),
+    refImages: f.refImages.map((r) => r.url),
     quality: f.quality,
-    note: f.note.trim() || null,
   };
-  if (!f.filePrompts) return [{ ...base, prompts: promptList(f.prompts), tier: f.tier }];
-  return promptsByTier(f.filePrompts, f.tier).map(({ tier, prompts }) => ({ ...base, prompts, tier }));
+  return planBatches(f.fileLines ?? typedLines(f.prompts), pickers, limits);
 }
 
 /**
@@ -89,17 +88,22 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     quality: catalog.defaults.quality,
     note: '',
     tier: 'standard',
-    filePrompts: null,
+    fileLines: null,
   }));
   const model = catalog.models.find((m) => m.key === form.model) ?? first;
-  const bodies = useMemo(() => requestBodies(form), [form]);
+  const limits: BatchLimits = {
+    maxImagesPerBatch: session.kind === 'signed-in' ? session.info.limits.maxImagesPerBatch : Number.MAX_SAFE_INTEGER,
+    maxPrompts: catalog.limits.maxPrompts,
+  };
+  const plan = useMemo(() => batchPlan(form, limits), [form, limits.maxImagesPerBatch, limits.maxPrompts]);
+  const bodies = plan.batches.map((b) => b.body);
   // One key per form content: a double click, or a retry after a lost answer, makes one batch.
-  const idempotencyKey = useMemo(() => crypto.randomUUID(), [form]);
+  const idempotencyKey = useMemo(() => crypto.randomUUID(), [form, limits.maxImagesPerBatch]);
   const [estimate, setEstimate] = useState<{ value?: Estimate[]; error?: unknown }>({});
   const [submitting, setSubmitting] = useState(false);
   const [submitError, setSubmitError] = useState<unknown>(undefined);
-  // The batches a submit of a file mixing tiers created before one was refused.
-  const [created, setCreated] = useState<Array<{ id: string; tier: Tier }>>([]);
+  // The batches a submit of several created before one was refused.
+  const [created, setCreated] = useState<string[]>([]);
   const [fileError, setFileError] = useState<string | null>(null);
   const [uploading, setUploading] = useState(false);
   const [dragging, setDragging] = useState(false);
@@ -117,7 +121,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     set({ model: key, ...legalSize(m, form.aspectRatio, form.resolution) });
   };
 
-  // The live estimate: the api prices the form as it would create it (debounced), a batch per tier.
+  // The live estimate: the api prices the form as it would create it (debounced), batch by batch.
   useEffect(() => {
     if (bodies.every((b) => b.prompts.length === 0)) return setEstimate({});
     const stop = new AbortController();
@@ -131,21 +135,23 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
       clearTimeout(timer);
       stop.abort();
     };
-  }, [bodies]);
+  }, [plan]);
 
   const readPromptFiles = async (files: FileList | null) => {
     setFileError(null);
     if (!files) return;
     try {
-      const added: FilePrompt[] = [];
-      for (const file of Array.from(files)) {
-        if (!/\.(txt|jsonl)$/i.test(file.name)) throw new Error(`${file.name}: only .txt and .jsonl files hold prompts`);
-        added.push(...parsePromptsFile(file.name, await file.text()));
-      }
-      const all: FilePrompt[] = [...(form.filePrompts ?? promptList(form.prompts).map((prompt) => ({ prompt }))), ...added];
-      // Once a line chose a tier, the prompts are held with their tiers (the textarea turns
-      // read-only: an edited line could no longer say which tier it had).
-      set({ prompts: all.map((p) => p.prompt).join('\n'), filePrompts: all.some((p) => p.tier) ? all : null });
+      const added: PromptLine[] = [];
+      // The CLI's parser (libs/prompts-file): its checks and its messages, naming the file and line.
+      for (const file of Array.from(files)) added.push(...parsePromptsFile(file.name, await file.text()));
+      const all = [...(form.fileLines ?? typedLines(form.prompts)), ...added];
+      const text = all.map((p) => p.prompt).join('\n');
+      // Once a line set options of its own (or holds a prompt the textarea would change: a line
+      // break, spaces at an end), the lines are held as read (the textarea turns read-only: an
+      // edited line could no longer say what it had set).
+      const asTyped = typedLines(text);
+      const same = asTyped.length === all.length && asTyped.every((l, i) => l.prompt === all[i].prompt);
+      set({ prompts: text, fileLines: linesCarryOptions(all) || !same ? all : null });
     } catch (err) {
       setFileError((err as Error).message);
     }
@@ -173,17 +179,18 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     submittingRef.current = true;
     setSubmitting(true);
     setSubmitError(undefined);
-    const made: Array<{ id: string; tier: Tier }> = [];
+    const made: string[] = [];
     try {
       if (bodies.length > 1) await priceTogether(bodies);
-      for (const body of bodies) {
-        // A key per tier's batch: creating again after the second was refused replays the first.
-        const key = bodies.length > 1 ? `${idempotencyKey}-${body.tier}` : idempotencyKey;
-        const batch = await api<{ id: string }>('POST', '/batches', { body, headers: { 'Idempotency-Key': key } });
-        made.push({ id: batch.id, tier: body.tier });
+      for (const batch of plan.batches) {
+        // A key per batch, by its place in the form as the CLI keys a file's: creating again
+        // after one was refused replays those already made.
+        const key = plan.batches.length > 1 ? `${idempotencyKey}-${batch.place}` : idempotencyKey;
+        const res = await api<{ id: string }>('POST', '/batches', { body: batch.body, headers: { 'Idempotency-Key': key } });
+        made.push(res.id);
       }
       void refreshAccount();
-      navigate(made.length === 1 ? `/batches/${made[0].id}` : '/batches');
+      navigate(made.length === 1 ? `/batches/${made[0]}` : '/batches');
     } catch (err) {
       if (made.length) void refreshAccount();
       setCreated(made);
@@ -204,9 +211,15 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
   };
 
   const count = bodies.reduce((n, b) => n + b.prompts.length, 0);
-  // Only a file's lines can ask for economy where the model has none (the picker falls back to standard).
-  const economyMissing = bodies.some((b) => b.tier === 'economy') && economyCost(model, form.resolution) === null;
-  const pickerPrompts = form.filePrompts ? form.filePrompts.filter((p) => !p.tier).length : count;
+  // Only a file's lines can ask for economy where the model has none (the picker falls back to
+  // standard). A model the catalog does not know is the estimate's to refuse.
+  const modelOf = (key: string) => catalog.models.find((m) => m.key === key);
+  const economyMissing = bodies
+    .filter((b) => b.tier === 'economy')
+    .map((b) => ({ m: modelOf(b.model), resolution: b.resolution }))
+    .find(({ m, resolution }) => m && economyCost(m, resolution) === null);
+  const tiered = form.fileLines ? form.fileLines.filter((l) => l.options.tier).length : 0;
+  const economyWindow = Math.max(0, ...bodies.filter((b) => b.tier === 'economy').map((b) => modelOf(b.model)?.economyWindowHours ?? 0));
   const maxRefs = model.maxRefImages ?? catalog.limits.maxRefImages;
   const balance = session.kind === 'signed-in' ? session.info.account.balance : null;
 
@@ -281,7 +294,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
               resolution={form.resolution}
               tier={form.tier}
               onPick={(tier) => set({ tier })}
-              fileTiers={form.filePrompts ? (pickerPrompts === 0 ? 'all' : 'some') : 'none'}
+              fileTiers={tiered === 0 ? 'none' : tiered === count ? 'all' : 'some'}
             />
           )}
         </div>
@@ -300,25 +313,30 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             id="prompts"
             rows={6}
             value={form.prompts}
-            readOnly={form.filePrompts !== null}
+            readOnly={form.fileLines !== null}
             onInput={(e) => set({ prompts: e.currentTarget.value })}
-            aria-describedby={form.filePrompts ? 'prompts-help file-tiers' : 'prompts-help'}
+            aria-describedby={form.fileLines ? 'prompts-help file-settings' : 'prompts-help'}
             placeholder={"a red fox in the snow\na lighthouse at dusk"}
           />
           <p id="prompts-help" class="help">
-            {formatNumber(count)} of at most {formatNumber(catalog.limits.maxPrompts)} prompts. Drop .txt or .jsonl files here, or{' '}
+            {formatNumber(count)} prompt{count === 1 ? '' : 's'}
+            {limits.maxImagesPerBatch < Number.MAX_SAFE_INTEGER && `; your plan's batches hold up to ${formatNumber(limits.maxImagesPerBatch)} images each, more make more batches`}
+            . Drop .txt or .jsonl files here (as <code>kiln submit</code> reads them), or{' '}
             <label class="file-label">
               choose a file
               <input type="file" accept=".txt,.jsonl" multiple class="sr-only" onChange={(e) => void readPromptFiles(e.currentTarget.files)} />
             </label>
             .
           </p>
-          {form.filePrompts && (
-            <FileTiers
-              bodies={bodies}
-              pickerPrompts={pickerPrompts}
-              economyMissing={economyMissing ? `${model.displayName} has no economy tier${model.economyCreditCost ? ` at ${form.resolution}` : ''}` : null}
-              onClear={() => set({ filePrompts: null })}
+          {form.fileLines && (
+            <FileSettings
+              lines={form.fileLines}
+              economyMissing={
+                economyMissing?.m
+                  ? `${economyMissing.m.displayName} has no economy tier${economyMissing.m.economyCreditCost ? ` at ${economyMissing.resolution}` : ''}`
+                  : null
+              }
+              onClear={() => set({ fileLines: null })}
             />
           )}
         </div>
@@ -375,16 +393,22 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
         </div>
 
         <div class="card estimate" aria-live="polite" data-testid="estimate">
-          <EstimateView estimate={estimate} hasPrompts={count > 0} windowHours={model.economyWindowHours} />
+          <EstimateView estimate={estimate} plan={plan} hasPrompts={count > 0} windowHours={economyWindow} modelName={(key) => modelOf(key)?.displayName ?? key} />
         </div>
         {submitError !== undefined && created.length > 0 && (
           <Notice kind="warn">
-            <Link to={`/batches/${created[0].id}`}>The {created[0].tier} batch</Link> was created, the other was not (below). Creating again makes only the
-            missing one.
+            {created.length} of {bodies.length} batches were created (
+            {created.flatMap((id, i) => [
+              i > 0 ? ', ' : null,
+              <Link key={id} to={`/batches/${id}`}>
+                batch {i + 1}
+              </Link>,
+            ])}
+            ), the others were not (below). Creating again makes only the missing ones.
           </Notice>
         )}
         {submitError !== undefined && <ErrorState error={submitError} />}
-        <button type="submit" class="primary wide" disabled={submitting || count === 0 || uploading || economyMissing}>
+        <button type="submit" class="primary wide" disabled={submitting || count === 0 || uploading || !!economyMissing}>
           {submitting ? 'Creating…' : bodies.length > 1 ? `Create ${bodies.length} batches` : 'Create batch'}
         </button>
       </form>
@@ -400,12 +424,17 @@ function priceRange(m: Model): string {
 }
 
 /**
- * A file mixing tiers makes a batch per tier. As the CLI does, they are priced together before
- * either is created: a refusal of one (a plan without economy batches, a batch over the limit)
- * or a balance short of both creates neither. Throws what stops them.
+ * Several batches (a file whose lines set their own options, or more prompts than one batch
+ * holds) are priced together before any is created, as the CLI does: a refusal of one (a model,
+ * a size, a plan without economy batches), a balance short of them all, or more batches of a
+ * tier than the plan has free slots for (the CLI waits for a slot; the page cannot) creates
+ * none. Throws what stops them.
  */
-async function priceTogether(bodies: ReturnType<typeof requestBodies>): Promise<void> {
-  const estimates = await Promise.all(bodies.map((body) => api<Estimate>('POST', '/batches/estimate', { body })));
+async function priceTogether(bodies: BatchBody[]): Promise<void> {
+  const [estimates, account] = await Promise.all([
+    Promise.all(bodies.map((body) => api<Estimate>('POST', '/batches/estimate', { body }))),
+    api<AccountInfo>('GET', '/account'),
+  ]);
   const refusal = estimates.find((e) => e.refusal)?.refusal;
   if (refusal) throw new ApiError(400, refusal.code, `${refusal.message} (nothing was created)`, refusal.details);
   const needed = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
@@ -417,33 +446,48 @@ async function priceTogether(bodies: ReturnType<typeof requestBodies>): Promise<
       batches: bodies.length,
     });
   }
+  const { limits } = account;
+  for (const tier of ['standard', 'economy'] as const) {
+    const batches = bodies.filter((b) => b.tier === tier).length;
+    const max = tier === 'economy' ? limits.maxConcurrentEconomyBatches : limits.maxConcurrentBatches;
+    const active = tier === 'economy' ? limits.activeEconomyBatches : limits.activeBatches;
+    if (batches > 0 && active + batches > max) {
+      throw new ApiError(
+        403,
+        'concurrent_limit_exceeded',
+        `The prompts make ${batches} ${tier} batches; your plan runs ${max} at a time and ${active} ${active === 1 ? 'is' : 'are'} running (nothing was created)`,
+        { tier, batches, active, max },
+      );
+    }
+  }
 }
 
-/** What a file's tiers do: the prompts per tier (a batch each), and the way back to one tier for all. */
-function FileTiers({
-  bodies,
-  pickerPrompts,
-  economyMissing,
-  onClear,
-}: {
-  bodies: ReturnType<typeof requestBodies>;
-  pickerPrompts: number;
-  economyMissing: string | null;
-  onClear: () => void;
-}) {
-  const counts = bodies.map((b) => `${formatNumber(b.prompts.length)} ${b.tier}`).join(', ');
+/** The options a .jsonl line may set, as the page names them. */
+const LINE_SETTINGS: Array<[keyof PromptLine['options'], string]> = [
+  ['model', 'model'],
+  ['aspectRatio', 'aspect ratio'],
+  ['resolution', 'resolution'],
+  ['countPerCombo', 'images per prompt'],
+  ['seed', 'seed'],
+  ['note', 'note'],
+  ['tier', 'tier'],
+];
+
+/** What a file's lines set over the pickers, and the way back to the pickers for every prompt. */
+function FileSettings({ lines, economyMissing, onClear }: { lines: PromptLine[]; economyMissing: string | null; onClear: () => void }) {
+  const names = LINE_SETTINGS.filter(([key]) => lines.some((l) => l.options[key] !== undefined)).map(([, name]) => name);
+  const listed = names.length > 1 ? `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}` : names[0];
   return (
-    <div id="file-tiers" data-testid="file-tiers">
+    <div id="file-settings" data-testid="file-settings">
       <p class="help">
-        The file's lines choose their tier{pickerPrompts > 0 ? ` (${formatNumber(pickerPrompts)} without one take${pickerPrompts === 1 ? 's' : ''} the picker's)` : ''}: {counts}
-        {bodies.length > 1 ? ', a batch per tier.' : '.'}{' '}
+        {listed ? `The file's lines set their own ${listed}; the pickers give what a line leaves out.` : "The prompts are held as the file's lines give them."}{' '}
         <button type="button" class="small" onClick={onClear}>
-          Use one tier for all
+          Use the pickers for all
         </button>
       </p>
       {economyMissing && (
         <p class="error-text" role="alert">
-          {economyMissing}: pick a model and resolution with economy prices, or use one tier for all.
+          {economyMissing}: pick a model and resolution with economy prices, or use the pickers for all.
         </p>
       )}
     </div>
@@ -495,46 +539,109 @@ function TierPicker({
   );
 }
 
-function EstimateView({ estimate, hasPrompts, windowHours }: { estimate: { value?: Estimate[]; error?: unknown }; hasPrompts: boolean; windowHours: number | null }) {
+function EstimateView({
+  estimate,
+  plan,
+  hasPrompts,
+  windowHours,
+  modelName,
+}: {
+  estimate: { value?: Estimate[]; error?: unknown };
+  plan: BatchPlan;
+  hasPrompts: boolean;
+  windowHours: number;
+  modelName: (key: string) => string;
+}) {
   if (!hasPrompts) return <p>Type or drop prompts to see the price.</p>;
   if (estimate.error) {
     return <p class="error-text">{estimate.error instanceof ApiError ? estimate.error.message : describeError(estimate.error)}</p>;
   }
   const all = estimate.value;
-  if (!all) return <p>Pricing…</p>;
-  const mixed = all.length > 1;
+  if (!all || all.length !== plan.batches.length) return <p>Pricing…</p>;
+  const several = all.length > 1;
   const needed = all.reduce((sum, e) => sum + e.creditsRequired, 0);
   const { balance } = all[0];
+  const refusals = [...new Set(all.map((e) => e.refusal?.message).filter((m): m is string => !!m))];
   return (
     <>
-      {all.map((e) => (
-        <p class="estimate-line" key={e.tier}>
-          {mixed && `${e.tier === 'economy' ? 'Economy' : 'Standard'}: `}
-          <strong>{formatNumber(e.total)}</strong> image{e.total === 1 ? '' : 's'} × {e.creditCost} = <strong>{formatNumber(e.creditsRequired)} credits</strong>
-          {!mixed && (
-            <>
-              {' '}
-              <span class="muted">(balance {formatNumber(balance)})</span>
-            </>
-          )}
-        </p>
-      ))}
-      {mixed && (
+      {several ? (
+        <BatchTable plan={plan} estimates={all} modelName={modelName} />
+      ) : (
         <p class="estimate-line">
-          Both batches: <strong>{formatNumber(needed)} credits</strong> <span class="muted">(balance {formatNumber(balance)})</span>
+          <strong>{formatNumber(all[0].total)}</strong> image{all[0].total === 1 ? '' : 's'} × {all[0].creditCost} ={' '}
+          <strong>{formatNumber(all[0].creditsRequired)} credits</strong> <span class="muted">(balance {formatNumber(balance)})</span>
+        </p>
+      )}
+      {several && (
+        <p class="estimate-line">
+          {formatNumber(all.length)} batches: <strong>{formatNumber(needed)} credits</strong> <span class="muted">(balance {formatNumber(balance)})</span>
         </p>
       )}
       {all.some((e) => e.tier === 'economy') && (
         <p class="help">
-          {mixed ? 'Economy batch' : 'Economy tier'}: every image ready within {windowHours} hours; any not done by then is refunded.
+          {several ? 'Economy batches' : 'Economy tier'}: every image ready within {windowHours} hours; any not done by then is refunded.
         </p>
       )}
-      {all.map((e) => e.refusal && <p class="error-text" key={`${e.tier}-refusal`}>{e.refusal.message}</p>)}
-      {mixed && needed > balance && !all.some((e) => e.refusal) && (
+      {refusals.map((message) => (
+        <p class="error-text" key={message}>
+          {message}
+        </p>
+      ))}
+      {several && needed > balance && refusals.length === 0 && (
         <p class="error-text">
-          Both batches need {formatNumber(needed)} credits; the balance is {formatNumber(balance)}.
+          The {formatNumber(all.length)} batches need {formatNumber(needed)} credits; the balance is {formatNumber(balance)}.
         </p>
       )}
     </>
+  );
+}
+
+/** What the form creates when it makes several batches: a row per set of settings, with its batches and price. */
+function BatchTable({ plan, estimates, modelName }: { plan: BatchPlan; estimates: Estimate[]; modelName: (key: string) => string }) {
+  const rows = plan.groups.map((group, g) => {
+    const batches = plan.batches.map((b, i) => ({ b, e: estimates[i] })).filter(({ b }) => b.group === g);
+    const body = batches[0].b.body;
+    const settings = [
+      modelName(body.model),
+      `${body.aspectRatio} ${body.resolution}`,
+      `${body.countPerCombo} per prompt`,
+      body.tier,
+      ...(typeof group.body.seed === 'number' ? [`seed ${group.body.seed}`] : []),
+      ...(body.note ? [`note “${body.note}”`] : []),
+    ].join(' · ');
+    return {
+      settings,
+      prompts: group.prompts.length,
+      batches: batches.length,
+      images: batches.reduce((n, { e }) => n + e.total, 0),
+      credits: batches.reduce((n, { e }) => n + e.creditsRequired, 0),
+    };
+  });
+  return (
+    <div class="table-wrap">
+      <table class="batch-plan" data-testid="batch-plan">
+        <caption>What “Create” makes: a batch per set of settings, split to fit your plan</caption>
+        <thead>
+          <tr>
+            <th scope="col">Settings</th>
+            <th scope="col">Prompts</th>
+            <th scope="col">Batches</th>
+            <th scope="col">Images</th>
+            <th scope="col">Credits</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr key={r.settings}>
+              <td>{r.settings}</td>
+              <td>{formatNumber(r.prompts)}</td>
+              <td>{formatNumber(r.batches)}</td>
+              <td>{formatNumber(r.images)}</td>
+              <td>{formatNumber(r.credits)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -1,49 +1,99 @@
+import { chunkGroups, chunkPlace, chunkRequest, groupPromptLines, PromptGroup, PromptLine } from '@app/prompts-file';
+
+/*
+ * The new-batch page reads a prompts file with the lib the CLI reads it with
+ * (libs/prompts-file, @app/prompts-file): the same lines skipped, the same per-line keys and
+ * checks, the same messages, the same grouping into batches and the same split by the plan's
+ * batch limit.
+ */
+export { linesCarryOptions, parsePromptsFile, PromptsFileError } from '@app/prompts-file';
+export type { PromptLine } from '@app/prompts-file';
+
 export type Tier = 'standard' | 'economy';
 
-export interface FilePrompt {
-  prompt: string;
-  /** The .jsonl line's own "tier", over the page's tier picker for this prompt; undefined: the picker's. */
-  tier?: Tier;
+/** The page's pickers: what every prompt gets unless its .jsonl line sets its own. */
+export interface Pickers {
+  model: string;
+  aspectRatio: string;
+  resolution: string;
+  countPerCombo: number;
+  /** Trimmed; empty for none. */
+  note: string;
+  tier: Tier;
+  /** 'none' without references. */
+  refMode: 'none' | 'each' | 'combined';
+  refImages: string[];
+  quality: string;
+}
+
+/** The plan's limits a batch must fit: the account's maxImagesPerBatch, the catalog's maxPrompts. */
+export interface BatchLimits {
+  maxImagesPerBatch: number;
+  maxPrompts: number;
+}
+
+/** The body of one POST /batches (and its estimate). */
+export interface BatchBody {
+  model: string;
+  aspectRatio: string;
+  resolution: string;
+  countPerCombo: number;
+  seed?: number;
+  note: string | null;
+  tier: Tier;
+  refMode: 'none' | 'each' | 'combined';
+  refImages: string[];
+  quality: string;
+  prompts: string[];
+}
+
+/** One batch the page would create: its group (one set of settings), its place in it, its body. */
+export interface PlannedBatch {
+  group: number;
+  first: number;
+  count: number;
+  images: number;
+  /** What its idempotency key ends with when the form makes several batches: its place, as the CLI keys it. */
+  place: string;
+  body: BatchBody;
+}
+
+export interface BatchPlan {
+  /** One per distinct set of settings, in the order each first appears. */
+  groups: PromptGroup[];
+  batches: PlannedBatch[];
 }
 
 /**
- * Prompts from a dropped or chosen file: .txt is one prompt per non-empty line; .jsonl is one
- * JSON value per line, a string or an object with a "prompt" string and, as in the CLI
- * (docs/cli.md), an optional "tier" ("standard" or "economy"; any other value is an error).
- * Other keys are ignored. Returns the prompts, or throws an Error naming the first bad line
- * (counted as in the file, blank lines included).
+ * The batches the page creates for its prompts, as `kiln submit` would for the same file and
+ * options: a line's settings over the pickers', a group per distinct set (and tier), each group
+ * split by the plan's batch limit. Throws a PromptsFileError for a prompt with no model.
  */
-export function parsePromptsFile(name: string, text: string): FilePrompt[] {
-  const lines = text.split(/\r?\n/).map((l, i) => ({ line: l.trim(), n: i + 1 })).filter((l) => l.line.length > 0);
-  if (!/\.jsonl$/i.test(name)) return lines.map((l) => ({ prompt: l.line }));
-  return lines.map(({ line, n }) => {
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      throw new Error(`${name}, line ${n}: not JSON`);
-    }
-    if (typeof value === 'string') return { prompt: value };
-    const record = value as { prompt?: unknown; tier?: unknown } | null;
-    if (!record || typeof record !== 'object' || typeof record.prompt !== 'string') throw new Error(`${name}, line ${n}: expected a string or an object with "prompt"`);
-    if (record.tier === undefined) return { prompt: record.prompt };
-    if (record.tier !== 'standard' && record.tier !== 'economy') throw new Error(`${name}, line ${n}: "tier" must be "standard" or "economy"`);
-    return { prompt: record.prompt, tier: record.tier };
+export function planBatches(lines: PromptLine[], pickers: Pickers, limits: BatchLimits): BatchPlan {
+  const refs = pickers.refMode === 'none' ? [] : pickers.refImages;
+  const refMode = refs.length ? pickers.refMode : 'none';
+  const base = {
+    model: pickers.model,
+    aspectRatio: pickers.aspectRatio,
+    resolution: pickers.resolution as '1K' | '2K' | '4K',
+    countPerCombo: pickers.countPerCombo,
+    ...(pickers.note && { note: pickers.note }),
+    ...(pickers.tier === 'economy' && { tier: 'economy' as const }),
+  };
+  const groups = groupPromptLines('the prompts', lines, base, refMode === 'each' ? refs.length : 1);
+  const batches = chunkGroups(groups, limits.maxImagesPerBatch, limits.maxPrompts).map((chunk) => {
+    const { note, tier, ...request } = chunkRequest(groups, chunk);
+    const body: BatchBody = { ...request, note: note ?? null, tier: tier ?? 'standard', refMode, refImages: refs, quality: pickers.quality };
+    return { ...chunk, place: chunkPlace(chunk), body };
   });
+  return { groups, batches };
 }
 
-/**
- * A file's prompts by the tier each ends up on (its line's, else the picker's): a batch per
- * tier, in the order each tier first appears, as the CLI groups a file. Prompts are trimmed and
- * blank ones dropped, as typed ones are.
- */
-export function promptsByTier(prompts: FilePrompt[], pickerTier: Tier): Array<{ tier: Tier; prompts: string[] }> {
-  const groups = new Map<Tier, string[]>();
-  for (const p of prompts) {
-    const prompt = p.prompt.trim();
-    if (!prompt) continue;
-    const tier = p.tier ?? pickerTier;
-    groups.set(tier, [...(groups.get(tier) ?? []), prompt]);
-  }
-  return [...groups].map(([tier, list]) => ({ tier, prompts: list }));
+/** Typed prompts: one per non-empty line, trimmed; no line sets anything of its own. */
+export function typedLines(text: string): PromptLine[] {
+  return text
+    .split(/\r?\n/)
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)
+    .map((prompt) => ({ prompt, options: {} }));
 }
