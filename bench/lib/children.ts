@@ -117,12 +117,17 @@ const CLOCK_TICKS = 100;
 
 /** CPU seconds (user + system) the process has used so far, from /proc/<pid>/stat. */
 export function readCpuSeconds(pid: number): number | null {
+  const times = readCpuTimes(pid);
+  return times && times.user + times.system;
+}
+
+/** CPU seconds the process has used so far in user space and in the kernel on its behalf. */
+export function readCpuTimes(pid: number): { user: number; system: number } | null {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return ticks / CLOCK_TICKS;
+    return { user: Number(fields[11]) / CLOCK_TICKS, system: Number(fields[12]) / CLOCK_TICKS };
   } catch {
     return null;
   }
@@ -135,12 +140,14 @@ export interface ProcessFigures {
   hwmMb: number;
   /** CPU seconds used during the window, divided by its wall seconds (1.0 = one core busy). */
   cpuCores: number;
+  /** The part of cpuCores spent in the kernel (system calls: files, sockets, futexes). */
+  systemCores?: number;
 }
 
 /** Samples the RSS of a few processes while a measurement runs, and their CPU use over it. */
 export class ProcessSampler {
   private readonly peaks = new Map<string, number>();
-  private readonly cpuStart = new Map<string, number>();
+  private readonly cpuStart = new Map<string, { user: number; system: number }>();
   private readonly hwm = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private startedAt = 0;
@@ -152,7 +159,7 @@ export class ProcessSampler {
 
   start(): this {
     this.startedAt = Date.now();
-    for (const [name, pid] of Object.entries(this.pids)) this.cpuStart.set(name, readCpuSeconds(pid) ?? 0);
+    for (const [name, pid] of Object.entries(this.pids)) this.cpuStart.set(name, readCpuTimes(pid) ?? { user: 0, system: 0 });
     this.sample();
     this.timer = setInterval(() => this.sample(), this.intervalMs);
     return this;
@@ -164,11 +171,14 @@ export class ProcessSampler {
     const wall = Math.max(0.001, (Date.now() - this.startedAt) / 1000);
     const out: Record<string, ProcessFigures> = {};
     for (const [name, pid] of Object.entries(this.pids)) {
-      const cpu = (readCpuSeconds(pid) ?? 0) - (this.cpuStart.get(name) ?? 0);
+      const start = this.cpuStart.get(name) ?? { user: 0, system: 0 };
+      const end = readCpuTimes(pid) ?? start;
+      const system = end.system - start.system;
       out[name] = {
         peakRssMb: this.peaks.get(name) ?? NaN,
         hwmMb: this.hwm.get(name) ?? NaN,
-        cpuCores: cpu / wall,
+        cpuCores: (end.user - start.user + system) / wall,
+        systemCores: system / wall,
       };
     }
     return out;

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Bull from 'bull';
 import { DurableFloorRun, FLOOR_GROUP_SIZE, FLOOR_WRITERS, FloorIndexes, runDurableFloor } from '../baselines/durable-floor';
+import { runStorageFloor, StorageFloorRun, storedResultImage } from '../baselines/storage-floor';
 import { NodeChild, ProcessFigures } from '../lib/children';
 import { BenchAccount, KilnStack } from '../lib/kiln';
 import { absolute, cpuMsPerUnit, cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, waitAllDone, WindowFigures } from '../lib/harness';
@@ -41,6 +43,7 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   const notes: string[] = [];
   let profiles: ScenarioResult['profiles'] = [];
   let floorRuns: DurableFloorRun[] = [];
+  let storageRuns: StorageFloorRun[] = [];
   try {
     for (const n of opts.pipelineSizes) {
       // Raw bull takes a second or two and swings with the machine's load: the median of
@@ -69,6 +72,10 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     figures.push(...floor.figures);
     notes.push(...floor.notes);
     floorRuns = floor.runs;
+    const storage = await storageFloor(stack);
+    figures.push(storage.figure);
+    notes.push(storage.note);
+    storageRuns = storage.runs;
     // The memory scenario reports the peaks of the largest run.
     ctx.shared.pipelineMemory = {
       runs: runs.map((r) => ({ images: r.images, processes: peakProcesses((r.kilnRuns as KilnPipelineRun[]).map((k) => k.window.processes)) })),
@@ -91,12 +98,13 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       'Wall time runs from the first POST to the moment the bench, polling every 50 ms, sees every batch of these accounts finished (batches.finished_at, set in the transaction that records a batch\'s last task; an index lookup, so the polling costs PostgreSQL next to nothing); it then checks that no task is left pending, queued or running, i.e. every batch reads done: true.',
       `Baseline: raw bull on the same Redis under another prefix: a worker process with concurrency ${PIPELINE_CONCURRENCY} running a no-op handler, fed by ${PIPELINE_ACCOUNTS} parallel producers in the bench process doing addBulk of ${BATCH_SIZE} jobs (jobId set, removeOnComplete), first add to last completion.`,
       `Durable floor (diagnostic, no target): ${FLOOR_IMAGES.toLocaleString('en-US')} tasks written straight to a scratch copy of Kiln's tasks table by ${FLOOR_WRITERS} connections, three row versions each in its own transaction (the INSERT of 100 with the batch's foreign key, a take and an end in groups of ${FLOOR_GROUP_SIZE}), no Kiln process, queue or file; PostgreSQL's CPU per task, with all of tasks' indexes and with its primary key alone (bench/baselines/durable-floor.ts). Median of ${FLOOR_REPEATS} runs of each, alternated.`,
+      `Storage floor (diagnostic, no target): ${FLOOR_IMAGES.toLocaleString('en-US')} puts of the image Kiln stored in this run through Kiln's local storage driver, ${PIPELINE_CONCURRENCY} at once, with result keys (a directory per image), on the same disk, in the bench process with nothing else running there: its CPU (user + system, libuv's pool included) per image (bench/baselines/storage-floor.ts). Median of ${FLOOR_REPEATS} runs.`,
       `Repeats: raw bull ${RAW_REPEATS} times per size, Kiln ${RAW_REPEATS} times up to 2,000 images and once above, alternating; the median run of each is reported (details.runs[].kilnRuns/rawRuns hold them all).`,
     ],
     figures,
     notes,
     profiles,
-    details: { concurrency: PIPELINE_CONCURRENCY, runs, durableFloor: floorRuns },
+    details: { concurrency: PIPELINE_CONCURRENCY, runs, durableFloor: floorRuns, storageFloor: storageRuns },
   };
 }
 
@@ -121,6 +129,25 @@ async function durableFloor(stack: KilnStack): Promise<{ figures: Figure[]; note
       (m) =>
         `Durable floor, ${label[m.indexes]}: ${m.tasksPerSec.toLocaleString('en-US')} tasks/s, PostgreSQL ${m.postgresMsPerTask} ms and its client ${m.clientMsPerTask} ms of CPU per task (${FLOOR_IMAGES.toLocaleString('en-US')} tasks, median of ${FLOOR_REPEATS}).`,
     ),
+    runs,
+  };
+}
+
+/** The storage floor, median of FLOOR_REPEATS runs, as a figure without a target and a note. */
+async function storageFloor(stack: KilnStack): Promise<{ figure: Figure; note: string; runs: StorageFloorRun[] }> {
+  const image = storedResultImage(stack.dataDir);
+  const runs: StorageFloorRun[] = [];
+  const dirs = Array.from({ length: FLOOR_REPEATS }, (_, r) => path.join(stack.dataDir, `storage-floor-${r + 1}`));
+  try {
+    for (const dir of dirs) runs.push(await runStorageFloor(dir, image, FLOOR_IMAGES, PIPELINE_CONCURRENCY));
+  } finally {
+    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const m = medianBy(runs, (run) => run.msPerImage);
+  log(`pipeline: storage floor, CPU ms per image: ${runs.map((run) => run.msPerImage).join(', ')}`);
+  return {
+    figure: absolute("CPU ms per image, storage floor (the local driver's put alone)", 'ms', m.msPerImage),
+    note: `Storage floor: ${m.msPerImage} ms of CPU per image (user ${m.userMsPerImage}, system ${m.systemMsPerImage}), ${round(m.images / m.wallSec, 0).toLocaleString('en-US')} images/s, ${image.length} bytes each (${FLOOR_IMAGES.toLocaleString('en-US')} puts, median of ${FLOOR_REPEATS}).`,
     runs,
   };
 }
