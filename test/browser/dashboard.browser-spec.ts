@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Page, Request, Response } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import { buildConfig } from '@app/config';
 import { routeModel, solidPng } from '@app/testing';
@@ -17,6 +17,26 @@ import { DESKTOP, horizontalOverflow, launch, PHONE, requireBuiltApp, screenshot
 const PASSWORD = 'a long browser passphrase';
 
 /** Polls a page expression until true (page.waitForFunction would eval a string, which the CSP refuses). */
+/** The page's batch creations while watched: each POST's body and idempotency key, and the ids of those created (201). */
+function watchBatchCreates(page: Page) {
+  const sent: Array<{ body: Record<string, unknown>; key: string | undefined }> = [];
+  const created: Array<Promise<string>> = [];
+  const isCreate = (r: Request) => r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches';
+  const onRequest = (r: Request) => {
+    if (isCreate(r)) sent.push({ body: r.postDataJSON(), key: r.headers()['idempotency-key'] });
+  };
+  const onResponse = (r: Response) => {
+    if (isCreate(r.request()) && r.status() === 201) created.push(r.json().then((b: { id: string }) => b.id));
+  };
+  page.on('request', onRequest);
+  page.on('response', onResponse);
+  const stop = () => {
+    page.off('request', onRequest);
+    page.off('response', onResponse);
+  };
+  return { sent, created, stop };
+}
+
 async function waitUntil(page: Page, expression: string, timeoutMs = 30_000): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (!(await page.evaluate(expression))) {
@@ -386,16 +406,7 @@ describe('the web app in Chromium', () => {
     await estimate.getByText('2 batches: 15 credits', { exact: false }).waitFor();
     const create = page.getByRole('button', { name: 'Create 2 batches' });
 
-    const sent: Array<{ body: unknown; key: string | undefined }> = [];
-    const created: Array<Promise<string>> = [];
-    const onRequest = (r: import('playwright-core').Request) => {
-      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') sent.push({ body: r.postDataJSON(), key: r.headers()['idempotency-key'] });
-    };
-    const onResponse = (r: import('playwright-core').Response) => {
-      if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches' && r.status() === 201) created.push(r.json().then((b) => b.id));
-    };
-    page.on('request', onRequest);
-    page.on('response', onResponse);
+    const { sent, created, stop } = watchBatchCreates(page);
 
     // A plan without economy batches refuses the whole file before either batch is created.
     await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentEconomyBatches: 0 }).expect(200);
@@ -407,8 +418,7 @@ describe('the web app in Chromium', () => {
     await create.click();
     await page.waitForURL(/\/app\/batches$/);
     await heading('Batches').waitFor();
-    page.off('request', onRequest);
-    page.off('response', onResponse);
+    stop();
     expect(sent).toEqual([
       // A key per batch: the form's, then the batch's place as the CLI keys it (group, first prompt, count).
       { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }), key: expect.stringMatching(/^[0-9a-f-]{36}-0-1$/) },
@@ -470,16 +480,7 @@ describe('the web app in Chromium', () => {
     await screenshot(page, 'new-batch-file', { docs: true, fullPage: true });
     const create = page.getByRole('button', { name: 'Create 5 batches' });
 
-    const sent: Array<{ body: Record<string, unknown>; key: string | undefined }> = [];
-    const created: Array<Promise<string>> = [];
-    const onRequest = (r: import('playwright-core').Request) => {
-      if (r.method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches') sent.push({ body: r.postDataJSON(), key: r.headers()['idempotency-key'] });
-    };
-    const onResponse = (r: import('playwright-core').Response) => {
-      if (r.request().method() === 'POST' && new URL(r.url()).pathname === '/v1/dashboard/batches' && r.status() === 201) created.push(r.json().then((b) => b.id));
-    };
-    page.on('request', onRequest);
-    page.on('response', onResponse);
+    const { sent, created, stop } = watchBatchCreates(page);
 
     // More batches than the plan runs at a time: the page cannot wait for a slot as the CLI
     // does, so none is created. (The earlier tests' standard batches are let finish first:
@@ -499,8 +500,7 @@ describe('the web app in Chromium', () => {
     await create.click();
     await page.waitForURL(/\/app\/batches$/);
     await heading('Batches').waitFor();
-    page.off('request', onRequest);
-    page.off('response', onResponse);
+    stop();
     const eta = { model: 'eta-image', aspectRatio: '1:1', resolution: '1K', tier: 'standard' };
     expect(sent.map((s) => s.body)).toEqual([
       expect.objectContaining({ ...eta, countPerCombo: 2, prompts: ['a pier at dawn', 'a pier at noon'] }),
