@@ -119,6 +119,29 @@ describe('route pacing shared through Redis', () => {
   });
 
 
+  it('an answer placing the boundary the route has just rolled past moves the boundary later and leaves the budget: never a second full window', async () => {
+    const g = generator();
+    const route = { model: newModel(), maxConcurrency: 50, upstream: 'openai fake' };
+    const redis = clients[clients.length - 1];
+    const key = g.pacer.paceKey(route);
+    // As found in a bench run: ADMIT has just rolled the window on by the longest reset seen
+    // (986 ms, the upstream's being 1 s), so 16 of the new window's 20 are left...
+    const now = Date.now();
+    await redis.client.hset(key, 'budget', '16', 'budgetUntil', String(now + 970), 'span', '986', 'limit', '20', 'starts', '100', 'window', '30');
+    // ...when the answer of a call started 960 ms ago comes back (1 s latency) saying its own
+    // window, the previous one, ends 70 ms from now: later than the roll assumed.
+    await g.pacer.answered({ route, startSeq: 90, startedAt: now - 960, local: false }, { kind: 'ok', rateHeaders: { remaining: 3, limit: 20, resetMs: 980 } }, 1);
+    const [budget, budgetUntil] = await redis.client.hmget(key, 'budget', 'budgetUntil');
+    expect(Number(budget)).toBe(16);
+    // The current window's end moves with it: 70 ms + one window from now, not 70 ms.
+    expect(Number(budgetUntil)).toBe(now + 70 + 986);
+    // Past the old window's end the route is still in the same window: the next call spends
+    // its 16th, where taking the answer as the current window's made ADMIT roll on to 20.
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    await g.pacer.admit({ ...route, maxConcurrency: 50 });
+    expect(Number(await redis.client.hget(key, 'budget'))).toBe(15);
+  });
+
   it('a 429 storm (no headers) shrinks the shared window to about what the upstream takes, clean answers grow it back; the 429s reach no caller', async () => {
     const { fake, provider } = await upstream({ perSecond: 100_000, maxConcurrent: 100_000, latencyMs: 100, openAiHeaders: false });
     const [a, b] = [generator(), generator()];

@@ -133,7 +133,10 @@ if remaining >= 0 and resetMs >= 0 then
   -- reset counts from then: the margin keeps Kiln's idea of the reset from falling early.
   local untilMs = startedAt + resetMs + ${RESET_MARGIN_MS}
   local current = tonumber(h[6])
-  if untilMs > now then
+  -- How many windows before the route's current one the answer's boundary falls (0: the same).
+  local behind = 0
+  if current and span > 0 then behind = math.floor((current - untilMs) / span + 0.5) end
+  if untilMs > now and behind <= 0 then
     -- Each answer's estimate is early by however much more than the margin its request took
     -- to reach the upstream (a loaded generator, a slow network), never late: of the answers
     -- placing the same boundary keep the latest. Taking the newest answer's instead let one
@@ -158,8 +161,13 @@ if remaining >= 0 and resetMs >= 0 then
     -- An answer slower than the reset tells only where windows fall: ADMIT rolls it forward.
     redis.call('HSET', KEYS[1], 'budget', 0, 'budgetUntil', untilMs)
   elseif span > 0 then
-    -- The same boundary rolled to the current window: estimates err early, keep the later.
-    local rolled = untilMs + math.floor((current - untilMs) / span + 0.5) * span
+    -- An earlier window's boundary (an answer slower than the reset, or one that came back
+    -- just before the boundary it places after ADMIT had already rolled on, 'span' being the
+    -- longest reset seen and so a little short): rolled to the current window it only moves
+    -- the boundary later (estimates err early), never the budget. Taken as the current
+    -- window's instead, it set a boundary ADMIT then rolled past at once, with a second full
+    -- budget inside one upstream window (the 3-8 % of 429s of 2026-11-27, bench/findings.md).
+    local rolled = untilMs + behind * span
     if rolled > current and rolled - current < span / 2 then redis.call('HSET', KEYS[1], 'budgetUntil', rolled) end
   end
 end
