@@ -16,7 +16,7 @@ const fake = new RateLimitedOpenAiFake(JSON.parse(process.argv[2] ?? '') as Stri
 
 process.on('message', (m: { type?: string }) => {
   if (m.type !== 'stats') return;
-  const stats: UpstreamStats = { type: 'stats', accepted: fake.accepted, refusedAt: fake.refusedAt, maxInFlight: fake.maxInFlight };
+  const stats: UpstreamStats = { type: 'stats', accepted: fake.accepted, refusedAt: fake.refusedAt, refusedShare: fake.refusedShare, maxInFlight: fake.maxInFlight };
   process.send?.(stats);
 });
 process.on('disconnect', () => process.exit(0));

@@ -9,6 +9,8 @@ export interface UpstreamStats {
   accepted: number;
   /** When each refusal happened (the child's Date.now(): the same clock as the bench's). */
   refusedAt: number[];
+  /** Share of the calls refused, 0..1 (RateLimitedOpenAiFake.refusedShare). */
+  refusedShare: number;
   maxInFlight: number;
 }
 

@@ -64,7 +64,7 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
         const fake = await upstream.stats();
         const refused = fake.refusedAt.length;
         const calls = fake.accepted + refused;
-        const refusedPct = round(calls === 0 ? 0 : (refused / calls) * 100, 2);
+        const refusedPct = round(fake.refusedShare * 100, 2);
         log(`rate-limited (${label}): 429s by ${REFUSAL_BUCKET_MS / 1000} s from the first POST: ${refusalTimeline(fake.refusedAt, t0, REFUSAL_BUCKET_MS)}`);
         log(`rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${refused} 429s of ${calls} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`);
         const ratio = round(wall / IDEAL_SEC, 2);
