@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchStatus, pgError, PreparedStatement, queryPrepared, queryRows } from '@app/database';
+import { BatchStatus, pgError, PreparedStatement, queryPrepared, queryRows, TaskStatus } from '@app/database';
 import { BatchChangePublisher } from './batch-changes';
 import { tallyAssignments } from './batch-tally';
 import { EndedTask, TaskOutcomeHook, TaskOutcomes } from './task-outcome.hook';
@@ -25,6 +25,19 @@ export interface TallyResult {
 export const MAX_GROUP = 250;
 /** Attempts at a statement that PostgreSQL picks as a deadlock's victim. */
 const DEADLOCK_ATTEMPTS = 3;
+
+/**
+ * The status test of a write that names its tasks (`id = ANY(...)` beside it), written so that
+ * PostgreSQL finds them by primary key whatever its statistics say. A plain `t.status =
+ * 'running'` matches the partial indexes on status (tasks_unfinished_idx and others); when the
+ * statistics are missing or stale (a table never analyzed, or a burst of new tasks that
+ * autoanalyze has not seen yet) the planner took such an index as the cheaper path and read
+ * every unfinished task to write a dozen: 26 ms a claim with 10,000 queued
+ * (test/task-write-plans.e2e-spec.ts, bench/findings.md of 2026-11-27). `|| ''` hides the
+ * column from index matching and changes nothing else.
+ */
+export const statusIs = (alias: string, ...statuses: TaskStatus[]): string =>
+  `(${alias}.status || '') IN (${statuses.map((s) => `'${s}'`).join(', ')})`;
 
 /**
  * The lock every grouped write takes first: the batch rows `where` picks, in id order, so

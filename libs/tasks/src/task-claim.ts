@@ -1,6 +1,6 @@
 import { OutputFormat, PreparedStatement, ProviderRoute } from '@app/database';
 import { newObjectToken } from '@app/storage';
-import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP } from './fenced-write';
+import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
@@ -82,7 +82,8 @@ WITH input AS (
          started_at = COALESCE(t.started_at, now()), updated_at = now(),
          result_token = COALESCE(t.result_token, i.token)
     FROM input i
-   WHERE t.id = i.id AND t.status IN ('pending', 'queued', 'running')
+   -- Found by primary key whatever the statistics say (statusIs).
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'pending', 'queued', 'running')}
      -- Economy tasks are the collector's (upstream batches), never a job's: a stray job finds nothing.
      AND t.tier = 'standard' AND t.upstream_batch_id IS NULL
      AND t.batch_id IN (SELECT id FROM locked)

@@ -8,6 +8,7 @@ import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { BatchChangePublisher, bumpBatchVersions } from './batch-changes';
 import { renderJob, RenderJobTask, TASK_QUEUE } from './task-queue.contract';
+import { statusIs } from './fenced-write';
 
 /**
  * Moves up to $1 pending tasks to `queued`, fairest first: every batch's n-th task before
@@ -167,7 +168,7 @@ export class TaskDispatchService {
     try {
       const rows = await queryRows<{ batch_id: string }>(
         this.db,
-        `UPDATE tasks SET status = 'pending', updated_at = now() WHERE id = ANY($1::uuid[]) AND status = 'queued' RETURNING batch_id`,
+        `UPDATE tasks t SET status = 'pending', updated_at = now() WHERE t.id = ANY($1::uuid[]) AND ${statusIs('t', 'queued')} RETURNING t.batch_id`,
         [taskIds],
       );
       await this.tasksShownChanged(rows.map((r) => r.batch_id));

@@ -1,6 +1,6 @@
 import { newObjectToken } from '@app/storage';
 import { queryRows } from '@app/database';
-import { FencedWrites, lockBatchesInIdOrder } from './fenced-write';
+import { FencedWrites, lockBatchesInIdOrder, statusIs } from './fenced-write';
 
 /** A group the collector recorded: its id (Kiln's group id) and the tasks taken into it, each with its fence. */
 export interface FormedGroup {
@@ -41,7 +41,7 @@ export class TaskEconomySubmits {
              ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))')}
            ), free AS (
              SELECT t.id FROM tasks t
-              WHERE t.id = ANY($1::uuid[]) AND t.status = 'pending' AND t.tier = 'economy' AND t.upstream_batch_id IS NULL
+              WHERE t.id = ANY($1::uuid[]) AND ${statusIs('t', 'pending')} AND t.tier = 'economy' AND t.upstream_batch_id IS NULL
                 AND t.batch_id IN (SELECT id FROM locked)
               FOR UPDATE SKIP LOCKED
            ), taken AS (

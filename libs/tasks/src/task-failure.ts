@@ -2,7 +2,7 @@ import { EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
 import { BatchStatus, pgError, queryRows, TaskErrorCode } from '@app/database';
 import { tallyAssignments } from './batch-tally';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, MAX_GROUP, TallyResult } from './fenced-write';
+import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, MAX_GROUP, statusIs, TallyResult } from './fenced-write';
 
 /** One task of a grouped failure (failMany): its fence, and what its failure says. */
 export interface Failure {
@@ -22,8 +22,8 @@ export type FailResult = TallyResult & { refunded: number };
 const FAIL_GROUP_SQL = `
 UPDATE tasks t SET status = 'failed', error = i.message, error_code = i.code, finished_at = now(), updated_at = now()
   FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[]) AS i(id, attempt, message, code)
- -- t.id = ANY($1) as well as the join: the rows are found by primary key (see task-success).
- WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND t.status = 'running' AND t.attempts = i.attempt
+ -- t.id = ANY($1) as well as the join, and statusIs: the rows are found by primary key.
+ WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
    AND t.batch_id = ANY($5::uuid[])
 RETURNING t.id, t.attempts, t.batch_id, ${ENDED_TASK_COLUMNS}`;
 

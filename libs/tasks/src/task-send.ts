@@ -1,5 +1,5 @@
 import { PreparedStatement } from '@app/database';
-import { Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP } from './fenced-write';
+import { Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A progress report to write. */
@@ -11,7 +11,8 @@ interface Progress {
 /**
  * A group of "sends": each task's fenced move into its provider's hands, right before the
  * call (sent_at, progress 1), with its batch's version bump. A task cancelled (or taken
- * over) meanwhile is not sent. $1 task ids, $2 attempts, $3 the tasks' batch ids.
+ * over) meanwhile is not sent. $1 task ids, $2 attempts, $3 the tasks' batch ids. Here and in
+ * the progress group the rows are found by primary key whatever the statistics say (statusIs).
  */
 const SEND_GROUP: PreparedStatement = {
   name: 'kiln_send_group',
@@ -23,7 +24,7 @@ WITH input AS (
 ), sent AS (
   UPDATE tasks t SET sent_at = now(), progress = GREATEST(t.progress, 1), updated_at = now()
     FROM input i
-   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.sent_at IS NULL
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt AND t.sent_at IS NULL
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.attempts, t.batch_id
 ), bumped AS (
@@ -44,7 +45,7 @@ WITH locked AS (
 ), moved AS (
   UPDATE tasks t SET progress = i.pct, updated_at = now()
     FROM unnest($1::uuid[], $2::int[], $3::int[]) AS i(id, attempt, pct)
-   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt AND t.progress < i.pct
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt AND t.progress < i.pct
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.batch_id
 ), bumped AS (

@@ -1,6 +1,6 @@
 import { BatchStatus, PreparedStatement, queryPrepared } from '@app/database';
 import { tallyAssignments } from './batch-tally';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, TallyResult } from './fenced-write';
+import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs, TallyResult } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A rendered and stored image, to be recorded as its task's success. */
@@ -39,9 +39,9 @@ WITH input AS (
          upstream_cost_micros = t.upstream_cost_micros + i.cost_micros,
          finished_at = now(), updated_at = now()
     FROM input i
-   -- t.id = ANY($1) as well as the join: the planner then finds the group's rows by primary
-   -- key, not by scanning the batch's running tasks (an economy batch has thousands running).
-   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND t.status = 'running' AND t.attempts = i.attempt
+   -- t.id = ANY($1) as well as the join, and statusIs: the group's rows are found by primary
+   -- key, not by scanning the running tasks (an economy batch has thousands running).
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.attempts, t.batch_id, i.preview_url, ${ENDED_TASK_COLUMNS}
 ), counted AS (

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { PreparedStatement, queryPrepared, queryRows } from '@app/database';
 import { BatchChangePublisher } from './batch-changes';
 import { groupWrites } from './group-writes';
-import { Fence } from './fenced-write';
+import { Fence, statusIs } from './fenced-write';
 import { ClaimedTask, claimedTaskOf } from './task-claim';
 
 /**
@@ -48,7 +48,8 @@ WITH input AS (
          upstream_lease_until = CASE WHEN i.poller IS NULL THEN NULL ELSE now() + i.lease_ms * interval '1 millisecond' END,
          sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
     FROM input i
-   WHERE t.id = i.id AND t.status = 'running' AND t.attempts = i.attempt
+   -- Found by primary key whatever the statistics say (statusIs).
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.attempts, t.batch_id
 ), bumped AS (
