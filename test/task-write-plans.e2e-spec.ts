@@ -1,19 +1,26 @@
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { BillingService } from '@app/billing';
-import { createDataSource, runMigrations } from '@app/database';
+import { createDataSource, runMigrations, sessionStartupOptions } from '@app/database';
 import { BatchChangePublisher, Fence, TaskStateStore } from '@app/tasks';
+import { GENERATOR_SESSIONS } from '../apps/generator/src/generator.module';
 
 /**
  * The generator's grouped task writes find their tasks by primary key, whatever PostgreSQL's
- * statistics say. A `tasks` table that was never analyzed (autovacuum off, a fresh restore, a
- * burst of inserts before autoanalyze reaches it) once had the claim planned as a scan of every
- * unfinished task joined to the group: 26 ms a claim with 10,000 tasks queued, and 4.8 ms of
- * PostgreSQL CPU per task in the 30,000-image pipeline (bench/findings.md, 2026-11-27 session 3).
+ * statistics say and whenever their plans were made. Two ways they once read every unfinished
+ * task (or the whole table) to write a dozen, both on a `tasks` table never analyzed (autovacuum
+ * off, a fresh restore, a burst of inserts before autoanalyze reaches it):
+ * - a status test that matched a partial index on status, which a table without statistics
+ *   made look cheap: 26 ms a claim with 10,000 tasks queued (statusIs);
+ * - a plan made while the table was small, a sequential scan, kept for good after five runs of
+ *   the prepared statement, since only an ANALYZE makes PostgreSQL plan it again: the economy
+ *   scenario took twice as long (DatabaseModuleOptions.customPlans).
+ * bench/findings.md, 2026-11-27 session 3.
  *
- * The statements run through TaskStateStore as a generator runs them, on a database of this
- * file's own whose `tasks` holds 5,000 unfinished tasks and no statistics; auto_explain, loaded
- * into the session, sends each statement's executed plan back as a notice.
+ * The statements run through TaskStateStore in sessions set up as the generator's, first many
+ * times on a small table, then on a database of this file's own whose `tasks` holds 5,000
+ * unfinished tasks and no statistics; auto_explain, loaded into the session, sends each
+ * statement's executed plan back as a notice.
  */
 describe('task writes on a tasks table without statistics', () => {
   const QUEUED = 5_000;
@@ -57,28 +64,28 @@ describe('task writes on a tasks table without statistics', () => {
            FROM generate_series(1, ${QUEUED / 250})`,
         [accountId, model, provider],
       );
+      // The warm-up's tasks: a table of a few pages, as on a fresh install.
       await c.query(
         `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status)
-         SELECT b.id, b.account_id, s, 'a kiln', s, 'queued' FROM batches b, generate_series(1, 250) s`,
+         SELECT b.id, b.account_id, s, 'a kiln', s, 'queued' FROM batches b, generate_series(1001, 1002) s`,
       );
-      // Others' tasks in flight too (an economy batch has thousands running): a write fenced on
-      // `running` must not read them either.
-      await c.query(`UPDATE tasks SET status = 'running', attempts = 1, started_at = now() WHERE seq > 200`);
     }, url.toString());
 
     ds = createDataSource(url.toString(), {
       extra: {
         max: 1,
+        // The generator's session settings, and auto_explain.
         options: [
-          'session_preload_libraries=auto_explain',
-          'auto_explain.log_min_duration=0',
-          'auto_explain.log_analyze=on',
-          'auto_explain.log_timing=off',
-          'auto_explain.log_format=json',
-          'auto_explain.log_level=notice',
-        ]
-          .map((o) => `-c ${o}`)
-          .join(' '),
+          sessionStartupOptions(GENERATOR_SESSIONS),
+          ...[
+            'session_preload_libraries=auto_explain',
+            'auto_explain.log_min_duration=0',
+            'auto_explain.log_analyze=on',
+            'auto_explain.log_timing=off',
+            'auto_explain.log_format=json',
+            'auto_explain.log_level=notice',
+          ].map((o) => `-c ${o}`),
+        ].join(' '),
       },
     });
     await ds.initialize();
@@ -107,20 +114,14 @@ describe('task writes on a tasks table without statistics', () => {
     return plans.filter((p) => p.tasksRows > 0).map((p) => ({ text: p.text.trim().slice(0, 80), rows: p.tasksRows }));
   }
 
-  it('claims, sends, reports progress, succeeds and fails a group reading its own rows, not the queue', async () => {
-    // One task of each of 16 batches, as a busy generator's group is.
-    const picked = await ds.query(`SELECT DISTINCT ON (batch_id) id, batch_id FROM tasks ORDER BY batch_id, seq LIMIT ${GROUP}`);
-    // Statistics absent: the condition this spec is about (a run where autoanalyze got there first proves nothing).
-    const [{ analyzed }] = await ds.query(`SELECT count(*)::int AS analyzed FROM pg_stats WHERE tablename = 'tasks'`);
-    expect(analyzed).toBe(0);
-
-    const claimed = await tasksRowsRead(() => Promise.all(picked.map((t: any) => store.claimAndSend(t.id, t.batch_id))));
-    // The claim alone (a worker still waiting for its slot): the task's second in each batch.
-    const others = await ds.query(`SELECT id FROM tasks WHERE seq = 2 ORDER BY batch_id LIMIT ${GROUP}`);
-    const claimedAlone = await tasksRowsRead(() => Promise.all(others.map((t: any) => store.claim(t.id))));
-    const fences: Fence[] = picked.map((t: any) => ({ taskId: t.id, attempt: 1, batchId: t.batch_id }));
+  /** One round of the writes a generator makes for `tasks` (ids and batches), the claim alone for `alone`. */
+  async function writeRound(tasks: { id: string; batch_id: string }[], alone: { id: string }[]): Promise<Record<string, { text: string; rows: number }[]>> {
+    const claimed = await tasksRowsRead(() => Promise.all(tasks.map((t) => store.claimAndSend(t.id, t.batch_id))));
+    // The claim alone: a worker still waiting for its slot.
+    const claimedAlone = await tasksRowsRead(() => Promise.all(alone.map((t) => store.claim(t.id))));
+    const fences: Fence[] = tasks.map((t) => ({ taskId: t.id, attempt: 1, batchId: t.batch_id }));
     const progressed = await tasksRowsRead(() => Promise.all(fences.map((f) => store.reportProgress(f, 50))));
-    const half = GROUP / 2;
+    const half = Math.floor(tasks.length / 2);
     const succeeded = await tasksRowsRead(() =>
       Promise.all(
         fences.slice(0, half).map((fence) =>
@@ -129,12 +130,37 @@ describe('task writes on a tasks table without statistics', () => {
       ),
     );
     const failed = await tasksRowsRead(() => store.failMany(fences.slice(half).map((fence) => ({ fence, message: 'no', code: 'internal' }))));
+    return { claimed, claimedAlone, progressed, succeeded, failed };
+  }
+
+  it('claims, sends, reports progress, succeeds and fails a group reading its own rows, not the queue', async () => {
+    // Plans made on a small table first: eight rounds, more than the five runs after which
+    // PostgreSQL may keep a prepared statement's plan for good.
+    const warmUp = await ds.query(`SELECT id, batch_id FROM tasks WHERE seq > 1000 ORDER BY seq, batch_id`);
+    for (let round = 0; round < 8; round++) await writeRound(warmUp.slice(round * 5, round * 5 + 4), warmUp.slice(round * 5 + 4, round * 5 + 5));
+    await admin(async (c) => {
+      await c.query(
+        `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status)
+         SELECT b.id, b.account_id, s, 'a kiln', s, 'queued' FROM batches b, generate_series(1, 250) s`,
+      );
+      // Others' tasks in flight too (an economy batch has thousands running): a write fenced on
+      // `running` must not read them either.
+      await c.query(`UPDATE tasks SET status = 'running', attempts = 1, started_at = now() WHERE seq BETWEEN 201 AND 250`);
+    }, url.toString());
+
+    // One task of each of 16 batches, as a busy generator's group is; the claim alone for their seconds.
+    const picked = await ds.query(`SELECT DISTINCT ON (batch_id) id, batch_id FROM tasks ORDER BY batch_id, seq LIMIT ${GROUP}`);
+    const others = await ds.query(`SELECT id FROM tasks WHERE seq = 2 ORDER BY batch_id LIMIT ${GROUP}`);
+    // Statistics absent: the condition this spec is about (a run where autoanalyze got there first proves nothing).
+    const [{ analyzed }] = await ds.query(`SELECT count(*)::int AS analyzed FROM pg_stats WHERE tablename = 'tasks'`);
+    expect(analyzed).toBe(0);
+
+    const stages = await writeRound(picked, others);
 
     // The writes happened (so the plans below are of real work, not of statements that found nothing).
     const { rows } = await admin((c) => c.query(`SELECT status, count(*)::int AS n FROM tasks WHERE id = ANY($1) GROUP BY status`, [picked.map((t: any) => t.id)]), url.toString());
-    expect(Object.fromEntries(rows.map((r) => [r.status, r.n]))).toEqual({ succeeded: half, failed: GROUP - half });
+    expect(Object.fromEntries(rows.map((r) => [r.status, r.n]))).toEqual({ succeeded: GROUP / 2, failed: GROUP / 2 });
 
-    const stages = { claimed, claimedAlone, progressed, succeeded, failed };
     for (const [stage, statements] of Object.entries(stages)) expect({ stage, planned: statements.length > 0 }).toEqual({ stage, planned: true });
     // A PK lookup reads the group's rows (and a few a fence filters out); a scan of the queue reads thousands.
     const heavy = Object.entries(stages).flatMap(([stage, statements]) => statements.filter((s) => s.rows > 4 * GROUP).map((s) => ({ stage, ...s })));

@@ -2,7 +2,7 @@ import { Module } from '@nestjs/common';
 import { LoggerModule } from 'nestjs-pino';
 import { KilnQueueModule } from '@app/tasks';
 import { appLogDestination, KILN_CONFIG, KilnConfig, KilnConfigModule } from '@app/config';
-import { DatabaseModule } from '@app/database';
+import { DatabaseModule, DatabaseModuleOptions } from '@app/database';
 import { GenerationModule } from '@app/generation';
 import { MetricsModule } from '@app/metrics';
 import { RedisModule } from '@app/redis';
@@ -14,6 +14,12 @@ import { RedisBootCheck } from './redis-boot.check';
 import { TasksProcessor } from './tasks.processor';
 import { WebhooksProcessor } from './webhooks.processor';
 
+/**
+ * The generator's database sessions: its writes are all fenced and re-done by the reconciler if
+ * a crash undoes them (asyncCommit), and its grouped writes are planned on every run (customPlans).
+ */
+export const GENERATOR_SESSIONS: DatabaseModuleOptions = { asyncCommit: true, customPlans: true };
+
 @Module({
   imports: [
     KilnConfigModule.forRoot(),
@@ -21,8 +27,7 @@ import { WebhooksProcessor } from './webhooks.processor';
       inject: [KILN_CONFIG],
       useFactory: (config: KilnConfig) => ({ pinoHttp: [{ level: config.logLevel }, appLogDestination()] }),
     }),
-    // Its writes are all fenced and re-done by the reconciler if a crash undoes them.
-    DatabaseModule.forRoot({ asyncCommit: true }),
+    DatabaseModule.forRoot(GENERATOR_SESSIONS),
     RedisModule,
     StorageModule,
     KilnQueueModule.forRoot(),

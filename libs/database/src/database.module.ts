@@ -18,6 +18,24 @@ export interface DatabaseModuleOptions {
    * row lock. Never for the api, whose charges and answers a client acts on.
    */
   asyncCommit?: boolean;
+  /**
+   * `plan_cache_mode = force_custom_plan`: every run of a prepared statement is planned with
+   * its parameters and the tables' sizes of the moment. For the generator, whose grouped
+   * writes PostgreSQL would otherwise plan once for good after five runs: made while `tasks`
+   * was small (a fresh install, a quiet hour) that plan is a sequential scan, and it stays one
+   * until an ANALYZE of the table (never, with autovacuum off) however large the table grows.
+   * Planning a run costs a few percent of the statement (bench/findings.md, 2026-11-27 session 3).
+   */
+  customPlans?: boolean;
+}
+
+/** The `-c` startup settings of DatabaseModuleOptions, for the libpq `options` parameter. */
+export function sessionStartupOptions(options: DatabaseModuleOptions): string | undefined {
+  const settings = [
+    ...(options.asyncCommit ? ['synchronous_commit=off'] : []),
+    ...(options.customPlans ? ['plan_cache_mode=force_custom_plan'] : []),
+  ];
+  return settings.length > 0 ? settings.map((s) => `-c ${s}`).join(' ') : undefined;
 }
 
 /** The client's own timeout comes this long after the server's, which cancels cleanly. */
@@ -29,13 +47,15 @@ type KilnDataSourceOptions = DataSourceOptions & { toRetry?: () => boolean; prep
  * Settings each connection starts its session with (startup parameters). Only on a direct
  * connection: a transaction-mode pooler refuses them (PgBouncer 1.18: "unsupported startup
  * parameter"), and a session setting would not follow a client across the pooler's server
- * connections anyway; there the pooler sets the timeout (docs/operations.md, PgBouncer) and
- * the generator's commits stay synchronous.
+ * connections anyway; there the pooler sets the timeout (docs/operations.md, PgBouncer), the
+ * generator's commits stay synchronous, and its statements are unnamed, so planned on every
+ * run anyway.
  */
 function sessionSettings(config: KilnConfig, options: DatabaseModuleOptions): Record<string, unknown> {
+  const startup = sessionStartupOptions(options);
   return {
     statement_timeout: config.databaseQueryTimeoutMs,
-    ...(options.asyncCommit ? { options: '-c synchronous_commit=off' } : {}),
+    ...(startup ? { options: startup } : {}),
   };
 }
 
