@@ -47,13 +47,11 @@ export async function runStorageFloor(dataDir: string, image: Buffer, images: nu
   };
 }
 
-/** One image Kiln stored in this run (the simulated provider's PNG), to store again in the floor. */
-export function storedResultImage(kilnDataDir: string): Buffer {
-  const results = path.join(kilnDataDir, 'files', 'results');
-  for (const token of fs.readdirSync(results)) {
-    const dir = path.join(results, token);
-    const file = fs.readdirSync(dir).find((f) => f.endsWith('.png'));
-    if (file) return fs.readFileSync(path.join(dir, file));
-  }
-  throw new Error(`no stored result image under ${results}`);
+/**
+ * The image Kiln stored for a task (`result_key`, under the local driver's files), to store
+ * again in the floor. By key: a full run's results folder also holds the archive scenario's
+ * 1 MiB images, and one of those once made the floor 1.0 ms an image instead of 0.1.
+ */
+export function storedResultImage(kilnDataDir: string, resultKey: string): Buffer {
+  return fs.readFileSync(path.join(kilnDataDir, 'files', resultKey));
 }

@@ -72,7 +72,7 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     figures.push(...floor.figures);
     notes.push(...floor.notes);
     floorRuns = floor.runs;
-    const storage = await storageFloor(stack);
+    const storage = await storageFloor(stack, setup.accounts);
     figures.push(storage.figure);
     notes.push(storage.note);
     storageRuns = storage.runs;
@@ -134,8 +134,14 @@ async function durableFloor(stack: KilnStack): Promise<{ figures: Figure[]; note
 }
 
 /** The storage floor, median of FLOOR_REPEATS runs, as a figure without a target and a note. */
-async function storageFloor(stack: KilnStack): Promise<{ figure: Figure; note: string; runs: StorageFloorRun[] }> {
-  const image = storedResultImage(stack.dataDir);
+async function storageFloor(stack: KilnStack, accounts: BenchAccount[]): Promise<{ figure: Figure; note: string; runs: StorageFloorRun[] }> {
+  // An image of this scenario's own (the simulated provider's PNG).
+  const { rows } = await stack.db.query<{ key: string }>(
+    `SELECT result_key AS key FROM tasks WHERE account_id = ANY($1::uuid[]) AND result_key IS NOT NULL LIMIT 1`,
+    [accounts.map((a) => a.id)],
+  );
+  if (rows.length === 0) throw new Error('the pipeline stored no image to measure the storage floor with');
+  const image = storedResultImage(stack.dataDir, rows[0].key);
   const runs: StorageFloorRun[] = [];
   const dirs = Array.from({ length: FLOOR_REPEATS }, (_, r) => path.join(stack.dataDir, `storage-floor-${r + 1}`));
   try {
