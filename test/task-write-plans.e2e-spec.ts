@@ -23,7 +23,8 @@ import { GENERATOR_SESSIONS } from '../apps/generator/src/generator.module';
  * statement's executed plan back as a notice.
  */
 describe('task writes on a tasks table without statistics', () => {
-  const QUEUED = 5_000;
+  /** Tasks added after the warm-up: 4,000 queued and 1,000 running, 250 to a batch. */
+  const UNFINISHED = 5_000;
   const GROUP = 16;
   const adminUrl = process.env.KILN_TEST_ADMIN_URL as string;
   const dbName = `${process.env.KILN_TEST_DB_NAME}_plans`.slice(0, 63);
@@ -61,7 +62,7 @@ describe('task writes on a tasks table without statistics', () => {
         `INSERT INTO batches (account_id, prompts, model, aspect_ratio, resolution, quality, count_per_combo, ref_mode, ref_images,
                               total, unit_cost, credits_charged, provider, width, height, created_via_api, status)
          SELECT $1, '["a kiln"]', $2, '1:1', '1K', 'auto', 250, 'none', '[]', 250, 1, 250, $3, 1024, 1024, true, 'running'
-           FROM generate_series(1, ${QUEUED / 250})`,
+           FROM generate_series(1, ${UNFINISHED / 250})`,
         [accountId, model, provider],
       );
       // The warm-up's tasks: a table of a few pages, as on a fresh install.

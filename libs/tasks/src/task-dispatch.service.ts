@@ -7,8 +7,8 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { BatchChangePublisher, bumpBatchVersions } from './batch-changes';
-import { renderJob, RenderJobTask, TASK_QUEUE } from './task-queue.contract';
 import { statusIs } from './fenced-write';
+import { renderJob, RenderJobTask, TASK_QUEUE } from './task-queue.contract';
 
 /**
  * Moves up to $1 pending tasks to `queued`, fairest first: every batch's n-th task before
