@@ -14,9 +14,28 @@ export interface BatchLimits {
  * Locks the account row for the rest of the caller's transaction and reads its plan's batch
  * limits: one account's batch creations run one at a time from here to commit, so two of
  * them cannot both take its last concurrent slot. A disabled account is refused.
+ *
+ * With the creating key (`apiKeyId`), that key's row is locked in the same statement and its
+ * daily credit cap returned (null: no cap), so an edit of the cap cannot race the check. One
+ * statement, not two: every round trip here is time the account's other creations wait.
  */
-export async function lockAccountForBatch(m: EntityManager, accountId: string): Promise<BatchLimits> {
-  return batchLimitsOf(m, accountId, 'FOR UPDATE OF a');
+export async function lockAccountForBatch(
+  m: EntityManager,
+  accountId: string,
+  apiKeyId: string | null,
+): Promise<BatchLimits & { keyCreditCap: number | null }> {
+  if (apiKeyId) {
+    const [row] = await m.query(
+      `SELECT ${LIMIT_COLUMNS}, k.credit_cap_per_day
+         FROM accounts a JOIN plans p ON p.key = a.plan_key JOIN api_keys k ON k.id = $2 AND k.account_id = a.id
+        WHERE a.id = $1 FOR UPDATE OF a, k`,
+      [accountId, apiKeyId],
+    );
+    // No row: the account is gone, or the key is not (or no longer) this account's. The
+    // account's own lock then says which, and a vanished key has no cap to hold.
+    if (row) return { ...limitsOf(row), keyCreditCap: row.credit_cap_per_day ?? null };
+  }
+  return { ...(await batchLimitsOf(m, accountId, 'FOR UPDATE OF a')), keyCreditCap: null };
 }
 
 /** The same limits and refusal as lockAccountForBatch, read without a lock (an estimate reserves nothing). */
@@ -24,19 +43,23 @@ export async function readBatchLimits(m: Pick<EntityManager, 'query'>, accountId
   return batchLimitsOf(m, accountId, '');
 }
 
+const LIMIT_COLUMNS = 'a.status, p.max_images_per_batch, p.max_concurrent_batches, p.max_concurrent_economy_batches';
+
 async function batchLimitsOf(m: Pick<EntityManager, 'query'>, accountId: string, lock: 'FOR UPDATE OF a' | ''): Promise<BatchLimits> {
-  const [row] = await m.query(
-    `SELECT a.status, p.max_images_per_batch, p.max_concurrent_batches, p.max_concurrent_economy_batches
-       FROM accounts a JOIN plans p ON p.key = a.plan_key
-      WHERE a.id = $1 ${lock}`,
-    [accountId],
-  );
+  const [row] = await m.query(`SELECT ${LIMIT_COLUMNS} FROM accounts a JOIN plans p ON p.key = a.plan_key WHERE a.id = $1 ${lock}`, [
+    accountId,
+  ]);
+  return limitsOf(row);
+}
+
+/** The limits of a row of LIMIT_COLUMNS, or the refusal: no such account, or a disabled one. */
+function limitsOf(row: Record<string, unknown> | undefined): BatchLimits {
   if (!row) throw notFound('Account');
   if (row.status !== 'active') throw new KilnError(ErrorCode.AccountDisabled, 'This account is disabled');
   return {
-    maxImagesPerBatch: row.max_images_per_batch,
-    maxConcurrentBatches: row.max_concurrent_batches,
-    maxConcurrentEconomyBatches: row.max_concurrent_economy_batches,
+    maxImagesPerBatch: row.max_images_per_batch as number,
+    maxConcurrentBatches: row.max_concurrent_batches as number,
+    maxConcurrentEconomyBatches: row.max_concurrent_economy_batches as number,
   };
 }
 

@@ -7,7 +7,7 @@ import { BillingService, insufficientCredits, nextUtcMidnight } from '@app/billi
 import { CatalogService, economyUnitCost, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
 import { BatchTier, Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
 import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
-import { lockKeyCreditCap, readKeyCreditCap } from '@app/keys';
+import { readKeyCreditCap } from '@app/keys';
 import { KilnMetrics } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import {
@@ -15,8 +15,7 @@ import {
   BatchCancellation,
   countTasksByBatch,
   emptyCounts,
-  insertBatch,
-  insertTasks,
+  insertBatchWithTasks,
   NewBatch,
   NewTask,
   selectTaskViews,
@@ -177,19 +176,18 @@ export class BatchesService {
         const remembered = await takeIdempotencyKey(m, actor.accountId, idempotency.key);
         if (remembered) return { replay: replayOf(remembered, idempotency) };
       }
-      const limits = await lockAccountForBatch(m, actor.accountId);
+      const limits = await lockAccountForBatch(m, actor.accountId, actor.apiKeyId);
       const planRefused = planRefusal(batch, limits, await countActiveBatches(m, actor.accountId, batch.tier));
       if (planRefused) throw planRefused;
-      const cap = actor.apiKeyId ? await this.lockDailyCap(m, actor.apiKeyId) : null;
+      const cap = limits.keyCreditCap === null ? null : await this.dailyCapUse(m, actor.apiKeyId as string, limits.keyCreditCap);
       // insufficient_credits comes before the daily cap; a throw below rolls the charge back
       // with everything else.
       await this.billing.chargeBatch(m, { accountId: actor.accountId, batchId: batch.id, apiKeyId: actor.apiKeyId, amount: batch.creditsCharged });
       const capRefused = cap ? dailyCapRefusal(cap, batch.creditsCharged) : null;
       if (capRefused) throw capRefused;
-      const { createdAt, expiresAt } = await insertBatch(m, batch);
       const tasks = tasksOf(batch, refUploadIds);
       const dispatchCount = await dispatching;
-      await insertTasks(m, batch, tasks, dispatchCount);
+      const { createdAt, expiresAt } = await insertBatchWithTasks(m, batch, tasks, dispatchCount);
       const created: CreatedBatch = { ...batch, status: 'pending', createdAt, expiresAt };
       if (idempotency) await rememberCreation(m, actor.accountId, idempotency, batch.id, createdResponse(created));
       return { created, tasks, dispatchCount };
@@ -249,10 +247,9 @@ export class BatchesService {
     return (await this.detail(accountId, batchId)).batch;
   }
 
-  /** The key's cap (locked, so an edit cannot race the check) and today's use, or null without a cap. */
-  private async lockDailyCap(m: EntityManager, apiKeyId: string): Promise<{ cap: number; used: number } | null> {
-    const cap = await lockKeyCreditCap(m, apiKeyId);
-    return cap === null ? null : { cap, used: await this.billing.creditsUsedToday(apiKeyId, m) };
+  /** The key's cap (locked with the account, so an edit cannot race the check) and today's use. */
+  private async dailyCapUse(m: EntityManager, apiKeyId: string, cap: number): Promise<{ cap: number; used: number }> {
+    return { cap, used: await this.billing.creditsUsedToday(apiKeyId, m) };
   }
 
   /** References: support, count, then ownership of every URL; returns upload ids in request order. */

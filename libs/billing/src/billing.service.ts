@@ -119,28 +119,26 @@ export class BillingService {
   /**
    * Charges a batch inside the caller's transaction (the one that writes the batch and its
    * tasks). Throws insufficient_credits and changes nothing when the balance is too low.
+   * The debit and its ledger row are one statement: the creation's transaction holds the
+   * account's lock, and every round trip inside it is time another creation of that account
+   * waits.
    */
   async chargeBatch(m: EntityManager, charge: ChargeBatch): Promise<number> {
     const rows = await queryRows<{ balance: string }>(m,
-      `UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 RETURNING balance`,
-      [charge.accountId, charge.amount],
+      `WITH charged AS (
+         UPDATE accounts SET balance = balance - $2::bigint WHERE id = $1 AND balance >= $2::bigint RETURNING balance
+       ), entry AS (
+         INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason, batch_id, api_key_id, charge_day)
+         SELECT $1, -$2::bigint, balance, $3, 'Batch charge', $4, $5, $6 FROM charged
+       )
+       SELECT balance FROM charged`,
+      [charge.accountId, charge.amount, CHARGE_KIND, charge.batchId, charge.apiKeyId, utcDay()],
     );
     if (rows.length === 0) {
       const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [charge.accountId]);
       throw insufficientCredits(charge.amount, Number(acc?.balance ?? 0));
     }
-    const balance = Number(rows[0].balance);
-    await this.insertLedger(m, {
-      accountId: charge.accountId,
-      amount: -charge.amount,
-      balanceAfter: balance,
-      kind: 'batch_charge',
-      reason: 'Batch charge',
-      batchId: charge.batchId,
-      apiKeyId: charge.apiKeyId,
-      chargeDay: utcDay(),
-    });
-    return balance;
+    return Number(rows[0].balance);
   }
 
   /**

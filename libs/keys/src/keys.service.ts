@@ -49,16 +49,6 @@ export interface CreateKeyInput {
   creditCapPerDay?: number | null;
 }
 
-/**
- * The key's daily credit cap, read under a row lock for the rest of the caller's transaction
- * (the one that charges a batch), so an edit of the cap cannot race the check. Null when the
- * key has no cap.
- */
-export async function lockKeyCreditCap(m: EntityManager, apiKeyId: string): Promise<number | null> {
-  const [row] = await m.query(`SELECT credit_cap_per_day FROM api_keys WHERE id = $1 FOR UPDATE`, [apiKeyId]);
-  return row?.credit_cap_per_day ?? null;
-}
-
 /** The key's daily cap without a lock (an estimate reserves nothing). */
 export async function readKeyCreditCap(m: Pick<EntityManager, 'query'>, apiKeyId: string): Promise<number | null> {
   const [row] = await m.query(`SELECT credit_cap_per_day FROM api_keys WHERE id = $1`, [apiKeyId]);

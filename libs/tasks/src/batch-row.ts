@@ -1,5 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
 import { BatchTier, OutputFormat, ProviderRoute, RefMode, Resolution } from '@app/database';
+import type { NewTask } from './task-rows';
 
 /*
  * The batches table has one writer, this lib (libs/testing/src/architecture.ts checks it): the
@@ -41,22 +42,49 @@ export interface NewBatch {
 }
 
 /**
- * Inserts the batch `pending`, in the caller's transaction. clock_timestamp(), not now(): it
- * is read after the account lock was taken, so one account's batches get created_at in
- * commit order and a newest-first listing never shows a batch "older" than one committed
- * before it. An economy batch's expires_at is that same instant, rounded to milliseconds as
- * the created_at column stores it, plus its window: expiresAt - createdAt is exactly the window.
+ * Inserts the batch `pending` and all its tasks, in the caller's transaction and in one
+ * statement (one round trip of the creation's transaction, which holds the account's lock).
+ *
+ * The batch: clock_timestamp(), not now(): it is read after the account lock was taken, so
+ * one account's batches get created_at in commit order and a newest-first listing never shows
+ * a batch "older" than one committed before it. An economy batch's expires_at is that same
+ * instant, rounded to milliseconds as the created_at column stores it, plus its window:
+ * expiresAt - createdAt is exactly the window.
+ *
+ * The tasks, whatever the batch size: parallel arrays unnested into rows. Prompts travel once,
+ * in the batch's jsonb, and tasks point into them; each task's reference ids travel as a
+ * uuid[] literal because unnest would flatten a two-dimensional array. The first
+ * `dispatchCount` tasks (by seq) are written `queued`: the caller enqueues them right after the
+ * commit (TaskDispatchService.enqueueQueued); the rest wait as `pending` for the generators'
+ * feeder. Each task carries the batch's tier: an economy batch's tasks are all written
+ * `pending` (none queued, whatever `dispatchCount` says), with no upstream batch, and wait
+ * there for the generator's collector; the feeder takes standard tasks only. The tasks' foreign
+ * key is checked at the end of the statement, when the batch row is there.
+ *
  * Returns created_at and expires_at.
  */
-export async function insertBatch(m: EntityManager, b: NewBatch): Promise<{ createdAt: Date; expiresAt: Date | null }> {
+export async function insertBatchWithTasks(
+  m: EntityManager,
+  b: NewBatch,
+  tasks: readonly NewTask[],
+  dispatchCount: number,
+): Promise<{ createdAt: Date; expiresAt: Date | null }> {
   const [row] = await m.query(
-    `INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
-       count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-       width, height, status, created_via_api, seed, output_format, tier, created_at, expires_at)
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-       $21, $22, $23, at.t, at.t + make_interval(hours => $24::int)
-       FROM (SELECT clock_timestamp()::timestamptz(3) AS t) at
-     RETURNING created_at, expires_at`,
+    `WITH batch AS (
+       INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
+         count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
+         width, height, status, created_via_api, seed, output_format, tier, created_at, expires_at)
+       SELECT $1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
+         $21, $22, $23, at.t, at.t + make_interval(hours => $24::int)
+         FROM (SELECT clock_timestamp()::timestamptz(3) AS t) at
+       RETURNING created_at, expires_at
+     ), task AS (
+       INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status, tier)
+       SELECT t.id, $1, $2, t.seq, $4::jsonb ->> t.prompt_index, t.refs::uuid[], t.seed,
+              CASE WHEN t.seq < $30 THEN 'queued' ELSE 'pending' END, $23
+         FROM unnest($25::uuid[], $26::int[], $27::int[], $28::text[], $29::int[]) AS t(id, seq, prompt_index, refs, seed)
+     )
+     SELECT created_at, expires_at FROM batch`,
     [
       b.id,
       b.accountId,
@@ -82,6 +110,12 @@ export async function insertBatch(m: EntityManager, b: NewBatch): Promise<{ crea
       b.outputFormat,
       b.tier,
       b.tier === 'economy' ? b.windowHours : null,
+      tasks.map((t) => t.id),
+      tasks.map((t) => t.seq),
+      tasks.map((t) => t.promptIndex),
+      tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
+      tasks.map((t) => t.seed),
+      b.tier === 'economy' ? 0 : dispatchCount,
     ],
   );
   return { createdAt: row.created_at, expiresAt: row.expires_at };

@@ -1,5 +1,5 @@
-import { DataSource, EntityManager } from 'typeorm';
-import { BatchTier, PreparedStatement, queryPrepared, TaskEntity, TaskStatus } from '@app/database';
+import { DataSource } from 'typeorm';
+import { PreparedStatement, queryPrepared, TaskEntity, TaskStatus } from '@app/database';
 import { addToCounts, emptyCounts, TaskCounts } from './batch-status';
 
 /** A task of a new batch, as its creation writes it. */
@@ -18,43 +18,6 @@ export type TaskView = Pick<
   TaskEntity,
   'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error' | 'errorCode' | 'resultWidth' | 'resultHeight'
 >;
-
-/**
- * Every task of a new batch in one statement, whatever the batch size: parallel arrays
- * unnested into rows. Prompts travel once and tasks point into them; each task's reference
- * ids travel as a uuid[] literal because unnest would flatten a two-dimensional array. The
- * first `dispatchCount` tasks (by seq) are written `queued`: the caller enqueues them right
- * after the commit (TaskDispatchService.enqueueQueued); the rest wait as `pending` for the
- * generators' feeder. Each task carries the batch's tier: an economy batch's tasks are all
- * written `pending` (none queued, whatever `dispatchCount` says), with no upstream batch, and
- * wait there for the generator's collector; the feeder takes standard tasks only. Runs in the
- * caller's transaction, the one that charges the batch.
- */
-export async function insertTasks(
-  m: EntityManager,
-  batch: { id: string; accountId: string; prompts: string[]; tier: BatchTier },
-  tasks: readonly NewTask[],
-  dispatchCount: number,
-): Promise<void> {
-  await m.query(
-    `INSERT INTO tasks (id, batch_id, account_id, seq, prompt, ref_upload_ids, seed, status, tier)
-     SELECT t.id, $1, $2, t.seq, ($3::text[])[t.prompt_index], t.refs::uuid[], t.seed,
-            CASE WHEN t.seq < $9 THEN 'queued' ELSE 'pending' END, $10
-       FROM unnest($4::uuid[], $5::int[], $6::int[], $7::text[], $8::int[]) AS t(id, seq, prompt_index, refs, seed)`,
-    [
-      batch.id,
-      batch.accountId,
-      batch.prompts,
-      tasks.map((t) => t.id),
-      tasks.map((t) => t.seq),
-      tasks.map((t) => t.promptIndex + 1),
-      tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
-      tasks.map((t) => t.seed),
-      batch.tier === 'economy' ? 0 : dispatchCount,
-      batch.tier,
-    ],
-  );
-}
 
 /**
  * A task's status as clients see it: `running` only once it is in its provider's hands; a
