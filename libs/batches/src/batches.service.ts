@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { hash, randomUUID } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { BatchLimits, countActiveBatches, lockAccountForBatch, readBatchLimits } from '@app/accounts';
 import { BillingService, insufficientCredits, nextUtcMidnight } from '@app/billing';
 import { CatalogService, economyUnitCost, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
@@ -179,7 +179,10 @@ export class BatchesService {
       const limits = await lockAccountForBatch(m, actor.accountId, actor.apiKeyId);
       const planRefused = planRefusal(batch, limits, await countActiveBatches(m, actor.accountId, batch.tier));
       if (planRefused) throw planRefused;
-      const cap = limits.keyCreditCap === null ? null : await this.dailyCapUse(m, actor.apiKeyId as string, limits.keyCreditCap);
+      // The key's cap was locked with the account, so an edit cannot race the check.
+      const { keyCreditCap } = limits;
+      const cap =
+        keyCreditCap === null || !actor.apiKeyId ? null : { cap: keyCreditCap, used: await this.billing.creditsUsedToday(actor.apiKeyId, m) };
       // insufficient_credits comes before the daily cap; a throw below rolls the charge back
       // with everything else.
       await this.billing.chargeBatch(m, { accountId: actor.accountId, batchId: batch.id, apiKeyId: actor.apiKeyId, amount: batch.creditsCharged });
@@ -245,11 +248,6 @@ export class BatchesService {
     if (!isUuid(batchId)) throw notFound('Batch');
     await this.cancellation.cancel(accountId, batchId);
     return (await this.detail(accountId, batchId)).batch;
-  }
-
-  /** The key's cap (locked with the account, so an edit cannot race the check) and today's use. */
-  private async dailyCapUse(m: EntityManager, apiKeyId: string, cap: number): Promise<{ cap: number; used: number }> {
-    return { cap, used: await this.billing.creditsUsedToday(apiKeyId, m) };
   }
 
   /** References: support, count, then ownership of every URL; returns upload ids in request order. */
