@@ -5,17 +5,17 @@ import { TestApp, getJson, postBatch, recordSql, taskRows, FileEnvironment, file
 import { bootBatchesApp } from './helpers/apps';
 
 /**
- * Handing tasks to the generator: a new batch's window of Bull jobs, the fair feed of the
- * rest, Redis outages. On a database of its own: `feed` takes the whole database's pending
- * tasks, which on the shared one belong to other files too.
- */
-/**
  * A creation's SQL, whatever its size: the key, the model, then the transaction (begin, the
  * account and key locks, the open-batch count, the debit with its ledger row, the batch with its
  * tasks, commit). Each is a round trip, most of them under the account's lock.
  */
 const CREATION_STATEMENTS = 8;
 
+/**
+ * Handing tasks to the generator: a new batch's window of Bull jobs, the fair feed of the
+ * rest, Redis outages. On a database of its own: `feed` takes the whole database's pending
+ * tasks, which on the shared one belong to other files too.
+ */
 describe('Batches: dispatch to the task queue', () => {
   let env: FileEnvironment;
   let t: TestApp;

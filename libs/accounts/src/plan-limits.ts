@@ -10,6 +10,9 @@ export interface BatchLimits {
   maxConcurrentEconomyBatches: number;
 }
 
+/** What the limits are read from: the account's status and its plan's caps. */
+const LIMIT_COLUMNS = 'a.status, p.max_images_per_batch, p.max_concurrent_batches, p.max_concurrent_economy_batches';
+
 /**
  * Locks the account row for the rest of the caller's transaction and reads its plan's batch
  * limits: one account's batch creations run one at a time from here to commit, so two of
@@ -42,8 +45,6 @@ export async function lockAccountForBatch(
 export async function readBatchLimits(m: Pick<EntityManager, 'query'>, accountId: string): Promise<BatchLimits> {
   return batchLimitsOf(m, accountId, '');
 }
-
-const LIMIT_COLUMNS = 'a.status, p.max_images_per_batch, p.max_concurrent_batches, p.max_concurrent_economy_batches';
 
 async function batchLimitsOf(m: Pick<EntityManager, 'query'>, accountId: string, lock: 'FOR UPDATE OF a' | ''): Promise<BatchLimits> {
   const [row] = await m.query(`SELECT ${LIMIT_COLUMNS} FROM accounts a JOIN plans p ON p.key = a.plan_key WHERE a.id = $1 ${lock}`, [
