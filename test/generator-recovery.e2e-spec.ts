@@ -1,7 +1,5 @@
-import { promises as fs } from 'node:fs';
-import * as path from 'node:path';
 import { OrphanSweepService } from '@app/generation';
-import { LocalStorageDriver } from '@app/storage';
+import { LocalStorageDriver, ObjectKeyPrefix } from '@app/storage';
 import { batchRow, createBatchVia, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
 import { useGeneratorProcesses } from './helpers/apps';
 
@@ -31,19 +29,10 @@ const CHILD_ENV = {
   TASK_BACKOFF_MS: '50',
 };
 
-/** Every key stored under `<dataDir>/files/<prefix>`. */
-async function storedKeys(dataDir: string, prefix: string): Promise<string[]> {
-  const root = path.join(dataDir, 'files');
+/** Every key stored under `<dataDir>/files/<prefix>`, as the local driver lists them. */
+async function storedKeys(dataDir: string, prefix: ObjectKeyPrefix): Promise<string[]> {
   const found: string[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
-    for (const e of entries) {
-      const full = path.join(dir, e.name);
-      if (e.isDirectory()) await walk(full);
-      else found.push(path.relative(root, full).split(path.sep).join('/'));
-    }
-  };
-  await walk(path.join(root, prefix));
+  for await (const { key } of new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://kiln.test' }).list(prefix)) found.push(key);
   return found.sort();
 }
 

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
-import { StorageDriver } from '@app/storage';
+import { resolveLocalPath, StorageDriver } from '@app/storage';
 import { UPLOAD_LIMITS, UploadsService } from '@app/uploads';
 import { buildConfig, KILN_CONFIG } from '@app/config';
 import { bootTestApp, TestAccount, TestApp } from '@app/testing';
@@ -415,6 +415,21 @@ describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
       const head = await t.http.head(pathname).expect(200);
       expect(head.headers['content-length']).toBe(String(body.length));
     });
+
+    it('serves an object stored in the directory-per-object layout (before the sharded one) at the same URL', async () => {
+      const body = await sampleImage('png');
+      const key = `results/${randomUUID().replace(/-/g, '')}/kiln-0a1b2c3d-0001.png`;
+      const legacyFile = path.join(process.env.DATA_DIR as string, 'files', key);
+      await fs.mkdir(path.dirname(legacyFile), { recursive: true });
+      await fs.writeFile(legacyFile, body);
+      const res = await download(`http://kiln.test/files/${key}`).expect(200);
+      expect(res.headers['content-type']).toBe('image/png');
+      expect(Buffer.compare(res.body as Buffer, body)).toBe(0);
+      // Written again through the driver (a retried task), the new layout's copy is the one served.
+      const again = await sampleImage('png', 3, 3);
+      await t.app.get(StorageDriver).put(key, again, 'image/png');
+      expect(Buffer.compare((await download(`http://kiln.test/files/${key}`).expect(200)).body as Buffer, again)).toBe(0);
+    });
   });
 
   describe('retention (docs/api.md#result-urls-and-retention)', () => {
@@ -437,7 +452,7 @@ describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
       await download(oldUrl).expect(404);
       await download(recentUrl).expect(200);
       const oldKey = new URL(oldUrl).pathname.replace(/^\/files\//, '');
-      await expect(fs.stat(path.join(process.env.DATA_DIR as string, 'files', oldKey))).rejects.toMatchObject({
+      await expect(fs.stat(resolveLocalPath(process.env.DATA_DIR as string, oldKey)!)).rejects.toMatchObject({
         code: 'ENOENT',
       });
     });

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { LocalStorageDriver, newObjectToken, resultObjectKey } from '@app/storage';
+import { LocalStorageDriver, newObjectToken, resolveLocalPath, resultObjectKey } from '@app/storage';
 import { round } from '../lib/util';
 
 export interface StorageFloorRun {
@@ -53,5 +52,5 @@ export async function runStorageFloor(dataDir: string, image: Buffer, images: nu
  * 1 MiB images, and one of those once made the floor 1.0 ms an image instead of 0.1.
  */
 export function storedResultImage(kilnDataDir: string, resultKey: string): Buffer {
-  return fs.readFileSync(path.join(kilnDataDir, 'files', resultKey));
+  return fs.readFileSync(resolveLocalPath(kilnDataDir, resultKey)!);
 }

@@ -1,6 +1,5 @@
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Pool } from 'pg';
+import { LocalStorageDriver } from '@app/storage';
 
 export interface InvariantResult {
   name: string;
@@ -175,7 +174,9 @@ async function resultObjectsStored(db: Pool, dataDir: string): Promise<Invariant
   const { rows } = await db.query<{ id: string; result_key: string }>(
     `SELECT id, result_key FROM tasks WHERE status = 'succeeded' AND result_key IS NOT NULL`,
   );
-  const missing = rows.filter((r) => !fs.existsSync(path.join(dataDir, 'files', r.result_key)));
+  const storage = localStorage(dataDir);
+  const missing: typeof rows = [];
+  for (const r of rows) if (!(await storage.exists(r.result_key))) missing.push(r);
   return {
     name: 'results stored',
     rule: "every succeeded task's result object exists in storage",
@@ -189,15 +190,14 @@ async function resultObjectsStored(db: Pool, dataDir: string): Promise<Invariant
  * and recording it leaves behind. A cost, not a money error: reported, not a violation.
  */
 export async function unreferencedResultObjects(db: Pool, dataDir: string): Promise<number> {
-  const root = path.join(dataDir, 'files', 'results');
-  if (!fs.existsSync(root)) return 0;
   const { rows } = await db.query<{ result_key: string }>(`SELECT result_key FROM tasks WHERE result_key IS NOT NULL`);
   const referenced = new Set(rows.map((r) => r.result_key));
   let unreferenced = 0;
-  for (const dir of fs.readdirSync(root)) {
-    for (const file of fs.readdirSync(path.join(root, dir))) {
-      if (!file.startsWith('.') && !referenced.has(`results/${dir}/${file}`)) unreferenced += 1;
-    }
-  }
+  for await (const { key } of localStorage(dataDir).list('results')) if (!referenced.has(key)) unreferenced += 1;
   return unreferenced;
+}
+
+/** The bench's Kiln stores on the local driver: read its files through the driver, in its layout. */
+function localStorage(dataDir: string): LocalStorageDriver {
+  return new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://localhost' });
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as path from 'node:path';
+import { resolveLocalPath } from '@app/storage';
 import { sampleRss } from '../lib/children';
 import { absolute, FAST_MODEL, prompts, waitAllDone } from '../lib/harness';
 import { runLoad } from '../lib/load';
@@ -57,7 +57,7 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
   const digests = new Map<string, string>();
   for (const { key } of rows) {
     const body = randomBytes(IMAGE_BYTES);
-    fs.writeFileSync(path.join(stack.dataDir, 'files', key), body);
+    fs.writeFileSync(resolveLocalPath(stack.dataDir, key)!, body);
     digests.set(createHash('sha256').update(body).digest('hex'), key);
   }
 
@@ -119,7 +119,7 @@ async function concurrentArchives(ctx: BenchContext, requests: { owner: BenchAcc
   const api = stack.api!;
   const ids = [...new Set(requests.map((r) => r.id))];
   const { rows } = await stack.db.query<{ key: string }>(`SELECT result_key AS key FROM tasks WHERE batch_id = ANY($1::uuid[]) AND result_key IS NOT NULL`, [ids]);
-  for (const { key } of rows) fs.writeFileSync(path.join(stack.dataDir, 'files', key), randomBytes(CONCURRENT_IMAGE_BYTES));
+  for (const { key } of rows) fs.writeFileSync(resolveLocalPath(stack.dataDir, key)!, randomBytes(CONCURRENT_IMAGE_BYTES));
   const reader = await stack.createAccount('archive-me');
   const me = { url: `${stack.baseUrl}/v1/me`, headers: { authorization: `Bearer ${reader.key}` }, connections: 4, durationSec: CONCURRENT_SECONDS };
   log(`archive: GET /v1/me alone for ${CONCURRENT_SECONDS} s (baseline)`);

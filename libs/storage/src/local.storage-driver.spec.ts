@@ -35,15 +35,17 @@ describe('LocalStorageDriver', () => {
     await expect(driver.openRead('results')).rejects.toBeInstanceOf(StorageObjectNotFoundError);
   });
 
-  it('round-trips bytes under <dataDir>/files/<key>', async () => {
+  it('round-trips bytes in <dataDir>/files/<prefix>/<shard>/<token>~<name>', async () => {
     const key = newObjectKey('uploads', 'photo.png');
+    const token = key.split('/')[1];
     const body = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 255]);
 
     expect(await driver.exists(key)).toBe(false);
     await driver.put(key, body, 'image/png');
     expect(await driver.exists(key)).toBe(true);
     expect(await driver.get(key)).toEqual(body);
-    expect(await fs.readFile(path.join(dataDir, 'files', key))).toEqual(body);
+    expect(await fs.readFile(path.join(dataDir, 'files', 'uploads', token.slice(0, 2), `${token}~photo.png`))).toEqual(body);
+    expect(await driver.findLocalFile(key)).toBe(driver.resolveLocalPath(key));
 
     const replacement = Buffer.from('second version');
     await driver.put(key, replacement, 'image/png');
@@ -55,15 +57,64 @@ describe('LocalStorageDriver', () => {
     await expect(driver.remove(key)).resolves.toBeUndefined();
   });
 
-  it('leaves no temp files behind and drops the empty per-object directory on remove', async () => {
-    const key = newObjectKey('results', 'out.webp');
-    await driver.put(key, Buffer.from('x'), 'image/webp');
-    const objectDir = path.dirname(path.join(dataDir, 'files', key));
-    expect(await fs.readdir(objectDir)).toEqual(['out.webp']);
+  it("makes no directory per object: objects share their token's shard, which a remove keeps", async () => {
+    const keys = Array.from({ length: 40 }, (_, i) => newObjectKey('results', `out-${i}.webp`));
+    await Promise.all(keys.map((key) => driver.put(key, Buffer.from('x'), 'image/webp')));
+    const results = path.join(dataDir, 'files', 'results');
+    const shards = new Set(keys.map((key) => key.split('/')[1].slice(0, 2)));
+    expect((await fs.readdir(results)).sort()).toEqual([...shards].sort());
+    const files = (await Promise.all([...shards].map((shard) => fs.readdir(path.join(results, shard))))).flat();
+    expect(files.sort()).toEqual(keys.map((key) => key.split('/').slice(1).join('~')).sort());
 
-    await driver.remove(key);
-    await expect(fs.stat(objectDir)).rejects.toMatchObject({ code: 'ENOENT' });
-    expect((await fs.stat(path.join(dataDir, 'files', 'results'))).isDirectory()).toBe(true);
+    const [first] = keys;
+    const shard = path.join(results, first.split('/')[1].slice(0, 2));
+    await driver.remove(first);
+    expect(await driver.exists(first)).toBe(false);
+    expect((await fs.stat(shard)).isDirectory()).toBe(true);
+  });
+
+  it('still reads, lists and removes objects of the directory-per-object layout, and writes a repeat put in the new one', async () => {
+    const legacy = newObjectKey('results', 'old.png');
+    const legacyFile = path.join(dataDir, 'files', legacy);
+    await fs.mkdir(path.dirname(legacyFile), { recursive: true });
+    await fs.writeFile(legacyFile, 'legacy bytes');
+    const fresh = newObjectKey('results', 'new.png');
+    await driver.put(fresh, Buffer.from('new bytes'), 'image/png');
+
+    expect(await driver.exists(legacy)).toBe(true);
+    expect((await driver.get(legacy)).toString()).toBe('legacy bytes');
+    const chunks: Buffer[] = [];
+    for await (const chunk of await driver.openRead(legacy)) chunks.push(chunk as Buffer);
+    expect(Buffer.concat(chunks).toString()).toBe('legacy bytes');
+    expect(await driver.findLocalFile(legacy)).toBe(legacyFile);
+    const listed: string[] = [];
+    for await (const { key } of driver.list('results')) listed.push(key);
+    expect(listed.sort()).toEqual([fresh, legacy].sort());
+
+    // The same key again (a retried task's result): written where puts go now, and read there first.
+    await driver.put(legacy, Buffer.from('retried bytes'), 'image/png');
+    expect((await driver.get(legacy)).toString()).toBe('retried bytes');
+    expect(await driver.findLocalFile(legacy)).toBe(driver.resolveLocalPath(legacy));
+
+    await driver.remove(legacy);
+    expect(await driver.exists(legacy)).toBe(false);
+    await expect(fs.stat(path.dirname(legacyFile))).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(await driver.findLocalFile(legacy)).toBeNull();
+    expect((await driver.get(fresh)).toString()).toBe('new bytes');
+  });
+
+  it('lists no temp file and no stray name as an object', async () => {
+    const key = newObjectKey('previews', 'preview.webp');
+    await driver.put(key, Buffer.from('x'), 'image/webp');
+    const shard = path.dirname(driver.resolveLocalPath(key)!);
+    const token = key.split('/')[1];
+    await fs.writeFile(path.join(shard, `.${token}~preview.webp.abc123.tmp`), 'half');
+    // A name in a shard its token does not belong to, and one with a character keys never have.
+    await fs.writeFile(path.join(shard, `zz${token.slice(2)}~preview.webp`), 'x');
+    await fs.writeFile(path.join(shard, `${token}~a~b.webp`), 'x');
+    const listed: string[] = [];
+    for await (const object of driver.list('previews')) listed.push(object.key);
+    expect(listed).toEqual([key]);
   });
 
   it('handles concurrent puts of the same key without mixing bodies', async () => {
@@ -72,7 +123,7 @@ describe('LocalStorageDriver', () => {
     await Promise.all(bodies.map((body) => driver.put(key, body, 'application/octet-stream')));
     const stored = await driver.get(key);
     expect(bodies.some((body) => body.equals(stored))).toBe(true);
-    expect(await fs.readdir(path.dirname(path.join(dataDir, 'files', key)))).toEqual(['same.bin']);
+    expect(await fs.readdir(path.dirname(driver.resolveLocalPath(key)!))).toEqual([key.split('/').slice(1).join('~')]);
   });
 
   it('reports a clear not-found error carrying the key', async () => {
@@ -103,11 +154,14 @@ describe('LocalStorageDriver', () => {
     expect(await fs.readdir(dataDir)).toEqual(['files']);
   });
 
-  it('resolves valid keys to absolute paths under <dataDir>/files', () => {
+  it('resolves valid keys to absolute paths under <dataDir>/files', async () => {
     const key = 'uploads/0123/a.png';
-    const expected = path.join(dataDir, 'files', 'uploads', '0123', 'a.png');
+    const expected = path.join(dataDir, 'files', 'uploads', '01', '0123~a.png');
     expect(driver.resolveLocalPath(key)).toBe(expected);
     expect(resolveLocalPath(dataDir, key)).toBe(expected);
+    expect(resolveLocalPath(dataDir, 'uploads/a.png')).toBe(path.join(dataDir, 'files', 'uploads', 'a.png'));
+    expect(await driver.findLocalFile(key)).toBeNull();
+    expect(await driver.findLocalFile('../escape')).toBeNull();
     expect(path.isAbsolute(resolveLocalPath('relative/data', key)!)).toBe(true);
     expect(resolveLocalPath(dataDir, '')).toBeNull();
   });

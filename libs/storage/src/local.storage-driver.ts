@@ -16,13 +16,57 @@ export interface LocalStorageOptions {
 }
 
 /**
- * The absolute path of a key's file under `<dataDir>/files`, or null for an invalid key.
- * The api's file route calls this with the raw request path, so it must never throw.
+ * Where a key's object lives under `<dataDir>/files`. A key of newObjectKey's shape,
+ * `<prefix>/<token>/<name>`, is the file `<prefix>/<first 2 of token>/<token>~<name>`. The
+ * older layout, a directory per object (the key's own path), cost a mkdir per image: 3-5
+ * times the file's own write once the store held tens of thousands (ext4 allocating a
+ * directory's inode and block), and the sweeps opened a directory per object. 2-character shards keep each
+ * directory small (a 32-hex token gives 256), and `~` is outside the key alphabet, so a file
+ * name maps back to exactly one key. Keys of any other shape are their own path.
+ */
+const SHARD_LENGTH = 2;
+const NAME_SEPARATOR = '~';
+
+function layoutPath(key: string): string {
+  const segments = key.split('/');
+  if (segments.length !== 3) return key;
+  const [prefix, token, name] = segments;
+  return `${prefix}/${token.slice(0, SHARD_LENGTH)}/${token}${NAME_SEPARATOR}${name}`;
+}
+
+/**
+ * The key of a file found under `<dataDir>/files` (path relative to it, `/`-separated), in
+ * either layout; null for what is not an object (a put's temp file, a stray name).
+ */
+function keyOfLayoutPath(relative: string): string | null {
+  const segments = relative.split('/');
+  const name = segments[segments.length - 1];
+  if (name.startsWith('.')) return null;
+  const at = name.indexOf(NAME_SEPARATOR);
+  if (segments.length === 3 && at > 0) {
+    const token = name.slice(0, at);
+    const key = `${segments[0]}/${token}/${name.slice(at + 1)}`;
+    return token.slice(0, SHARD_LENGTH) === segments[1] && isValidKey(key) ? key : null;
+  }
+  return isValidKey(relative) ? relative : null;
+}
+
+/**
+ * The absolute path a put of `key` writes under `<dataDir>/files`, or null for an invalid key.
+ * An object stored before the sharded layout is still read, listed and removed at the key's
+ * own path (LocalStorageDriver.findLocalFile serves either).
  */
 export function resolveLocalPath(dataDir: string, key: string): string | null {
-  if (!isValidKey(key)) return null;
-  const root = filesRoot(dataDir);
-  const resolved = path.resolve(root, key);
+  return isValidKey(key) ? underRoot(filesRoot(dataDir), layoutPath(key)) : null;
+}
+
+/** The key's own path, where the directory-per-object layout kept it; null when that is where a put writes. */
+function legacyLocalPath(root: string, key: string): string | null {
+  return layoutPath(key) === key ? null : underRoot(root, key);
+}
+
+function underRoot(root: string, relative: string): string | null {
+  const resolved = path.resolve(root, relative);
   // isValidKey already rules out escapes; this guards against a future change to it.
   return resolved.startsWith(root + path.sep) ? resolved : null;
 }
@@ -72,69 +116,76 @@ export class LocalStorageDriver extends StorageDriver {
     return resolveLocalPath(this.options.dataDir, key);
   }
 
+  /**
+   * The file holding the key's object, in either layout, or null (no such object, or an
+   * invalid key). The api's file route calls this with the raw request path, so it never throws.
+   */
+  async findLocalFile(key: string): Promise<string | null> {
+    if (!isValidKey(key)) return null;
+    for (const file of this.candidatePaths(key)) {
+      try {
+        if ((await fs.stat(file)).isFile()) return file;
+      } catch (error) {
+        if (!isNotFound(error)) return null;
+      }
+    }
+    return null;
+  }
+
   // contentType is not persisted: the api serves local files with a type derived from the
   // extension, and newObjectKey keeps the (sanitised) name's extension.
   async put(key: string, body: Buffer, _contentType: string): Promise<void> {
-    const target = this.pathFor(key);
-    // A concurrent remove() may drop the (then empty) directory between mkdir and write;
-    // one retry recreates it.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.write(target, body);
-        return;
-      } catch (error) {
-        if (attempt >= 2 || (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      }
-    }
+    await this.write(this.pathFor(key), body);
   }
 
   async get(key: string): Promise<Buffer> {
-    try {
-      return await fs.readFile(this.pathFor(key));
-    } catch (error) {
-      if (isNotFound(error) || (error as NodeJS.ErrnoException).code === 'EISDIR') {
-        throw new StorageObjectNotFoundError(key);
+    for (const file of this.candidatePaths(key)) {
+      try {
+        return await fs.readFile(file);
+      } catch (error) {
+        if (!isNotFound(error) && (error as NodeJS.ErrnoException).code !== 'EISDIR') throw error;
       }
-      throw error;
     }
+    throw new StorageObjectNotFoundError(key);
   }
 
   async openRead(key: string): Promise<Readable> {
-    let handle: FileHandle;
-    try {
-      // Opened before the stream exists, so a missing file is an error here rather than a
-      // stream that fails on its first read.
-      handle = await fs.open(this.pathFor(key), 'r');
-    } catch (error) {
-      if (isNotFound(error)) throw new StorageObjectNotFoundError(key);
-      throw error;
-    }
-    if (!(await handle.stat()).isFile()) {
+    for (const file of this.candidatePaths(key)) {
+      let handle: FileHandle;
+      try {
+        // Opened before the stream exists, so a missing file is an error here rather than a
+        // stream that fails on its first read.
+        handle = await fs.open(file, 'r');
+      } catch (error) {
+        if (isNotFound(error)) continue;
+        throw error;
+      }
+      if ((await handle.stat()).isFile()) return handle.createReadStream();
       await handle.close();
-      throw new StorageObjectNotFoundError(key);
     }
-    return handle.createReadStream();
+    throw new StorageObjectNotFoundError(key);
   }
 
   async exists(key: string): Promise<boolean> {
-    try {
-      return (await fs.stat(this.pathFor(key))).isFile();
-    } catch (error) {
-      if (isNotFound(error)) return false;
-      throw error;
+    for (const file of this.candidatePaths(key)) {
+      try {
+        if ((await fs.stat(file)).isFile()) return true;
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
     }
+    return false;
   }
 
   async remove(key: string): Promise<void> {
-    const file = this.pathFor(key);
-    await fs.rm(file, { force: true });
-    // Each object from newObjectKey sits alone in its random directory; dropping that directory
-    // keeps retention cleanup from leaving thousands of empty ones. Top-level prefix directories
-    // are left alone because a concurrent put may be about to write inside them.
-    const parent = path.dirname(file);
-    if (path.dirname(parent) !== this.root && parent !== this.root) {
-      await fs.rmdir(parent).catch(() => undefined);
-    }
+    await fs.rm(this.pathFor(key), { force: true });
+    // Shards stay (at most 256 a prefix, and a concurrent put may be writing into one). An
+    // object of the older layout sat alone in its random directory: that directory goes too,
+    // so retention does not leave thousands of empty ones.
+    const legacy = legacyLocalPath(this.root, key);
+    if (!legacy) return;
+    await fs.rm(legacy, { force: true });
+    await fs.rmdir(path.dirname(legacy)).catch(() => undefined);
   }
 
   async *list(prefix: ObjectKeyPrefix): AsyncIterable<StoredObject> {
@@ -151,30 +202,28 @@ export class LocalStorageDriver extends StorageDriver {
   }
 
   /**
-   * Every key newObjectKey makes sits alone in a directory of its own (a random segment), so
-   * a put that creates that directory writes a key nobody can have read or be writing: it
-   * writes the file in place, exclusively (mkdir, open, write, close). A put into a directory
-   * that exists (the same key again) replaces the object atomically instead, through a temp
-   * file and a rename, so a reader never sees half of it.
+   * Every key newObjectKey makes is new (a random segment), so a put that creates its file
+   * writes a key nobody can have read: it writes the file in place, exclusively (open, write,
+   * close). A put that finds the file (the same key again, or a concurrent put of it) replaces
+   * the object atomically instead, through a temp file and a rename, so a reader never sees
+   * half of it. The shard's directory is made on the first put into it (or after a remove of
+   * an older-layout object dropped it as empty).
    */
   private async write(target: string, body: Buffer): Promise<void> {
-    const dir = path.dirname(target);
-    try {
-      await mkdirAsync(dir);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') return this.replaceAtomically(target, body);
-      if (code !== 'ENOENT') throw error;
-      // The prefix directory is missing (first object under it): make the whole path.
-      await mkdirAsync(dir, { recursive: true });
-    }
-    try {
-      await writeFileAsync(target, body, { flag: 'wx' });
-    } catch (error) {
-      // Another put of the same key won the race for the file: replace it like a repeat put.
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return this.replaceAtomically(target, body);
-      await fs.rm(target, { force: true });
-      throw error;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await writeFileAsync(target, body, { flag: 'wx' });
+        return;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === 'EEXIST') return this.replaceAtomically(target, body);
+        if (code !== 'ENOENT' || attempt >= 2) {
+          // A file this put created (then failed to fill, e.g. ENOSPC) is nobody else's.
+          if (code !== 'ENOENT') await fs.rm(target, { force: true });
+          throw error;
+        }
+      }
+      await mkdirAsync(path.dirname(target), { recursive: true });
     }
   }
 
@@ -191,32 +240,44 @@ export class LocalStorageDriver extends StorageDriver {
     }
   }
 
-  /** Depth first, one directory open at a time; a put's temp files (dot names) are not objects. */
-  private async *walk(dirKey: string): AsyncIterable<StoredObject> {
+  /**
+   * Depth first, one directory open at a time, through both layouts; a put's temp files (dot
+   * names) are not objects.
+   */
+  private async *walk(dirPath: string): AsyncIterable<StoredObject> {
     let dir: Dir;
     try {
-      dir = await fs.opendir(path.join(this.root, dirKey));
+      dir = await fs.opendir(path.join(this.root, dirPath));
     } catch (error) {
       if (isNotFound(error)) return;
       throw error;
     }
     for await (const entry of dir) {
-      const key = `${dirKey}/${entry.name}`;
+      const relative = `${dirPath}/${entry.name}`;
       if (entry.isDirectory()) {
-        yield* this.walk(key);
-      } else if (entry.isFile() && isValidKey(key)) {
-        try {
-          const { mtime } = await fs.stat(path.join(this.root, key));
-          yield { key, lastModified: mtime };
-        } catch (error) {
-          if (!isNotFound(error)) throw error;
-        }
+        yield* this.walk(relative);
+        continue;
+      }
+      const key = entry.isFile() ? keyOfLayoutPath(relative) : null;
+      if (!key) continue;
+      try {
+        const { mtime } = await fs.stat(path.join(this.root, relative));
+        yield { key, lastModified: mtime };
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
       }
     }
   }
 
+  /** Where a put of the key writes. */
   private pathFor(key: string): string {
     assertValidKey(key);
-    return path.join(this.root, key);
+    return path.join(this.root, layoutPath(key));
+  }
+
+  /** Where the key's object may be: where a put writes, then the older layout's place. */
+  private candidatePaths(key: string): string[] {
+    const legacy = legacyLocalPath(this.root, key);
+    return legacy ? [this.pathFor(key), legacy] : [this.pathFor(key)];
   }
 }

@@ -20,9 +20,9 @@ export class FilesController {
   @Get('*path')
   async download(@Param('path') path: string[] | string, @Res() res: Response): Promise<void> {
     const key = Array.isArray(path) ? path.join('/') : path;
-    // resolveLocalPath refuses any key that is not newObjectKey-shaped (dot segments, empty
+    // findLocalFile refuses any key that is not newObjectKey-shaped (dot segments, empty
     // segments, odd characters), so nothing outside <dataDir>/files is reachable.
-    const file = this.storage instanceof LocalStorageDriver ? this.storage.resolveLocalPath(key) : null;
+    const file = this.storage instanceof LocalStorageDriver ? await this.storage.findLocalFile(key) : null;
     if (!file) throw notFound('File');
     try {
       await new Promise<void>((resolve, reject) =>
@@ -31,7 +31,7 @@ export class FilesController {
           {
             maxAge: ONE_YEAR_MS,
             immutable: true,
-            // Keys never have dot segments (resolveLocalPath refuses them); 'deny' would also
+            // Keys never have dot segments (findLocalFile refuses them); 'deny' would also
             // refuse a DATA_DIR that happens to sit under a dot directory such as ~/.kiln.
             dotfiles: 'allow',
             headers: {
