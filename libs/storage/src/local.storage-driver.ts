@@ -17,12 +17,12 @@ export interface LocalStorageOptions {
 
 /**
  * Where a key's object lives under `<dataDir>/files`. A key of newObjectKey's shape,
- * `<prefix>/<token>/<name>`, is the file `<prefix>/<first 2 of token>/<token>~<name>`. The
- * older layout, a directory per object (the key's own path), cost a mkdir per image: 3-5
- * times the file's own write once the store held tens of thousands (ext4 allocating a
- * directory's inode and block), and the sweeps opened a directory per object. 2-character shards keep each
- * directory small (a 32-hex token gives 256), and `~` is outside the key alphabet, so a file
- * name maps back to exactly one key. Keys of any other shape are their own path.
+ * `<prefix>/<token>/<name>`, is the file `<prefix>/<first 2 of token>/<token>~<name>`; keys of
+ * any other shape are their own path. The older layout, a directory per object (the key's own
+ * path), cost a mkdir per image: 3-5 times the file's own write once the store held tens of
+ * thousands (ext4 allocating a directory's inode and block), and the sweeps opened a directory
+ * per object. Shards of 2 characters keep each directory small (a 32-hex token gives 256),
+ * and `~` is outside the key alphabet, so a file name maps back to exactly one key.
  */
 const SHARD_LENGTH = 2;
 const NAME_SEPARATOR = '~';
