@@ -121,15 +121,7 @@ export class LocalStorageDriver extends StorageDriver {
    * invalid key). The api's file route calls this with the raw request path, so it never throws.
    */
   async findLocalFile(key: string): Promise<string | null> {
-    if (!isValidKey(key)) return null;
-    for (const file of this.candidatePaths(key)) {
-      try {
-        if ((await fs.stat(file)).isFile()) return file;
-      } catch (error) {
-        if (!isNotFound(error)) return null;
-      }
-    }
-    return null;
+    return isValidKey(key) ? this.fileOf(key).catch(() => null) : null;
   }
 
   // contentType is not persisted: the api serves local files with a type derived from the
@@ -167,14 +159,7 @@ export class LocalStorageDriver extends StorageDriver {
   }
 
   async exists(key: string): Promise<boolean> {
-    for (const file of this.candidatePaths(key)) {
-      try {
-        if ((await fs.stat(file)).isFile()) return true;
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-      }
-    }
-    return false;
+    return (await this.fileOf(key)) !== null;
   }
 
   async remove(key: string): Promise<void> {
@@ -273,6 +258,18 @@ export class LocalStorageDriver extends StorageDriver {
   private pathFor(key: string): string {
     assertValidKey(key);
     return path.join(this.root, layoutPath(key));
+  }
+
+  /** The file holding the key's object, in either layout, or null. */
+  private async fileOf(key: string): Promise<string | null> {
+    for (const file of this.candidatePaths(key)) {
+      try {
+        if ((await fs.stat(file)).isFile()) return file;
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    }
+    return null;
   }
 
   /** Where the key's object may be: where a put writes, then the older layout's place. */
