@@ -63,9 +63,18 @@ export interface WebhookSenderOptions {
  * failed $7 times in a row). A probe holds the circuit for its lease, so generators never probe
  * the same endpoint at once. $1 how many, $2 the lease in ms, $6 how far down the due index to
  * look.
+ *
+ * The claim commits synchronously (set_config(..., true): for its own transaction only), even
+ * in the generator's sessions, whose commits are asynchronous (DatabaseModuleOptions.asyncCommit).
+ * An asynchronous commit is visible to other sessions before its WAL reaches the disk, so a
+ * claim could see, and send, the event of a success that a PostgreSQL crash then undoes: the
+ * task runs again, its batch finishes again, and the receiver gets a second batch.completed
+ * under a new webhook-id (chaos run, PostgreSQL kill). The claim's commit record comes after the
+ * commit of every delivery it can see, so flushing the WAL up to it makes them all durable
+ * before any is sent: one flush per claim, outside every task and batch lock.
  */
 const CLAIM: PreparedStatement = {
-  name: 'kiln_webhook_claim_v2',
+  name: 'kiln_webhook_claim_v3',
   text: `
 WITH shut AS (
   SELECT COALESCE(array_agg(id), '{}') AS ids FROM webhook_endpoints WHERE circuit_open_until > now()
@@ -96,7 +105,9 @@ WITH shut AS (
 )
 SELECT c.*, e.id AS found, e.url, e.secret_enc, e.previous_secret_enc,
        (e.previous_secret_expires_at > now()) AS previous_signs, e.disabled_at,
-       (e.consecutive_failures >= $7) AS probe, e.consecutive_failures AS failures
+       (e.consecutive_failures >= $7) AS probe, e.consecutive_failures AS failures,
+       -- Evaluated for every row claimed, so whenever anything is: see above.
+       set_config('synchronous_commit', 'on', true) AS durable
   FROM claimed c LEFT JOIN webhook_endpoints e ON e.id = c.endpoint_id`,
 };
 

@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { buildConfig } from '@app/config';
+import { createDataSource, runMigrations, sessionStartupOptions } from '@app/database';
+import { newEvent, SecretBox, WebhookOutbox, WebhookSender } from '@app/webhooks';
+import { PrivatePostgres } from '../bench/chaos/services';
+import { freePort } from '../bench/lib/kiln';
+import { WebhookReceiver } from './helpers/webhook-receiver';
+
+jest.setTimeout(120_000);
+
+/**
+ * The generator's sessions commit asynchronously (DatabaseModuleOptions.asyncCommit): a commit
+ * is visible to other sessions before its WAL is on disk, and a crash of PostgreSQL may undo
+ * it. What the webhook sender has sent must not be undone so, or the change is made again and
+ * reported under a second webhook-id (the chaos run's batch completed under two). Against a
+ * PostgreSQL of the test's own, which writes the WAL out only when a commit asks for it, crashed
+ * (immediate shutdown) right after the receiver got the event.
+ */
+describe('webhook sender: an event sent survives a crash of PostgreSQL', () => {
+  let dir: string;
+  let pg: PrivatePostgres;
+  let url: string;
+  let receiver: WebhookReceiver;
+  const sources: DataSource[] = [];
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-durable-'));
+    // The postgres user (when run as root) reaches its data directory through this one.
+    fs.chmodSync(dir, 0o755);
+    pg = new PrivatePostgres(path.join(__dirname, '..'), await freePort(), path.join(dir, 'pg'), path.join(dir, 'postgres.log'));
+    pg.initialise();
+    // No WAL of an asynchronous commit is written out on its own within the test: the WAL
+    // writer wakes every 10 s (the most it allows; it hibernates only after 50 idle rounds),
+    // the background writer writes no pages (each would flush the WAL first), no autovacuum.
+    fs.appendFileSync(path.join(dir, 'pg', 'postgresql.conf'), '\nwal_writer_delay = 10s\nbgwriter_lru_maxpages = 0\nautovacuum = off\n');
+    await pg.start();
+    const admin = new Client({ connectionString: pg.url });
+    await admin.connect();
+    await admin.query('CREATE DATABASE kiln');
+    await admin.end();
+    url = pg.url.replace(/\/postgres$/, '/kiln');
+    await runMigrations(url);
+    receiver = await new WebhookReceiver().listen();
+  });
+
+  afterAll(async () => {
+    for (const s of sources) if (s.isInitialized) await s.destroy().catch(() => undefined);
+    await receiver?.close();
+    await pg?.shutdown();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function connect(asyncCommit: boolean): Promise<DataSource> {
+    const options = sessionStartupOptions({ asyncCommit });
+    const ds = createDataSource(url, { extra: { max: 2, ...(options ? { options } : {}) } });
+    sources.push(ds);
+    return ds.initialize();
+  }
+
+  it('the delivery of an event the receiver got is still in the outbox after the crash', async () => {
+    // The api's sessions (synchronous commits): an account and its endpoint, on disk.
+    const api = await connect(false);
+    const [account] = await api.query(
+      `INSERT INTO accounts (email, plan_key) VALUES ('durable@example.test', (SELECT key FROM plans ORDER BY key LIMIT 1)) RETURNING id`,
+    );
+    const box = new SecretBox(Buffer.alloc(32, 7));
+    const endpointId = randomUUID();
+    await api.query(`INSERT INTO webhook_endpoints (id, account_id, url, events, secret_enc) VALUES ($1, $2, $3, $4, $5)`, [
+      endpointId,
+      account.id,
+      receiver.url('/durable'),
+      ['batch.completed'],
+      box.seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`, endpointId),
+    ]);
+
+    // The generator's (asynchronous commits, as GENERATOR_SESSIONS): the event written in the
+    // transaction of the change it reports, then sent by the generator's sender.
+    const gen = await connect(true);
+    expect(await gen.query('SHOW synchronous_commit')).toEqual([{ synchronous_commit: 'off' }]);
+    const event = newEvent(account.id, 'batch.completed', { id: randomUUID(), object: 'batch' });
+    await gen.transaction((m) => new WebhookOutbox().insert(m, [event]));
+    const config = buildConfig(process.env);
+    const sender = new WebhookSender(gen, { ...config, webhooks: { ...config.webhooks, allowPrivate: true } }, box);
+    expect(await sender.deliverDue()).toBe(1);
+    expect(receiver.received.map((r) => r.headers['webhook-id'])).toEqual([event.id]);
+
+    // PostgreSQL crashes (immediate shutdown: no checkpoint, WAL buffers not written) with the
+    // sessions still open, and recovers.
+    pg.signal('SIGQUIT');
+    expect(await pg.waitExit(10_000)).toBe(true);
+    for (const s of [api, gen]) await s.destroy().catch(() => undefined);
+    await pg.start();
+
+    const after = await connect(false);
+    // Gone, the event would have reported a change that is undone, and whose remake (the task run
+    // again, its batch finished again) is reported under another webhook-id.
+    expect(await after.query(`SELECT event_id FROM webhook_deliveries WHERE event_id = $1`, [event.id])).toEqual([{ event_id: event.id }]);
+  });
+});
