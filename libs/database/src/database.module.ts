@@ -16,8 +16,9 @@ export interface DatabaseModuleOptions {
    * polling in that window of at most ~0.6 s may see a result that is then made again). The
    * gain: 100 tasks finishing together no longer queue one WAL flush each on their batch's
    * row lock. Never for the api, whose charges and answers a client acts on. Such a commit is
-   * visible before it is durable: what leaves the database for good (the webhook sender's
-   * deliveries) is claimed by a statement that commits synchronously (WebhookSender's CLAIM).
+   * visible before it is durable: what Kiln acts on outside the database for good is written or
+   * claimed by a statement that commits synchronously (WebhookSender's CLAIM, before an event is
+   * sent; UpstreamWaitStore's RECORD_GROUP, a queue upstream's request id).
    */
   asyncCommit?: boolean;
   /**

@@ -55,9 +55,16 @@ WITH input AS (
 ), bumped AS (
   UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM recorded)
 )
-SELECT id, attempts, batch_id FROM recorded`;
+-- Evaluated for every task recorded, so whenever one is: see RECORD_GROUP.
+SELECT id, attempts, batch_id, set_config('synchronous_commit', 'on', true) AS durable FROM recorded`;
 
-const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group', text: RECORD_GROUP_SQL };
+/**
+ * Commits synchronously (set_config(..., true): this transaction only), though the generator's
+ * sessions commit asynchronously (DatabaseModuleOptions.asyncCommit): the upstream has taken
+ * the request and bills it, and an id a PostgreSQL crash undid would have the task submit, and
+ * pay, again. One WAL flush per group.
+ */
+const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group_v2', text: RECORD_GROUP_SQL };
 
 /** The claim's columns for a waiting task, with its batch's snapshot (as CLAIM_GROUP_SQL reads them). */
 const WAITING_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,

@@ -6,6 +6,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { buildConfig } from '@app/config';
 import { createDataSource, runMigrations, sessionStartupOptions } from '@app/database';
+import { BatchChangePublisher, UpstreamWaitStore } from '@app/tasks';
 import { newEvent, SecretBox, WebhookOutbox, WebhookSender } from '@app/webhooks';
 import { PrivatePostgres } from '../bench/chaos/services';
 import { freePort } from '../bench/lib/kiln';
@@ -16,12 +17,14 @@ jest.setTimeout(120_000);
 /**
  * The generator's sessions commit asynchronously (DatabaseModuleOptions.asyncCommit): a commit
  * is visible to other sessions before its WAL is on disk, and a crash of PostgreSQL may undo
- * it. What the webhook sender has sent must not be undone so, or the change is made again and
- * reported under a second webhook-id (the chaos run's batch completed under two). Against a
- * PostgreSQL of the test's own, which writes the WAL out only when a commit asks for it, crashed
- * (immediate shutdown) right after the receiver got the event.
+ * it. That is safe for the task writes (fenced: the reconciler runs an undone task again), not
+ * for what leaves Kiln for good on the strength of a write: a webhook sent (the change it
+ * reports is made again and reported under a second webhook-id: the chaos run's batch completed
+ * under two), or a queue upstream's request id (lost, the task would submit, and be billed,
+ * again). Against a PostgreSQL of the test's own, which writes the WAL out only when a commit
+ * asks for it, crashed (immediate shutdown) right after each.
  */
-describe('webhook sender: an event sent survives a crash of PostgreSQL', () => {
+describe('what leaves Kiln on a generator write survives a crash of PostgreSQL', () => {
   let dir: string;
   let pg: PrivatePostgres;
   let url: string;
@@ -54,6 +57,14 @@ describe('webhook sender: an event sent survives a crash of PostgreSQL', () => {
     await pg?.shutdown();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
+
+  /** PostgreSQL crashes (immediate shutdown: no checkpoint, WAL buffers not written) with the sessions open, and recovers. */
+  async function crash(): Promise<void> {
+    pg.signal('SIGQUIT');
+    expect(await pg.waitExit(10_000)).toBe(true);
+    for (const s of sources.splice(0)) await s.destroy().catch(() => undefined);
+    await pg.start();
+  }
 
   async function connect(asyncCommit: boolean): Promise<DataSource> {
     const options = sessionStartupOptions({ asyncCommit });
@@ -89,16 +100,46 @@ describe('webhook sender: an event sent survives a crash of PostgreSQL', () => {
     expect(await sender.deliverDue()).toBe(1);
     expect(receiver.received.map((r) => r.headers['webhook-id'])).toEqual([event.id]);
 
-    // PostgreSQL crashes (immediate shutdown: no checkpoint, WAL buffers not written) with the
-    // sessions still open, and recovers.
-    pg.signal('SIGQUIT');
-    expect(await pg.waitExit(10_000)).toBe(true);
-    for (const s of [api, gen]) await s.destroy().catch(() => undefined);
-    await pg.start();
+    await crash();
 
     const after = await connect(false);
     // Gone, the event would have reported a change that is undone, and whose remake (the task run
     // again, its batch finished again) is reported under another webhook-id.
     expect(await after.query(`SELECT event_id FROM webhook_deliveries WHERE event_id = $1`, [event.id])).toEqual([{ event_id: event.id }]);
+  });
+
+  it("a queue upstream's request id, recorded as its submit answered, is still there after the crash", async () => {
+    const api = await connect(false);
+    const [{ id: accountId }] = await api.query(
+      `INSERT INTO accounts (email, plan_key) VALUES ('submit@example.test', (SELECT key FROM plans ORDER BY key LIMIT 1)) RETURNING id`,
+    );
+    const [{ key: model, provider }] = await api.query(`SELECT key, provider FROM models ORDER BY sort_order LIMIT 1`);
+    const [{ id: batchId }] = await api.query(
+      `INSERT INTO batches (account_id, prompts, model, aspect_ratio, resolution, quality, count_per_combo, ref_mode, ref_images,
+                            total, unit_cost, credits_charged, provider, width, height, created_via_api, status)
+       VALUES ($1, '["a kiln"]', $2, '1:1', '1K', 'auto', 1, 'none', '[]', 1, 1, 1, $3, 1024, 1024, true, 'running') RETURNING id`,
+      [accountId, model, provider],
+    );
+    const [{ id: taskId }] = await api.query(
+      `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status, attempts) VALUES ($1, $2, 0, 'a kiln', 1, 'running', 1) RETURNING id`,
+      [batchId, accountId],
+    );
+
+    // The generator records the upstream's answer (asynchronous session), then would wait on it.
+    const gen = await connect(true);
+    // Announcements go to Redis, which this test has none of: hints for pollers, not what must survive.
+    const publisher = { announce: () => undefined } as unknown as BatchChangePublisher;
+    const recorded = await new UpstreamWaitStore(gen, publisher).recordSubmission({
+      fence: { taskId, attempt: 1, batchId },
+      requestId: 'req-paid-once',
+      handle: { statusUrl: 'http://upstream.test/req-paid-once' },
+      hold: { poller: null, leaseMs: 30_000, pollAt: new Date() },
+    });
+    expect(recorded).toBe(true);
+
+    await crash();
+
+    const after = await connect(false);
+    expect(await after.query(`SELECT upstream_request_id FROM tasks WHERE id = $1`, [taskId])).toEqual([{ upstream_request_id: 'req-paid-once' }]);
   });
 });
