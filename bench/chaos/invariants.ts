@@ -174,9 +174,8 @@ async function resultObjectsStored(db: Pool, dataDir: string): Promise<Invariant
   const { rows } = await db.query<{ id: string; result_key: string }>(
     `SELECT id, result_key FROM tasks WHERE status = 'succeeded' AND result_key IS NOT NULL`,
   );
-  const storage = localStorage(dataDir);
-  const missing: typeof rows = [];
-  for (const r of rows) if (!(await storage.exists(r.result_key))) missing.push(r);
+  const stored = await storedResultKeys(dataDir);
+  const missing = rows.filter((r) => !stored.has(r.result_key));
   return {
     name: 'results stored',
     rule: "every succeeded task's result object exists in storage",
@@ -192,12 +191,12 @@ async function resultObjectsStored(db: Pool, dataDir: string): Promise<Invariant
 export async function unreferencedResultObjects(db: Pool, dataDir: string): Promise<number> {
   const { rows } = await db.query<{ result_key: string }>(`SELECT result_key FROM tasks WHERE result_key IS NOT NULL`);
   const referenced = new Set(rows.map((r) => r.result_key));
-  let unreferenced = 0;
-  for await (const { key } of localStorage(dataDir).list('results')) if (!referenced.has(key)) unreferenced += 1;
-  return unreferenced;
+  return [...(await storedResultKeys(dataDir))].filter((key) => !referenced.has(key)).length;
 }
 
-/** The bench's Kiln stores on the local driver: read its files through the driver, in its layout. */
-function localStorage(dataDir: string): LocalStorageDriver {
-  return new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://localhost' });
+/** The result keys the bench's Kiln has stored, listed through the local driver (its layout, either one). */
+async function storedResultKeys(dataDir: string): Promise<Set<string>> {
+  const keys = new Set<string>();
+  for await (const { key } of new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://localhost' }).list('results')) keys.add(key);
+  return keys;
 }

@@ -195,20 +195,25 @@ export class LocalStorageDriver extends StorageDriver {
    * an older-layout object dropped it as empty).
    */
   private async write(target: string, body: Buffer): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await writeFileAsync(target, body, { flag: 'wx' });
-        return;
-      } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code === 'EEXIST') return this.replaceAtomically(target, body);
-        if (code !== 'ENOENT' || attempt >= 2) {
-          // A file this put created (then failed to fill, e.g. ENOSPC) is nobody else's.
-          if (code !== 'ENOENT') await fs.rm(target, { force: true });
-          throw error;
-        }
-      }
+    try {
+      await this.writeExclusively(target, body);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       await mkdirAsync(path.dirname(target), { recursive: true });
+      await this.writeExclusively(target, body);
+    }
+  }
+
+  /** A new file, or the atomic replacement of the one there; ENOENT when its directory is missing. */
+  private async writeExclusively(target: string, body: Buffer): Promise<void> {
+    try {
+      await writeFileAsync(target, body, { flag: 'wx' });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return this.replaceAtomically(target, body);
+      // A file this put created (then failed to fill, e.g. ENOSPC) is nobody else's.
+      if (code !== 'ENOENT') await fs.rm(target, { force: true });
+      throw error;
     }
   }
 
