@@ -3,12 +3,13 @@
  * Redis prefix, DATA_DIR, ADMIN_TOKEN and port), runs the scenarios of issue 6 with their
  * same-run baselines, writes the results and removes everything it created.
  *
- *   scenarios        polling conditional long-poll archive creation pipeline latency memory webhooks
- *                    upstream-queue openai-door rate-limited
+ *   scenarios        polling conditional long-poll streams archive creation pipeline latency memory
+ *                    webhooks upstream-queue openai-door rate-limited failover economy peer-gateway
  *                    (default: all, in this order; webhooks runs the first pipeline size with
  *                    and without endpoints)
  *   --sizes=a,b,c    pipeline image counts (default 1000,10000,30000; the 30,000 point
  *                    takes about 80 s of a full run's 5 minutes on two cores)
+ *   --streams=N      progress streams the streams scenario holds (default 1000)
  *   --rounds=N       alternating baseline/Kiln rounds of polling and creation (default 2)
  *   --duration=S     seconds per polling run (default 10); creation runs take half
  *   --profile        profile every Kiln measurement (default: only those short of target)
@@ -38,6 +39,7 @@ import { conditional } from './scenarios/conditional';
 import { creation } from './scenarios/creation';
 import { latencyBound } from './scenarios/latency';
 import { longPoll } from './scenarios/long-poll';
+import { streams } from './scenarios/streams';
 import { memory } from './scenarios/memory';
 import { pipeline } from './scenarios/pipeline';
 import { polling } from './scenarios/polling';
@@ -45,7 +47,9 @@ import { upstreamQueue } from './scenarios/upstream-queue';
 import { economy } from './scenarios/economy';
 import { openaiDoor } from './scenarios/openai-door';
 import { rateLimited } from './scenarios/rate-limited';
+import { failover } from './scenarios/failover';
 import { webhooks } from './scenarios/webhooks';
+import { peerGateway } from './scenarios/peer-gateway';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..');
 const DEFAULT_SIZES = [1000, 10000, 30000];
@@ -54,6 +58,7 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   polling,
   conditional,
   'long-poll': longPoll,
+  streams,
   archive,
   creation,
   pipeline,
@@ -64,6 +69,8 @@ const RUNNERS: Record<ScenarioId, (ctx: BenchContext) => Promise<Omit<ScenarioRe
   economy,
   'openai-door': openaiDoor,
   'rate-limited': rateLimited,
+  failover,
+  'peer-gateway': peerGateway,
 };
 
 function parseArgs(argv: string[]): RunOptions {
@@ -84,20 +91,23 @@ function parseArgs(argv: string[]): RunOptions {
       throw new Error(`Unknown scenario "${arg}" (expected one of ${SCENARIOS.join(', ')})`);
     }
   }
-  const known = ['sizes', 'rounds', 'duration', 'profile', 'no-profile', 'log-level', 'out', 'keep'];
+  const known = ['sizes', 'streams', 'rounds', 'duration', 'profile', 'no-profile', 'log-level', 'out', 'keep'];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`Unknown flag --${k}`);
   const sizes = flags.has('sizes') ? flags.get('sizes')!.split(',').map(Number) : [...DEFAULT_SIZES];
   if (sizes.some((n) => !Number.isInteger(n) || n < 100)) throw new Error('--sizes takes image counts of at least 100');
   const duration = Number(flags.get('duration') ?? 10);
   const rounds = Number(flags.get('rounds') ?? 2);
   if (!(duration >= 1) || !(rounds >= 1)) throw new Error('--duration and --rounds take positive numbers');
+  const streamCount = Number(flags.get('streams') ?? 1000);
+  if (!Number.isInteger(streamCount) || streamCount < 1) throw new Error('--streams takes a positive whole number');
   // Only a run of every scenario with Kiln's defaults and the default sizes is commit-ready.
   const full =
     scenarios.length === 0 &&
-    !['sizes', 'rounds', 'duration', 'log-level'].some((k) => flags.has(k)) &&
+    !['sizes', 'streams', 'rounds', 'duration', 'log-level'].some((k) => flags.has(k)) &&
     Object.keys(apiEnv).length + Object.keys(generatorEnv).length === 0;
   return {
     scenarios: scenarios.length === 0 ? [...SCENARIOS] : SCENARIOS.filter((s) => scenarios.includes(s)),
+    streams: streamCount,
     pipelineSizes: sizes,
     rounds,
     pollingDurationSec: duration,
@@ -195,7 +205,11 @@ async function main(): Promise<void> {
       notes: runNotes(opts, results),
       findings: readFindings(),
     };
-    const files = writeReport(report, outDir, opts.full || process.argv.some((a) => a.startsWith('--out')) ? 'latest' : `partial-${stack.id}`);
+    const files = writeReport(
+      report,
+      outDir,
+      opts.full || process.argv.some((a) => a.startsWith('--out')) ? 'latest' : `partial-${stack.id}`,
+    );
     process.stdout.write(renderMarkdown(report));
     log(`results: ${files.md} and ${files.json}`);
   } finally {
@@ -217,7 +231,10 @@ function runNotes(opts: RunOptions, results: ScenarioResult[]): string[] {
   if (opts.scenarios.includes('pipeline') && opts.pipelineSizes.join() !== DEFAULT_SIZES.join()) {
     notes.push(`Pipeline sizes ${opts.pipelineSizes.join(', ')} instead of the default ${DEFAULT_SIZES.join(', ')}.`);
   }
-  const extra = [...Object.entries(opts.apiEnv).map(([k, v]) => `api ${k}=${v}`), ...Object.entries(opts.generatorEnv).map(([k, v]) => `generator ${k}=${v}`)];
+  const extra = [
+    ...Object.entries(opts.apiEnv).map(([k, v]) => `api ${k}=${v}`),
+    ...Object.entries(opts.generatorEnv).map(([k, v]) => `generator ${k}=${v}`),
+  ];
   if (extra.length > 0) notes.push(`Run with extra environment: ${extra.join(', ')}; not Kiln's defaults.`);
   notes.push(
     `Kiln's processes ran from dist with NODE_ENV=production and LOG_LEVEL=${opts.logLevel}, their output going to log files; the load generator (autocannon) and the bench share the machine's cores with them, as do PostgreSQL and Redis.`,

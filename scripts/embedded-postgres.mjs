@@ -39,7 +39,7 @@ async function binaries() {
   try {
     return await import(pkg);
   } catch (err) {
-    throw new Error(`${pkg} is not installed (${err.message}); run \`npm ci\` first`);
+    throw new Error(`${pkg} is not installed (${err.message}); run \`npm ci\` first`, { cause: err });
   }
 }
 
@@ -53,7 +53,9 @@ function pgCtl(pgCtlPath, args, options = {}) {
 
 function utf8Locale() {
   try {
-    const locales = execFileSync('locale', ['-a'], { encoding: 'utf8' }).split('\n').map((l) => l.trim());
+    const locales = execFileSync('locale', ['-a'], { encoding: 'utf8' })
+      .split('\n')
+      .map((l) => l.trim());
     return ['C.UTF-8', 'C.utf8'].find((l) => locales.includes(l)) ?? 'C';
   } catch {
     return 'C';
@@ -123,7 +125,8 @@ async function start() {
     if (tail.includes('Address already in use')) {
       hint = `\nPort ${port} is taken (another checkout's embedded PostgreSQL?): set KILN_PG_PORT to another port.`;
     } else if (isRoot && tail.includes('Permission denied')) {
-      hint = `\nAs root the server runs as the postgres user, which must be able to reach ${dataDir}:` +
+      hint =
+        `\nAs root the server runs as the postgres user, which must be able to reach ${dataDir}:` +
         ' set KILN_PG_DIR to a directory it can reach.';
     }
     throw new Error(`pg_ctl start failed:\n${result.stdout}${result.stderr}\n${logFile}:\n${tail}${hint}`);

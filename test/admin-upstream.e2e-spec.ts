@@ -33,6 +33,10 @@ describe('admin: a model route must point at a public upstream', () => {
     'https://127.0.0.1/v1',
     'http://127.0.0.1:8080/v1',
     'https://localhost:8443/v1',
+    // Internal names, refused by name: they need not resolve from the api to be refused.
+    'https://localhost./v1',
+    'https://metadata.google.internal/computeMetadata/v1',
+    'https://gpu-box.local/v1',
     'https://169.254.169.254/latest',
     'http://169.254.169.254/',
     'https://10.0.0.8/v1',
@@ -66,7 +70,10 @@ describe('admin: a model route must point at a public upstream', () => {
       const res = await strict.admin('patch', `/v1/admin/models/${MODEL}`).send(route(baseUrl)).expect(200);
       expect(res.body.model.provider).toMatchObject({ type: 'openai', baseUrl });
     }
-    await strict.admin('patch', `/v1/admin/models/${MODEL}`).send({ provider: { type: 'builtin' } }).expect(200);
+    await strict
+      .admin('patch', `/v1/admin/models/${MODEL}`)
+      .send({ provider: { type: 'builtin' } })
+      .expect(200);
   });
 
   it('accepts loopback, link-local and plain http upstreams with UPSTREAM_ALLOW_PRIVATE=true', async () => {
@@ -74,6 +81,9 @@ describe('admin: a model route must point at a public upstream', () => {
       const res = await permissive.admin('patch', `/v1/admin/models/${MODEL}`).send(route(baseUrl)).expect(200);
       expect(res.body.model.provider).toMatchObject({ type: 'openai', baseUrl });
     }
-    await permissive.admin('patch', `/v1/admin/models/${MODEL}`).send({ provider: { type: 'builtin' } }).expect(200);
+    await permissive
+      .admin('patch', `/v1/admin/models/${MODEL}`)
+      .send({ provider: { type: 'builtin' } })
+      .expect(200);
   });
 });

@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { buildConfig } from '@app/config';
 import { createDataSource, runMigrations, sessionStartupOptions } from '@app/database';
-import { BatchChangePublisher, UpstreamWaitStore } from '@app/tasks';
+import { BatchChangePublisher, UpstreamCancelSignal, UpstreamWaitStore } from '@app/tasks';
 import { newEvent, SecretBox, WebhookOutbox, WebhookSender } from '@app/webhooks';
 import { PrivatePostgres } from '../bench/chaos/services';
 import { freePort } from '../bench/lib/kiln';
@@ -128,8 +128,9 @@ describe('what leaves Kiln on a generator write survives a crash of PostgreSQL',
     // The generator records the upstream's answer (asynchronous session), then would wait on it.
     const gen = await connect(true);
     // Announcements go to Redis, which this test has none of: hints for pollers, not what must survive.
-    const publisher = { announce: () => undefined } as unknown as BatchChangePublisher;
-    const recorded = await new UpstreamWaitStore(gen, publisher).recordSubmission({
+    const publisher = { announce: () => undefined, announceFinished: () => undefined } as unknown as BatchChangePublisher;
+    const signal = { signal: () => undefined } as unknown as UpstreamCancelSignal;
+    const recorded = await new UpstreamWaitStore(gen, publisher, signal).recordSubmission({
       fence: { taskId, attempt: 1, batchId },
       requestId: 'req-paid-once',
       handle: { statusUrl: 'http://upstream.test/req-paid-once' },
@@ -140,6 +141,8 @@ describe('what leaves Kiln on a generator write survives a crash of PostgreSQL',
     await crash();
 
     const after = await connect(false);
-    expect(await after.query(`SELECT upstream_request_id FROM tasks WHERE id = $1`, [taskId])).toEqual([{ upstream_request_id: 'req-paid-once' }]);
+    expect(await after.query(`SELECT upstream_request_id FROM tasks WHERE id = $1`, [taskId])).toEqual([
+      { upstream_request_id: 'req-paid-once' },
+    ]);
   });
 });

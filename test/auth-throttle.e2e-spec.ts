@@ -2,7 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { ApiModule } from '../apps/api/src/api.module';
 import { configureApp } from '../apps/api/src/app.setup';
-import { backstopDelayMs, DASHBOARD_AUTH_LIMITS, DashboardAuthLimits, DEFAULT_DASHBOARD_AUTH_LIMITS } from '../apps/api/src/dashboard/login-throttle.service';
+import {
+  backstopDelayMs,
+  DASHBOARD_AUTH_LIMITS,
+  DashboardAuthLimits,
+  DEFAULT_DASHBOARD_AUTH_LIMITS,
+} from '../apps/api/src/dashboard/login-throttle.service';
 import { buildConfig, KILN_CONFIG } from '@app/config';
 import { ADMIN_TOKEN, bootTestApp, TestApp } from '@app/testing';
 
@@ -54,17 +59,24 @@ describe('throttling failed authentication and busy sessions', () => {
     const res = await t.http.post('/v1/dashboard/signup').send({ email, password: PASSWORD }).expect(201);
     return { email, token: res.body.token as string };
   };
-  const login = (ip: string, email: string, password: string) =>
-    t.http.post('/v1/dashboard/login').set(from(ip)).send({ email, password });
+  const login = (ip: string, email: string, password: string) => t.http.post('/v1/dashboard/login').set(from(ip)).send({ email, password });
 
   it('wrong API keys: 401 up to the per-address limit, then 429 before any key is looked at (even a valid one)', async () => {
     const a = await t.account();
     const ip = newIp();
     for (let i = 0; i < FAILURES_PER_IP; i++) {
-      const res = await t.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer kiln_live_${randomBytes(24).toString('hex')}`);
+      const res = await t.http
+        .get('/v1/me')
+        .set(from(ip))
+        .set('Authorization', `Bearer kiln_live_${randomBytes(24).toString('hex')}`);
       expect(res.status).toBe(401);
     }
-    expect429(await t.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer kiln_live_${randomBytes(24).toString('hex')}`));
+    expect429(
+      await t.http
+        .get('/v1/me')
+        .set(from(ip))
+        .set('Authorization', `Bearer kiln_live_${randomBytes(24).toString('hex')}`),
+    );
     expect429(await t.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer ${a.key}`));
     // Other addresses are not affected, and a missing key (nothing to check) is not a failure.
     await t.http.get('/v1/me').set(from(newIp())).set('Authorization', `Bearer ${a.key}`).expect(200);
@@ -80,7 +92,8 @@ describe('throttling failed authentication and busy sessions', () => {
       const a = await t.account();
       const ip = newIp();
       const wrong = () => `Bearer kiln_live_${randomBytes(24).toString('hex')}`;
-      for (let i = 0; i < FAILURES_PER_IP; i++) expect((await t.http.get('/v1/me').set(from(ip)).set('Authorization', wrong())).status).toBe(401);
+      for (let i = 0; i < FAILURES_PER_IP; i++)
+        expect((await t.http.get('/v1/me').set(from(ip)).set('Authorization', wrong())).status).toBe(401);
       expect429(await t.http.get('/v1/me').set(from(ip)).set('Authorization', `Bearer ${a.key}`));
       // The second replica has not refused this address yet: one more guess is looked up there,
       // and Redis's count (now past the limit) blocks the address on that replica too.
@@ -95,7 +108,9 @@ describe('throttling failed authentication and busy sessions', () => {
   it('wrong admin tokens: 401 up to the limit, then 429 even for the right token from that address', async () => {
     const ip = newIp();
     for (let i = 0; i < FAILURES_PER_IP; i++) {
-      expect((await t.http.get('/v1/admin/plans').set(from(ip)).set('Authorization', 'Bearer not-the-admin-token-at-all')).status).toBe(401);
+      expect((await t.http.get('/v1/admin/plans').set(from(ip)).set('Authorization', 'Bearer not-the-admin-token-at-all')).status).toBe(
+        401,
+      );
     }
     expect429(await t.http.get('/v1/admin/plans').set(from(ip)).set('Authorization', 'Bearer not-the-admin-token-at-all'));
     expect429(await t.http.get('/v1/admin/plans').set(from(ip)).set('Authorization', `Bearer ${ADMIN_TOKEN()}`));

@@ -2,7 +2,21 @@ import { TestingModule } from '@nestjs/testing';
 import { BillingService } from '@app/billing';
 import { KilnConfig } from '@app/config';
 import { TaskRunnerService } from '@app/generation';
-import { bearer, batchRow, createBatch, fileEnvironment, FileEnvironment, getBatch, queueOf, routeModel, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import {
+  bearer,
+  batchRow,
+  createBatch,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  queueOf,
+  routeModel,
+  taskRows,
+  TestAccount,
+  TestApp,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 jest.setTimeout(120_000);
@@ -34,7 +48,10 @@ describe('cancel', () => {
 
   const cancel = (a: TestAccount, id: string) => api.http.post(`/v1/batches/${id}/cancel`).set('Authorization', bearer(a));
   const ledger = (batchId: string): Promise<{ kind: string; amount: string; task_id: string | null; api_key_id: string | null }[]> =>
-    api.db.query(`SELECT kind, amount, task_id, api_key_id FROM ledger_entries WHERE batch_id = $1 AND kind <> 'batch_charge' ORDER BY id`, [batchId]);
+    api.db.query(
+      `SELECT kind, amount, task_id, api_key_id FROM ledger_entries WHERE batch_id = $1 AND kind <> 'batch_charge' ORDER BY id`,
+      [batchId],
+    );
   const usedToday = (a: TestAccount) => api.app.get(BillingService).creditsUsedToday(a.keyId);
 
   describe('with the queue paused (nothing is sent)', () => {
@@ -85,7 +102,10 @@ describe('cancel', () => {
     it('a cancelled batch stops counting toward maxConcurrentBatches once done', async () => {
       const a = await api.account({ plan: 'starter', credits: 100 });
       const id = await createBatch(api, a, { model: 'eta-image', prompts: ['one'] });
-      const refused = await api.http.post('/v1/batches').set('Authorization', bearer(a)).send({ model: 'eta-image', prompts: ['two'] });
+      const refused = await api.http
+        .post('/v1/batches')
+        .set('Authorization', bearer(a))
+        .send({ model: 'eta-image', prompts: ['two'] });
       expect(refused.status).toBe(403);
       expect(refused.body.error.code).toBe('concurrent_limit_exceeded');
       await cancel(a, id).expect(200);
@@ -121,8 +141,15 @@ describe('cancel', () => {
         .expect(201);
       const session = `Bearer ${signup.body.token}`;
       const account = await api.http.get('/v1/dashboard/account').set('Authorization', session).expect(200);
-      await api.admin('post', `/v1/admin/accounts/${account.body.account.id}/credits`).send({ amount: 100, reason: 'test grant' }).expect(200);
-      const created = await api.http.post('/v1/dashboard/batches').set('Authorization', session).send({ model: 'eta-image', prompts: ['dash'] }).expect(201);
+      await api
+        .admin('post', `/v1/admin/accounts/${account.body.account.id}/credits`)
+        .send({ amount: 100, reason: 'test grant' })
+        .expect(200);
+      const created = await api.http
+        .post('/v1/dashboard/batches')
+        .set('Authorization', session)
+        .send({ model: 'eta-image', prompts: ['dash'] })
+        .expect(201);
       const res = await api.http.post(`/v1/dashboard/batches/${created.body.id}/cancel`).set('Authorization', session).expect(200);
       expect(res.body).toMatchObject({ id: created.body.id, status: 'cancelled', counts: { cancelled: 1 } });
     });
@@ -150,7 +177,9 @@ describe('cancel', () => {
       // unclaimed (their jobs name the batch: generator.e2e-spec covers claim-first jobs too).
       await waitFor('one claimed and sent, five waiting', async () => {
         const rows = await taskRows(api, id);
-        return rows.filter((t) => t.status === 'running' && t.sent_at).length === 1 && rows.filter((t) => t.status === 'queued').length === 5;
+        return (
+          rows.filter((t) => t.status === 'running' && t.sent_at).length === 1 && rows.filter((t) => t.status === 'queued').length === 5
+        );
       });
       const shown = await getBatch(api, a, id);
       expect(shown.batch.counts).toMatchObject({ pending: 5, running: 1 });
@@ -165,7 +194,12 @@ describe('cancel', () => {
       // The cancelled ones were never sent, whatever the workers did after getting the slot.
       expect(rows.filter((t) => t.sent_at)).toHaveLength(1);
       const { batch } = await getBatch(api, a, id);
-      expect(batch).toMatchObject({ status: 'cancelled', done: true, creditsRefunded: 5 * unitCost, counts: { succeeded: 1, cancelled: 5 } });
+      expect(batch).toMatchObject({
+        status: 'cancelled',
+        done: true,
+        creditsRefunded: 5 * unitCost,
+        counts: { succeeded: 1, cancelled: 5 },
+      });
       expect((await batchRow(api, id)).status).toBe('cancelled');
       expect(await api.balance(a.id)).toBe(1000 - unitCost);
       expect(await api.ledgerSum(a.id)).toBe(1000 - unitCost);
@@ -222,7 +256,9 @@ describe('cancel', () => {
         seen.succeeded += by('succeeded');
         seen.failed += by('failed');
         seen.cancelled += by('cancelled');
-        expect(batch.status).toBe(by('cancelled') > 0 ? 'cancelled' : by('failed') === 0 ? 'succeeded' : by('succeeded') === 0 ? 'failed' : 'partial');
+        expect(batch.status).toBe(
+          by('cancelled') > 0 ? 'cancelled' : by('failed') === 0 ? 'succeeded' : by('succeeded') === 0 ? 'failed' : 'partial',
+        );
       }
       const [spent] = await api.db.query(
         `SELECT COALESCE(sum(b.unit_cost), 0)::int AS n FROM tasks t JOIN batches b ON b.id = t.batch_id

@@ -40,7 +40,15 @@ describe('polling a batch: ETag, If-None-Match and Prefer: wait', () => {
     const fence = { taskId: claim.id, attempt: claim.attempts, batchId };
     expect(await store.send(fence)).toBe(true);
     return () =>
-      store.succeed({ fence, batchId, resultUrl: `http://kiln.test/files/r/${task.id}.png`, resultKey: `r/${task.id}.png`, previewUrl: null, width: 64, height: 64 });
+      store.succeed({
+        fence,
+        batchId,
+        resultUrl: `http://kiln.test/files/r/${task.id}.png`,
+        resultKey: `r/${task.id}.png`,
+        previewUrl: null,
+        width: 64,
+        height: 64,
+      });
   }
   const finishOne = async (batchId: string, seq = 0) => (await startOne(batchId, seq))();
 
@@ -91,7 +99,15 @@ describe('polling a batch: ETag, If-None-Match and Prefer: wait', () => {
     expect((await next()).tasks[0]).toMatchObject({ status: 'running', progress: 1 });
     await store.reportProgress(fence, 50);
     expect((await next()).tasks[0]).toMatchObject({ progress: 50 });
-    await store.succeed({ fence, batchId: id, resultUrl: 'http://kiln.test/files/r/1.png', resultKey: 'r/1.png', previewUrl: null, width: 64, height: 64 });
+    await store.succeed({
+      fence,
+      batchId: id,
+      resultUrl: 'http://kiln.test/files/r/1.png',
+      resultKey: 'r/1.png',
+      previewUrl: null,
+      width: 64,
+      height: 64,
+    });
     expect((await next()).batch.counts.succeeded).toBe(1);
     await api.http.post(`/v1/batches/${id}/cancel`).set('Authorization', bearer(a)).expect(200);
     expect((await next()).batch.status).toBe('cancelled');
@@ -111,7 +127,7 @@ describe('polling a batch: ETag, If-None-Match and Prefer: wait', () => {
     const etag = (await poll(a, id).expect(200)).headers.etag;
     const started = Date.now();
     const held = poll(a, id, { 'If-None-Match': etag, Prefer: 'wait=30' }).then((r) => r);
-    await waitFor('the poll to be held', async () => api.app.get(BatchWatcher).watching === 1);
+    await waitFor('the poll to be held', () => api.app.get(BatchWatcher).watching === 1);
     await new Promise((r) => setTimeout(r, 300));
     await succeed();
     const res = await held;
@@ -165,7 +181,7 @@ describe('polling a batch: ETag, If-None-Match and Prefer: wait', () => {
     const etag = (await poll(a, id).expect(200)).headers.etag;
     const polling = api.app.get(BatchPolling);
     const held = Array.from({ length: MAX_HELD_PER_HOLDER }, () => poll(a, id, { 'If-None-Match': etag, Prefer: 'wait=8' }).then((r) => r));
-    await waitFor('20 held polls', async () => polling.heldBy(`key:${a.keyId}`) === MAX_HELD_PER_HOLDER, 20_000);
+    await waitFor('20 held polls', () => polling.heldBy(`key:${a.keyId}`) === MAX_HELD_PER_HOLDER, 20_000);
     const started = Date.now();
     const extra = await poll(a, id, { 'If-None-Match': etag, Prefer: 'wait=8' });
     expect(extra.status).toBe(304);

@@ -21,14 +21,35 @@ describe('batch status from counts: the TypeScript and SQL forms agree', () => {
   it('over a grid of counts', async () => {
     const grid: { stored: BatchStatus; counts: TaskCounts }[] = [];
     for (const stored of STORED)
-      for (const pending of N) for (const running of N) for (const succeeded of N) for (const failed of N) for (const cancelled of N)
-        grid.push({ stored, counts: { pending, running, succeeded, failed, cancelled } });
+      for (const pending of N)
+        for (const running of N)
+          for (const succeeded of N)
+            for (const failed of N)
+              for (const cancelled of N) grid.push({ stored, counts: { pending, running, succeeded, failed, cancelled } });
 
     const values = grid
-      .map((_, i) => `($${i * 7 + 1}::int, $${i * 7 + 2}::text, $${i * 7 + 3}::int, $${i * 7 + 4}::int, $${i * 7 + 5}::int, $${i * 7 + 6}::int, $${i * 7 + 7}::int)`)
+      .map(
+        (_, i) =>
+          `($${i * 7 + 1}::int, $${i * 7 + 2}::text, $${i * 7 + 3}::int, $${i * 7 + 4}::int, $${i * 7 + 5}::int, $${i * 7 + 6}::int, $${i * 7 + 7}::int)`,
+      )
       .join(', ');
-    const params = grid.flatMap((g, i) => [i, g.stored, g.counts.pending, g.counts.running, g.counts.succeeded, g.counts.failed, g.counts.cancelled]);
-    const status = batchStatusFromCountsSql({ stored: 'g.stored', pending: 'g.p', running: 'g.r', succeeded: 'g.s', failed: 'g.f', cancelled: 'g.c' });
+    const params = grid.flatMap((g, i) => [
+      i,
+      g.stored,
+      g.counts.pending,
+      g.counts.running,
+      g.counts.succeeded,
+      g.counts.failed,
+      g.counts.cancelled,
+    ]);
+    const status = batchStatusFromCountsSql({
+      stored: 'g.stored',
+      pending: 'g.p',
+      running: 'g.r',
+      succeeded: 'g.s',
+      failed: 'g.f',
+      cancelled: 'g.c',
+    });
     const { rows } = await db.query<{ i: number; status: string }>(
       `SELECT g.i, ${status} AS status FROM (VALUES ${values}) AS g(i, stored, p, r, s, f, c) ORDER BY g.i`,
       params,
@@ -45,7 +66,8 @@ describe('batch status from counts: the TypeScript and SQL forms agree', () => {
 
   it('and so do the two forms of "done"', async () => {
     const grid: TaskCounts[] = [];
-    for (const pending of N) for (const running of N) for (const succeeded of N) grid.push({ pending, running, succeeded, failed: 0, cancelled: 1 });
+    for (const pending of N)
+      for (const running of N) for (const succeeded of N) grid.push({ pending, running, succeeded, failed: 0, cancelled: 1 });
     const values = grid.map((_, i) => `($${i * 3 + 1}::int, $${i * 3 + 2}::int, $${i * 3 + 3}::int)`).join(', ');
     const params = grid.flatMap((g, i) => [i, g.pending, g.running]);
     const done = batchIsDoneSql({ pending: 'g.p', running: 'g.r', succeeded: '0', failed: '0', cancelled: '1' });

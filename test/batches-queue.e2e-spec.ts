@@ -5,9 +5,10 @@ import { TestApp, getJson, postBatch, recordSql, taskRows, FileEnvironment, file
 import { bootBatchesApp } from './helpers/apps';
 
 /**
- * A creation's SQL, whatever its size: the key, the model, then the transaction (begin, the
- * account and key locks, the open-batch count, the debit with its ledger row, the batch with its
- * tasks, commit). Each is a round trip, most of them under the account's lock.
+ * A creation's SQL, whatever its size: the key (its models allowlist with it), the model, then
+ * the transaction (begin, the account and key locks, the open-batch count, the debit with its
+ * ledger row, the batch with its tasks, commit). Each is a round trip, most of them under the
+ * account's lock.
  */
 const CREATION_STATEMENTS = 8;
 
@@ -46,7 +47,7 @@ describe('Batches: dispatch to the task queue', () => {
     return total;
   }
 
-  it("a new batch: its first DISPATCH_WINDOW tasks are queued with a render job each (jobId = task id, attempts 1, no priority, the batch and seq as hints), the rest wait pending", async () => {
+  it('a new batch: its first DISPATCH_WINDOW tasks are queued with a render job each (jobId = task id, attempts 1, no priority, the batch and seq as hints), the rest wait pending', async () => {
     const a = await t.account();
     const res = await postBatch(t, a, { prompts: ['a', 'b', 'c'], model: 'eta-image', countPerCombo: 4 }).expect(201);
     const tasks = await taskRows(t, res.body.id);
@@ -66,7 +67,7 @@ describe('Batches: dispatch to the task queue', () => {
     }
     // The pending counts as pending in the API, as queued does (docs/api.md#counts-object).
     const detail = await getJson(t, a, `/v1/batches/${res.body.id}`).expect(200);
-    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
+    expect(detail.body.batch.counts).toEqual({ pending: 12, running: 0, succeeded: 0, failed: 0, cancelled: 0, cancelling: 0 });
     expect(await feedAll()).toBe(2);
     expect((await taskRows(t, res.body.id)).every((x) => x.status === 'queued')).toBe(true);
   });
@@ -135,14 +136,16 @@ describe('Batches: dispatch to the task queue', () => {
     const smallBatch = await postBatch(t, small, { prompts: ['small'], model: 'eta-image' }).expect(201);
     const otherBatch = await postBatch(t, other, { prompts: prompts('other'), model: 'eta-image' }).expect(201);
     const ids = new Map<string, string>();
-    for (const [name, id] of [['big', bigBatch.body.id], ['small', smallBatch.body.id], ['other', otherBatch.body.id]]) {
+    for (const [name, id] of [
+      ['big', bigBatch.body.id],
+      ['small', smallBatch.body.id],
+      ['other', otherBatch.body.id],
+    ]) {
       for (const x of await taskRows(t, id)) ids.set(x.id, `${name}:${x.seq}`);
     }
     expect(await feedAll()).toBe(180);
     // getWaiting lists jobs in the order workers will take them.
-    const served = (await queue.getWaiting(0, -1))
-      .map((j) => ids.get(String(j.id)))
-      .filter((x): x is string => x !== undefined);
+    const served = (await queue.getWaiting(0, -1)).map((j) => ids.get(String(j.id))).filter((x): x is string => x !== undefined);
     expect(served).toHaveLength(201);
     expect(served.slice(0, 10)).toEqual(Array.from({ length: 10 }, (_, i) => `big:${i}`));
     expect(served[10]).toBe('small:0');
@@ -286,9 +289,7 @@ describe('Batches: dispatch to the task queue', () => {
       await postBatch(t, a, { prompts, model: 'eta-image', countPerCombo: 4 }).expect(201);
       times.push(Number(process.hrtime.bigint() - s) / 1e6);
     }
-    process.stdout.write(
-      `100-image POST /v1/batches: ${times.map((x) => x.toFixed(1)).join(', ')} ms; ${hundred.length} SQL statements\n`,
-    );
+    process.stdout.write(`100-image POST /v1/batches: ${times.map((x) => x.toFixed(1)).join(', ')} ms; ${hundred.length} SQL statements\n`);
     expect(Math.min(...times)).toBeLessThan(1000);
   });
 });

@@ -51,7 +51,12 @@ describe('Batches: creation, validation and detail', () => {
       ['refImages with a non-string', { ...ok, refMode: 'each', refImages: [1] }, 'refImages', 'isString'],
       ['refMode each without refImages', { ...ok, refMode: 'each' }, 'refImages', 'required_for_ref_mode'],
       ['refMode combined with empty refImages', { ...ok, refMode: 'combined', refImages: [] }, 'refImages', 'required_for_ref_mode'],
-      ['refImages with refMode none', { ...ok, refImages: ['http://kiln.test/files/uploads/x/a.png'] }, 'refImages', 'not_allowed_with_ref_mode_none'],
+      [
+        'refImages with refMode none',
+        { ...ok, refImages: ['http://kiln.test/files/uploads/x/a.png'] },
+        'refImages',
+        'not_allowed_with_ref_mode_none',
+      ],
       ['quality outside the enum', { ...ok, quality: 'ultra' }, 'quality', 'isIn'],
       ['background a colour name', { ...ok, background: 'red' }, 'background', 'matches'],
       ['background #RGB', { ...ok, background: '#fff' }, 'background', 'matches'],
@@ -127,14 +132,26 @@ describe('Batches: creation, validation and detail', () => {
       const b = await t.account();
       const mine = await insertUpload(t, a.id);
       const theirs = await insertUpload(t, b.id);
-      await expectRefused(a, { prompts: ['a'], model: 'beta-2', refMode: 'each', refImages: [mine.url, theirs.url] }, 400, 'invalid_request', {
-        field: 'refImages[1]',
-        reason: 'unknown_upload',
-      });
-      await expectRefused(a, { prompts: ['a'], model: 'beta-2', refMode: 'combined', refImages: ['not a url', mine.url] }, 400, 'invalid_request', {
-        field: 'refImages[0]',
-        reason: 'unknown_upload',
-      });
+      await expectRefused(
+        a,
+        { prompts: ['a'], model: 'beta-2', refMode: 'each', refImages: [mine.url, theirs.url] },
+        400,
+        'invalid_request',
+        {
+          field: 'refImages[1]',
+          reason: 'unknown_upload',
+        },
+      );
+      await expectRefused(
+        a,
+        { prompts: ['a'], model: 'beta-2', refMode: 'combined', refImages: ['not a url', mine.url] },
+        400,
+        'invalid_request',
+        {
+          field: 'refImages[0]',
+          reason: 'unknown_upload',
+        },
+      );
     });
   });
 
@@ -166,10 +183,16 @@ describe('Batches: creation, validation and detail', () => {
       await expectRefused(a, { prompts: Array(11).fill('a'), model: 'eta-image' }, 403, 'batch_limit_exceeded', { total: 11, max: 10 });
       const refs = [(await insertUpload(t, a.id)).url, (await insertUpload(t, a.id)).url];
       // each: 2 prompts x 2 refs x 3 copies = 12 images.
-      await expectRefused(a, { prompts: ['a', 'b'], model: 'beta-2', refMode: 'each', refImages: refs, countPerCombo: 3 }, 403, 'batch_limit_exceeded', {
-        total: 12,
-        max: 10,
-      });
+      await expectRefused(
+        a,
+        { prompts: ['a', 'b'], model: 'beta-2', refMode: 'each', refImages: refs, countPerCombo: 3 },
+        403,
+        'batch_limit_exceeded',
+        {
+          total: 12,
+          max: 10,
+        },
+      );
     });
 
     it('too many unfinished batches -> 403 concurrent_limit_exceeded { active, max }', async () => {
@@ -214,17 +237,36 @@ describe('Batches: creation, validation and detail', () => {
       const a = await t.account({ plan: 'starter', credits: 0 });
       await expectRefused(a, { prompts: ['  '], model: 'no-such-model' }, 400, 'invalid_request');
       await expectRefused(a, { prompts: ['csam'], model: 'no-such-model', aspectRatio: '7:5' }, 400, 'unknown_model');
-      await expectRefused(a, { prompts: ['csam'], model: 'delta', aspectRatio: '7:5', refMode: 'each', refImages: ['x', 'y'] }, 400, 'size_not_allowed');
+      await expectRefused(
+        a,
+        { prompts: ['csam'], model: 'delta', aspectRatio: '7:5', refMode: 'each', refImages: ['x', 'y'] },
+        400,
+        'size_not_allowed',
+      );
     });
 
     it('references before prompts, prompt length before content, prompts before plan, plan before money', async () => {
       const a = await t.account({ plan: 'starter', credits: 0, creditCapPerDay: 1 });
-      await expectRefused(a, { prompts: ['csam', 'x'.repeat(5000)], model: 'delta', refMode: 'each', refImages: ['x', 'y'] }, 400, 'too_many_ref_images');
-      await expectRefused(a, { prompts: ['csam', 'x'.repeat(5000)], model: 'delta', refMode: 'each', refImages: ['x'] }, 400, 'invalid_request', {
-        field: 'refImages[0]',
-        reason: 'unknown_upload',
+      await expectRefused(
+        a,
+        { prompts: ['csam', 'x'.repeat(5000)], model: 'delta', refMode: 'each', refImages: ['x', 'y'] },
+        400,
+        'too_many_ref_images',
+      );
+      await expectRefused(
+        a,
+        { prompts: ['csam', 'x'.repeat(5000)], model: 'delta', refMode: 'each', refImages: ['x'] },
+        400,
+        'invalid_request',
+        {
+          field: 'refImages[0]',
+          reason: 'unknown_upload',
+        },
+      );
+      await expectRefused(a, { prompts: ['csam', 'x'.repeat(5000)], model: 'eta-image' }, 400, 'prompt_too_long', {
+        index: 1,
+        maxLength: 4000,
       });
-      await expectRefused(a, { prompts: ['csam', 'x'.repeat(5000)], model: 'eta-image' }, 400, 'prompt_too_long', { index: 1, maxLength: 4000 });
       await expectRefused(a, { prompts: Array(11).fill('csam'), model: 'eta-image' }, 400, 'content_blocked', { index: 0 });
       await expectRefused(a, { prompts: Array(11).fill('a'), model: 'eta-image' }, 403, 'batch_limit_exceeded');
       await expectRefused(a, { prompts: Array(2).fill('a'), model: 'eta-image' }, 402, 'insufficient_credits', { required: 2, balance: 0 });
@@ -232,7 +274,10 @@ describe('Batches: creation, validation and detail', () => {
 
     it('insufficient_credits before daily_credit_cap_exceeded', async () => {
       const a = await t.account({ credits: 3, creditCapPerDay: 1 });
-      await expectRefused(a, { prompts: ['a', 'b', 'c', 'd'], model: 'eta-image' }, 402, 'insufficient_credits', { required: 4, balance: 3 });
+      await expectRefused(a, { prompts: ['a', 'b', 'c', 'd'], model: 'eta-image' }, 402, 'insufficient_credits', {
+        required: 4,
+        balance: 3,
+      });
       await expectRefused(a, { prompts: ['a', 'b'], model: 'eta-image' }, 402, 'daily_credit_cap_exceeded');
     });
   });
@@ -242,7 +287,7 @@ describe('Batches: creation, validation and detail', () => {
       const a = await t.account({ credits: 100 });
       const res = await postBatch(t, a, { prompts: ['p0', 'p1', 'p2'], model: 'beta-2', countPerCombo: 2 });
       expect(res.status).toBe(201);
-      expect(res.body).toEqual({ id: expect.any(String), total: 6, creditsCharged: 24, status: 'pending' });
+      expect(res.body).toEqual({ id: expect.any(String), total: 6, creditsCharged: 24, status: 'pending', tier: 'standard' });
       const tasks = await taskRows(t, res.body.id);
       expect(tasks.map((x) => [x.seq, x.prompt, x.ref_upload_ids])).toEqual([
         [0, 'p0', []],
@@ -372,9 +417,33 @@ describe('Batches: creation, validation and detail', () => {
       const { batch, tasks } = res.body;
       expect(Object.keys(batch).sort()).toEqual(
         [
-          'aspectRatio', 'background', 'cancelledAt', 'countPerCombo', 'counts', 'createdAt', 'createdViaApi', 'creditsCharged',
-          'creditsRefunded', 'done', 'id', 'model', 'note', 'outputFormat', 'previewUrl', 'prompts', 'quality', 'refImages',
-          'refMode', 'resolution', 'seed', 'status', 'total', 'tier', 'expiresAt',
+          'aspectRatio',
+          'background',
+          'cancelledAt',
+          'countPerCombo',
+          'counts',
+          'createdAt',
+          'createdViaApi',
+          'creditsCharged',
+          'creditsRefunded',
+          'done',
+          'id',
+          'model',
+          'note',
+          'outputFormat',
+          'previewUrl',
+          'prompts',
+          'quality',
+          'refImages',
+          'refMode',
+          'resolution',
+          'seed',
+          'status',
+          'total',
+          'tier',
+          'expiresAt',
+          'deadline',
+          'cancelReason',
         ].sort(),
       );
       expect(batch).toMatchObject({
@@ -397,9 +466,32 @@ describe('Batches: creation, validation and detail', () => {
       expect(tasks.map((x: any) => x.prompt)).toEqual(['first', 'first', 'second', 'second']);
       for (const task of tasks) {
         expect(Object.keys(task).sort()).toEqual([
-          'batchId', 'copy', 'error', 'errorCode', 'height', 'id', 'index', 'progress', 'prompt', 'promptIndex', 'refImage', 'resultUrls', 'status', 'width',
+          'batchId',
+          'cancelling',
+          'copy',
+          'error',
+          'errorCode',
+          'height',
+          'id',
+          'index',
+          'progress',
+          'prompt',
+          'promptIndex',
+          'refImage',
+          'resultUrls',
+          'status',
+          'width',
         ]);
-        expect(task).toMatchObject({ batchId: created.body.id, status: 'queued', progress: 0, resultUrls: [], error: null, errorCode: null, width: null, height: null });
+        expect(task).toMatchObject({
+          batchId: created.body.id,
+          status: 'queued',
+          progress: 0,
+          resultUrls: [],
+          error: null,
+          errorCode: null,
+          width: null,
+          height: null,
+        });
       }
     });
 
@@ -431,11 +523,21 @@ describe('Batches: creation, validation and detail', () => {
       await set(3, `status = 'succeeded', progress = 100, result_url = 'http://kiln.test/files/results/x/3.png'`);
       res = await getJson(t, a, `/v1/batches/${id}`).expect(200);
       expect(res.body.batch).toMatchObject({ counts: { pending: 0, running: 0, succeeded: 3, failed: 1 }, status: 'partial', done: true });
-      expect(res.body.tasks[0]).toMatchObject({ status: 'succeeded', progress: 100, resultUrls: ['http://kiln.test/files/results/x/0.png'], error: null });
+      expect(res.body.tasks[0]).toMatchObject({
+        status: 'succeeded',
+        progress: 100,
+        resultUrls: ['http://kiln.test/files/results/x/0.png'],
+        error: null,
+      });
       expect(res.body.tasks[1]).toMatchObject({ status: 'failed', progress: 10, resultUrls: [], error: 'Upstream refused the prompt' });
 
       const listed = await getJson(t, a, '/v1/batches').expect(200);
-      expect(listed.body.batches[0]).toMatchObject({ id, counts: { pending: 0, running: 0, succeeded: 3, failed: 1 }, status: 'partial', done: true });
+      expect(listed.body.batches[0]).toMatchObject({
+        id,
+        counts: { pending: 0, running: 0, succeeded: 3, failed: 1 },
+        status: 'partial',
+        done: true,
+      });
     });
 
     it("another account's batch, a malformed id and an unknown id -> 404 not_found", async () => {
@@ -503,7 +605,7 @@ describe('Batches: creation, validation and detail', () => {
       });
       // The copies have no tasks: all counts zero.
       const copy = first.body.batches.find((b: any) => String(b.note).startsWith('copy'));
-      expect(copy.counts).toEqual({ pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 });
+      expect(copy.counts).toEqual({ pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, cancelling: 0 });
       const all = await getJson(t, a, '/v1/batches?limit=100').expect(200);
       expect(all.body.batches).toHaveLength(25);
       expect(all.body.nextCursor).toBeNull();
@@ -560,7 +662,11 @@ describe('Batches: creation, validation and detail', () => {
 
     await postBatch(t, a, { prompts: ['a', 'b'], model: 'beta-2' }).expect(201); // 8
     const second = await postBatch(t, a, { prompts: ['a'], model: 'alpha-image-2', countPerCombo: 2 }).expect(201); // 10
-    await t.http.post('/v1/batches').set('Authorization', `Bearer ${other.body.secret}`).send({ prompts: ['a'], model: 'eta-image' }).expect(201);
+    await t.http
+      .post('/v1/batches')
+      .set('Authorization', `Bearer ${other.body.secret}`)
+      .send({ prompts: ['a'], model: 'eta-image' })
+      .expect(201);
 
     const me = await getJson(t, a, '/v1/me').expect(200);
     expect(me.body.limits.activeBatches).toBe(3);
@@ -578,7 +684,22 @@ describe('Batches: creation, validation and detail', () => {
     const schema = doc.components.schemas.CreateBatchRequestDto;
     expect(schema.required.sort()).toEqual(['model', 'prompts']);
     expect(Object.keys(schema.properties).sort()).toEqual(
-      ['aspectRatio', 'background', 'countPerCombo', 'model', 'note', 'outputFormat', 'prompts', 'quality', 'refImages', 'refMode', 'resolution', 'seed', 'tier'].sort(),
+      [
+        'aspectRatio',
+        'background',
+        'countPerCombo',
+        'model',
+        'note',
+        'outputFormat',
+        'prompts',
+        'quality',
+        'refImages',
+        'refMode',
+        'resolution',
+        'seed',
+        'tier',
+        'deadline',
+      ].sort(),
     );
     expect(schema.properties.resolution.enum).toEqual(['1K', '2K', '4K']);
     expect(schema.properties.countPerCombo).toMatchObject({ minimum: 1, maximum: 20, default: 1 });

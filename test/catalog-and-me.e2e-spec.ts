@@ -56,9 +56,20 @@ describe('GET /v1/models and GET /v1/me', () => {
       }
       expect(Object.keys(m).sort()).toEqual(
         [
-          'key', 'displayName', 'blurb', 'creditCost', 'aspectRatios', 'resolutions', 'resolutionsByRatio',
-          'supportsRefImages', 'maxRefImages', 'supportsQuality', 'supportsBackground', 'maxPromptLength',
-          'economyCreditCost', 'economyWindowHours',
+          'key',
+          'displayName',
+          'blurb',
+          'creditCost',
+          'aspectRatios',
+          'resolutions',
+          'resolutionsByRatio',
+          'supportsRefImages',
+          'maxRefImages',
+          'supportsQuality',
+          'supportsBackground',
+          'maxPromptLength',
+          'economyCreditCost',
+          'economyWindowHours',
         ].sort(),
       );
       // No seeded model has an economy tier (docs/admin.md#economy-tier).
@@ -82,14 +93,20 @@ describe('GET /v1/models and GET /v1/me', () => {
   it('hides a model an operator disables, and shows an operator price change', async () => {
     const a = await t.account();
     await t.admin('patch', '/v1/admin/models/delta').send({ enabled: false }).expect(200);
-    await t.admin('patch', '/v1/admin/models/eta-image').send({ creditCost: { '1K': 2 } }).expect(200);
+    await t
+      .admin('patch', '/v1/admin/models/eta-image')
+      .send({ creditCost: { '1K': 2 } })
+      .expect(200);
     try {
       const res = await t.http.get('/v1/models').set('Authorization', `Bearer ${a.key}`).expect(200);
       expect(res.body.models.map((m: any) => m.key)).not.toContain('delta');
       expect(res.body.models.find((m: any) => m.key === 'eta-image').creditCost).toEqual({ '1K': 2 });
     } finally {
       await t.admin('patch', '/v1/admin/models/delta').send({ enabled: true }).expect(200);
-      await t.admin('patch', '/v1/admin/models/eta-image').send({ creditCost: { '1K': 1 } }).expect(200);
+      await t
+        .admin('patch', '/v1/admin/models/eta-image')
+        .send({ creditCost: { '1K': 1 } })
+        .expect(200);
     }
   });
 
@@ -100,14 +117,22 @@ describe('GET /v1/models and GET /v1/me', () => {
     const midnight = Date.UTC(next.getUTCFullYear(), next.getUTCMonth(), next.getUTCDate() + 1);
     expect(res.body).toEqual({
       user: { id: a.id, email: a.email, plan: 'studio', status: 'active', createdAt: expect.any(Number) },
-      credits: { balance: 321 },
-      limits: { maxImagesPerBatch: 50, maxConcurrentBatches: 10, activeBatches: 0, maxConcurrentEconomyBatches: 10, activeEconomyBatches: 0 },
+      credits: { balance: 321, lowCreditsThreshold: null },
+      limits: {
+        maxImagesPerBatch: 50,
+        maxConcurrentBatches: 10,
+        activeBatches: 0,
+        maxConcurrentEconomyBatches: 10,
+        activeEconomyBatches: 0,
+      },
       key: {
         id: a.keyId,
         scopes: ['account:read', 'models:read'],
         creditCapPerDay: 50,
         creditsUsedToday: 0,
         capResetsAt: midnight,
+        budget: { credits: 50, period: 'day', spent: 0, resetsAt: midnight },
+        models: [],
       },
     });
   });

@@ -26,8 +26,8 @@ function start(kiln: LiveKiln, account: TestAccount | null, args: string[], cwd:
   const child = spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (d) => (stdout += d));
-  child.stderr!.on('data', (d) => (stderr += d));
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
   const done = new Promise<Run>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
   return { child, done };
 }
@@ -41,7 +41,13 @@ function promptsFile(dir: string, n: number, name = 'prompts.txt'): string {
   return name;
 }
 
-const pngs = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.png')).sort() : []);
+const pngs = (dir: string) =>
+  fs.existsSync(dir)
+    ? fs
+        .readdirSync(dir)
+        .filter((f) => f.endsWith('.png'))
+        .sort()
+    : [];
 
 /** The `kiln` command as a child process against a live Kiln (api on a port, generator). */
 describe('kiln command line', () => {
@@ -60,7 +66,10 @@ describe('kiln command line', () => {
   });
 
   const charged = async (accountId: string): Promise<number> => {
-    const [row] = await kiln.api.db.query(`SELECT coalesce(-sum(amount), 0)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'batch_charge'`, [accountId]);
+    const [row] = await kiln.api.db.query(
+      `SELECT coalesce(-sum(amount), 0)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'batch_charge'`,
+      [accountId],
+    );
     return row.n;
   };
   const balance = async (accountId: string): Promise<number> => {
@@ -83,7 +92,7 @@ describe('kiln command line', () => {
     expect(run.stderr).toMatch(/images 25\/25, failed 0/);
     expect(run.stdout).toMatch(/25\/25 images succeeded/);
     const state = JSON.parse(fs.readFileSync(path.join(out, '.kiln-submit.json'), 'utf8'));
-    const [submission] = Object.values(state.submissions) as any[];
+    const [submission] = Object.values<any>(state.submissions);
     expect(submission.chunks.map((c: any) => c.count)).toEqual([10, 10, 5]);
     const before = await balance(a.id);
 
@@ -100,17 +109,19 @@ describe('kiln command line', () => {
     const file = promptsFile(dir, 25, 'prompts.jsonl');
     fs.writeFileSync(
       path.join(dir, file),
-      Array.from({ length: 25 }, (_, i) => (i % 2 ? JSON.stringify(`jsonl prompt ${i}`) : JSON.stringify({ prompt: `jsonl prompt ${i}` }))).join('\n') + '\n',
+      Array.from({ length: 25 }, (_, i) =>
+        i % 2 ? JSON.stringify(`jsonl prompt ${i}`) : JSON.stringify({ prompt: `jsonl prompt ${i}` }),
+      ).join('\n') + '\n',
     );
     const args = ['submit', file, '--model', MODEL, '--wait', '--out', 'out', '--json'];
     const first = start(kiln, a, args, dir);
     // Half-way: the first batch is downloaded and the second has been created.
     await waitFor(
       'the first batch to be downloaded and the second created',
-      async () => {
+      () => {
         try {
           const state = JSON.parse(fs.readFileSync(path.join(dir, 'out', '.kiln-submit.json'), 'utf8'));
-          const [s] = Object.values(state.submissions) as any[];
+          const [s] = Object.values<any>(state.submissions);
           return s.chunks[0].downloaded && s.chunks[1].batchId;
         } catch {
           return false;
@@ -140,7 +151,10 @@ describe('kiln command line', () => {
     expect(files.every((f) => f.endsWith('.png'))).toBe(true);
     expect(await batchCount(kiln.api, a.id)).toBe(3);
     expect(await charged(a.id)).toBe(75);
-    const [tasks] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE b.account_id = $1`, [a.id]);
+    const [tasks] = await kiln.api.db.query(
+      `SELECT count(*)::int AS n FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE b.account_id = $1`,
+      [a.id],
+    );
     expect(tasks.n).toBe(25);
   });
 
@@ -217,7 +231,12 @@ describe('kiln command line', () => {
     const a = await kiln.api.account({ plan: 'starter', credits: 500 });
     const dir = fs.mkdtempSync(path.join(tmp, 'seed-'));
     const file = promptsFile(dir, 12);
-    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '100', '--format', 'jpeg', '--wait', '--out', 'o'], dir);
+    const run = await kilnCli(
+      kiln,
+      a,
+      ['submit', file, '--model', MODEL, '--seed', '100', '--format', 'jpeg', '--wait', '--out', 'o'],
+      dir,
+    );
     expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
     const files = fs.readdirSync(path.join(dir, 'o')).filter((f) => !f.startsWith('.'));
     expect(files).toHaveLength(12);
@@ -230,6 +249,26 @@ describe('kiln command line', () => {
     expect(rows.map((r: any) => r.seed)).toEqual(Array.from({ length: 12 }, (_, i) => 100 + i));
     expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--seed', '-1'], dir)).code).toBe(2);
     expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--format', 'gif'], dir)).code).toBe(2);
+  });
+
+  it('--deadline sends a deadline (a duration or an ISO time) with each batch; a bad one exits 2, a past one is refused (exit 3)', async () => {
+    const a = await kiln.api.account({ plan: 'starter', credits: 500 });
+    const dir = fs.mkdtempSync(path.join(tmp, 'deadline-'));
+    const file = promptsFile(dir, 3);
+    const before = Date.now();
+    const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--deadline', '10m', '--wait'], dir);
+    expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
+    const rows: { deadline: Date }[] = await kiln.api.db.query(`SELECT deadline FROM batches WHERE account_id = $1`, [a.id]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].deadline.getTime()).toBeGreaterThanOrEqual(before + 600_000);
+    expect(rows[0].deadline.getTime()).toBeLessThanOrEqual(Date.now() + 600_000);
+
+    const spent = await charged(a.id);
+    expect((await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--deadline', 'soon'], dir)).code).toBe(2);
+    const past = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--count', '2', '--deadline', '2020-01-01T00:00:00Z'], dir);
+    expect(past.code).toBe(3);
+    expect(past.stderr).toContain('invalid_request');
+    expect(await charged(a.id)).toBe(spent);
   });
 
   it('usage errors exit 2: a missing option, an unknown file type, no API key', async () => {
@@ -283,7 +322,14 @@ describe('kiln command line', () => {
     const file = promptsFile(dir, 25);
     const run = await kilnCli(kiln, a, ['submit', file, '--model', MODEL, '--estimate', '--json'], dir);
     expect({ code: run.code, stderr: run.code === 0 ? '' : run.stderr }).toEqual({ code: 0, stderr: '' });
-    expect(JSON.parse(run.stdout)).toMatchObject({ prompts: 25, images: 25, batches: 3, creditsRequired: 75, balance: 500, affordable: true });
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      prompts: 25,
+      images: 25,
+      batches: 3,
+      creditsRequired: 75,
+      balance: 500,
+      affordable: true,
+    });
     expect(await batchCount(kiln.api, a.id)).toBe(0);
   });
 
@@ -313,9 +359,21 @@ describe('kiln command line', () => {
       const a = await kiln.api.account({ plan: 'studio', credits: 500 });
       const dir = fs.mkdtempSync(path.join(tmp, 'eco-estimate-'));
       const file = promptsFile(dir, 4);
-      const economy = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--tier', 'economy', '--estimate', '--json'], dir);
+      const economy = await kilnCli(
+        kiln,
+        a,
+        ['submit', file, '--model', ECO, '--count', '2', '--tier', 'economy', '--estimate', '--json'],
+        dir,
+      );
       expect({ code: economy.code, stderr: economy.stderr }).toEqual({ code: 0, stderr: '' });
-      expect(JSON.parse(economy.stdout)).toMatchObject({ tier: 'economy', windowHours: 24, images: 8, creditsRequired: 24, affordable: true, refusal: null });
+      expect(JSON.parse(economy.stdout)).toMatchObject({
+        tier: 'economy',
+        windowHours: 24,
+        images: 8,
+        creditsRequired: 24,
+        affordable: true,
+        refusal: null,
+      });
       const standard = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--estimate', '--json'], dir);
       expect(JSON.parse(standard.stdout)).toMatchObject({ tier: 'standard', windowHours: null, images: 8, creditsRequired: 48 });
       const human = await kilnCli(kiln, a, ['submit', file, '--model', ECO, '--count', '2', '--tier', 'economy', '--estimate'], dir);
@@ -352,7 +410,12 @@ describe('kiln command line', () => {
       const dir = fs.mkdtempSync(path.join(tmp, 'eco-lines-'));
       fs.writeFileSync(
         path.join(dir, 'mixed.jsonl'),
-        ['"a plain prompt"', '{"prompt": "a patient prompt", "tier": "economy"}', '{"prompt": "another patient one", "tier": "economy"}', '{"prompt": "an urgent one", "tier": "standard"}'].join('\n'),
+        [
+          '"a plain prompt"',
+          '{"prompt": "a patient prompt", "tier": "economy"}',
+          '{"prompt": "another patient one", "tier": "economy"}',
+          '{"prompt": "an urgent one", "tier": "standard"}',
+        ].join('\n'),
       );
       // Standard by default: two prompts at 6, two at the economy 3.
       const estimate = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--estimate', '--json'], dir);
@@ -361,7 +424,12 @@ describe('kiln command line', () => {
       const human = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--estimate'], dir);
       expect(human.stdout).toContain('credits required 18 on both tiers (the economy images within 24 h), balance 500');
       // Under --tier economy the line saying "standard" is the only standard prompt.
-      const economyRun = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--tier', 'economy', '--estimate', '--json'], dir);
+      const economyRun = await kilnCli(
+        kiln,
+        a,
+        ['submit', 'mixed.jsonl', '--model', ECO, '--tier', 'economy', '--estimate', '--json'],
+        dir,
+      );
       expect(JSON.parse(economyRun.stdout)).toMatchObject({ tier: 'mixed', images: 4, creditsRequired: 15 });
 
       const run = await kilnCli(kiln, a, ['submit', 'mixed.jsonl', '--model', ECO, '--json'], dir);
@@ -369,9 +437,15 @@ describe('kiln command line', () => {
       const outcome = JSON.parse(run.stdout);
       expect(outcome).toMatchObject({ refusal: null, credits: { charged: 18 } });
       const created = await Promise.all(
-        (outcome.batches as { id: string }[]).map(async (b) => JSON.parse((await kilnCli(kiln, a, ['status', b.id, '--json'], dir)).stdout).batch),
+        (outcome.batches as { id: string }[]).map(
+          async (b) => JSON.parse((await kilnCli(kiln, a, ['status', b.id, '--json'], dir)).stdout).batch,
+        ),
       );
-      expect(created.map((b) => ({ tier: b.tier, total: b.total, creditsCharged: b.creditsCharged })).sort((x, y) => x.tier.localeCompare(y.tier))).toEqual([
+      expect(
+        created
+          .map((b) => ({ tier: b.tier, total: b.total, creditsCharged: b.creditsCharged }))
+          .sort((x, y) => x.tier.localeCompare(y.tier)),
+      ).toEqual([
         { tier: 'economy', total: 2, creditsCharged: 6 },
         { tier: 'standard', total: 2, creditsCharged: 12 },
       ]);

@@ -34,7 +34,12 @@ const expectError = (res: { status: number; body: any }, status: number, code: s
 describe('Dashboard API (docs/dashboard.md)', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await bootDashboardApp({ loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 });
+    t = await bootDashboardApp({
+      loginPerIp: 1000,
+      loginFailuresPerEmailAndIp: 1000,
+      loginFailuresPerEmailPerHour: 1000,
+      signupPerIp: 1000,
+    });
   });
   afterAll(() => t.close());
 
@@ -73,6 +78,7 @@ describe('Dashboard API (docs/dashboard.md)', () => {
           status: 'active',
           balance: 0,
           createdAt: expect.any(Number),
+          lowCreditsThreshold: null,
         },
         limits: {
           maxImagesPerBatch: 4,
@@ -84,6 +90,7 @@ describe('Dashboard API (docs/dashboard.md)', () => {
           apiAccess: false,
           requestsPerMinute: 60,
         },
+        purchasesEnabled: false,
       });
 
       // Only a SHA-256 of the token and a scrypt hash of the password are stored.
@@ -155,7 +162,11 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       await t.admin('patch', `/v1/admin/accounts/${h.id}`).send({ status: 'disabled' }).expect(200);
       expectError(await t.http.post('/v1/dashboard/login').send({ email: h.email, password: PASSWORD }), 403, 'account_disabled');
       // A wrong password still says nothing about the account.
-      expectError(await t.http.post('/v1/dashboard/login').send({ email: h.email, password: 'wrong password!' }), 401, 'invalid_credentials');
+      expectError(
+        await t.http.post('/v1/dashboard/login').send({ email: h.email, password: 'wrong password!' }),
+        401,
+        'invalid_credentials',
+      );
       expectError(await dash('get', '/account', h.token), 403, 'account_disabled');
       await t.admin('patch', `/v1/admin/accounts/${h.id}`).send({ status: 'active' }).expect(200);
       await dash('get', '/account', h.token).expect(200);
@@ -220,6 +231,8 @@ describe('Dashboard API (docs/dashboard.md)', () => {
         creditCapPerDay: null,
         creditsUsedToday: 0,
         capResetsAt: expect.any(Number),
+        budget: null,
+        models: [],
         createdAt: expect.any(Number),
         lastUsedAt: null,
         revokedAt: null,
@@ -247,7 +260,9 @@ describe('Dashboard API (docs/dashboard.md)', () => {
     it('list, rename, restrict scopes and set or clear the daily cap; /v1/me sees the cap', async () => {
       const h = await holder({ plan: 'studio' });
       const a = await dash('post', '/keys', h.token).send({ name: 'a', creditCapPerDay: 50 }).expect(201);
-      const b = await dash('post', '/keys', h.token).send({ name: 'b', scopes: ['models:read', 'account:read'] }).expect(201);
+      const b = await dash('post', '/keys', h.token)
+        .send({ name: 'b', scopes: ['models:read', 'account:read'] })
+        .expect(201);
       expect(b.body.key.scopes).toEqual(['models:read', 'account:read']);
 
       const list = await dash('get', '/keys', h.token).expect(200);
@@ -266,9 +281,37 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       me = await t.http.get('/v1/me').set(bearer(a.body.secret)).expect(200);
       expect(me.body.key.creditCapPerDay).toBeNull();
 
-      await dash('patch', `/keys/${a.body.key.id}`, h.token).send({ scopes: ['models:read'] }).expect(200);
+      await dash('patch', `/keys/${a.body.key.id}`, h.token)
+        .send({ scopes: ['models:read'] })
+        .expect(200);
       expectError(await t.http.get('/v1/me').set(bearer(a.body.secret)), 403, 'insufficient_scope');
       await t.http.get('/v1/models').set(bearer(a.body.secret)).expect(200);
+    });
+
+    it('a budget per day, week or month and a models allowlist: set on creation, changed and cleared by PATCH, listed with the spend', async () => {
+      const h = await holder({ plan: 'studio', credits: 100 });
+      const k = await dash('post', '/keys', h.token)
+        .send({ name: 'budgeted', budget: { credits: 9, period: 'week' }, models: ['eta-image'] })
+        .expect(201);
+      expect(k.body.key).toMatchObject({ creditCapPerDay: null, budget: { credits: 9, period: 'week', spent: 0 }, models: ['eta-image'] });
+      await t.http
+        .post('/v1/batches')
+        .set(bearer(k.body.secret))
+        .send({ prompts: ['a', 'b'], model: 'eta-image' })
+        .expect(201);
+      const list = await dash('get', '/keys', h.token).expect(200);
+      expect(list.body.keys[0]).toMatchObject({ budget: { credits: 9, period: 'week', spent: 2 } });
+
+      let patched = await dash('patch', `/keys/${k.body.key.id}`, h.token)
+        .send({ budget: { credits: 5, period: 'month' }, models: [] })
+        .expect(200);
+      expect(patched.body.key).toMatchObject({ budget: { credits: 5, period: 'month', spent: 2 }, models: [] });
+      patched = await dash('patch', `/keys/${k.body.key.id}`, h.token).send({ creditCapPerDay: 4 }).expect(200);
+      expect(patched.body.key).toMatchObject({ creditCapPerDay: 4, budget: { credits: 4, period: 'day', spent: 2 } });
+      patched = await dash('patch', `/keys/${k.body.key.id}`, h.token).send({ budget: null }).expect(200);
+      expect(patched.body.key).toMatchObject({ creditCapPerDay: null, budget: null });
+      const both = await dash('patch', `/keys/${k.body.key.id}`, h.token).send({ creditCapPerDay: 4, budget: null });
+      expectError(both, 400, 'invalid_request');
     });
 
     it.each([
@@ -382,6 +425,8 @@ describe('Dashboard API (docs/dashboard.md)', () => {
         ],
         totals: { charged: 60, refunded: 10 },
         images: [],
+        // Ledger rows written directly, with no batch behind them: no batch to break down.
+        byKeyAndModel: [],
       });
       // Usage is the ledger without grants and adjustments.
       expect(500 - 30 - usage.body.totals.charged + usage.body.totals.refunded).toBe(balance);
@@ -396,14 +441,11 @@ describe('Dashboard API (docs/dashboard.md)', () => {
     it('usage counts a row on the UTC day it was written, within the window', async () => {
       const h = await holder({ credits: 100 });
       await chargeAndRefund(h.id, null, 7, 0);
-      await t.db.query(
-        `UPDATE ledger_entries SET created_at = now() - interval '3 days' WHERE account_id = $1 AND kind = 'batch_charge'`,
-        [h.id],
-      );
-      const day = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
-      expect((await dash('get', '/usage?days=4', h.token).expect(200)).body.days).toEqual([
-        { day, keyId: null, charged: 7, refunded: 0 },
+      await t.db.query(`UPDATE ledger_entries SET created_at = now() - interval '3 days' WHERE account_id = $1 AND kind = 'batch_charge'`, [
+        h.id,
       ]);
+      const day = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+      expect((await dash('get', '/usage?days=4', h.token).expect(200)).body.days).toEqual([{ day, keyId: null, charged: 7, refunded: 0 }]);
       const short = await dash('get', '/usage?days=2', h.token).expect(200);
       expect(short.body.days).toEqual([]);
       expect(short.body.totals).toEqual({ charged: 0, refunded: 0 });
@@ -411,8 +453,12 @@ describe('Dashboard API (docs/dashboard.md)', () => {
 
     it('usage images: per UTC day of creation, the images batches ordered and those that succeeded', async () => {
       const h = await holder({ plan: 'studio', credits: 100 });
-      const a = await dash('post', '/batches', h.token).send({ prompts: ['a', 'b'], model: 'eta-image', countPerCombo: 2 }).expect(201);
-      await dash('post', '/batches', h.token).send({ prompts: ['c'], model: 'eta-image' }).expect(201);
+      const a = await dash('post', '/batches', h.token)
+        .send({ prompts: ['a', 'b'], model: 'eta-image', countPerCombo: 2 })
+        .expect(201);
+      await dash('post', '/batches', h.token)
+        .send({ prompts: ['c'], model: 'eta-image' })
+        .expect(201);
       // Succeeded counts as the generator would leave them, and one batch moved to 3 days ago.
       await t.db.query(`UPDATE batches SET succeeded_count = 3 WHERE id = $1`, [a.body.id]);
       await t.db.query(`UPDATE batches SET created_at = now() - interval '3 days' WHERE account_id = $1 AND id <> $2`, [h.id, a.body.id]);
@@ -446,14 +492,13 @@ describe('Dashboard API (docs/dashboard.md)', () => {
         let balance = 0;
         for (let i = 1; i <= 9; i++) {
           balance += i;
-          await m.query(
-            `UPDATE accounts SET balance = $2 WHERE id = $1`,
-            [h.id, balance],
-          );
-          await m.query(
-            `INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason) VALUES ($1, $2, $3, 'grant', $4)`,
-            [h.id, i, balance, `grant ${i}`],
-          );
+          await m.query(`UPDATE accounts SET balance = $2 WHERE id = $1`, [h.id, balance]);
+          await m.query(`INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason) VALUES ($1, $2, $3, 'grant', $4)`, [
+            h.id,
+            i,
+            balance,
+            `grant ${i}`,
+          ]);
         }
       });
       const seen: any[] = [];
@@ -492,8 +537,10 @@ describe('Dashboard API (docs/dashboard.md)', () => {
 
     it('a free account creates batches within its plan: createdViaApi false, charged, no key', async () => {
       const h = await holder({ credits: 10 });
-      const created = await dash('post', '/batches', h.token).send({ ...fox, countPerCombo: 4, note: 'from the dashboard' }).expect(201);
-      expect(created.body).toEqual({ id: expect.any(String), total: 4, creditsCharged: 4, status: 'pending' });
+      const created = await dash('post', '/batches', h.token)
+        .send({ ...fox, countPerCombo: 4, note: 'from the dashboard' })
+        .expect(201);
+      expect(created.body).toEqual({ id: expect.any(String), total: 4, creditsCharged: 4, status: 'pending', tier: 'standard' });
 
       const detail = await dash('get', `/batches/${created.body.id}`, h.token).expect(200);
       expect(detail.body.batch).toMatchObject({
@@ -514,7 +561,13 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       expect(acc.body.account.balance).toBe(6);
       expect(acc.body.limits.activeBatches).toBe(1);
       const ledger = await dash('get', '/ledger', h.token).expect(200);
-      expect(ledger.body.entries[0]).toMatchObject({ kind: 'batch_charge', amount: -4, balanceAfter: 6, batchId: created.body.id, keyId: null });
+      expect(ledger.body.entries[0]).toMatchObject({
+        kind: 'batch_charge',
+        amount: -4,
+        balanceAfter: 6,
+        batchId: created.body.id,
+        keyId: null,
+      });
       const usage = await dash('get', '/usage', h.token).expect(200);
       expect(usage.body.days).toEqual([{ day: new Date().toISOString().slice(0, 10), keyId: null, charged: 4, refunded: 0 }]);
     });
@@ -556,7 +609,9 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       expect(res.body.error.details).toMatchObject({ cap: 3, used: 3, required: 1 });
 
       // The dashboard has no key, so no key cap.
-      const dashBatch = await dash('post', '/batches', h.token).send({ ...fox, countPerCombo: 5 }).expect(201);
+      const dashBatch = await dash('post', '/batches', h.token)
+        .send({ ...fox, countPerCombo: 5 })
+        .expect(201);
 
       const list = await dash('get', '/batches', h.token).expect(200);
       expect(list.body.batches.map((b: any) => [b.id, b.createdViaApi])).toEqual([
@@ -583,8 +638,14 @@ describe('Dashboard API (docs/dashboard.md)', () => {
     it('usage and ledger match the balance after charges and a refunded task', async () => {
       const h = await holder({ plan: 'studio', credits: 50 });
       const k = await dash('post', '/keys', h.token).send({ name: 'k' }).expect(201);
-      const apiBatch = await t.http.post('/v1/batches').set(bearer(k.body.secret)).send({ ...fox, countPerCombo: 3 }).expect(201);
-      await dash('post', '/batches', h.token).send({ ...fox, countPerCombo: 2 }).expect(201);
+      const apiBatch = await t.http
+        .post('/v1/batches')
+        .set(bearer(k.body.secret))
+        .send({ ...fox, countPerCombo: 3 })
+        .expect(201);
+      await dash('post', '/batches', h.token)
+        .send({ ...fox, countPerCombo: 2 })
+        .expect(201);
 
       // One task of the API batch fails: refunded as the generator would, in one transaction.
       const [task] = await t.db.query(`SELECT id FROM tasks WHERE batch_id = $1 ORDER BY seq LIMIT 1`, [apiBatch.body.id]);
@@ -625,7 +686,11 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       expect(keys[0].creditsUsedToday).toBe(2);
       expect((await t.http.get('/v1/me').set(bearer(k.body.secret)).expect(200)).body.key.creditsUsedToday).toBe(2);
       const detail = (await dash('get', `/batches/${apiBatch.body.id}`, h.token).expect(200)).body;
-      expect(detail.batch).toMatchObject({ creditsCharged: 3, creditsRefunded: 1, counts: { pending: 2, running: 0, succeeded: 0, failed: 1 } });
+      expect(detail.batch).toMatchObject({
+        creditsCharged: 3,
+        creditsRefunded: 1,
+        counts: { pending: 2, running: 0, succeeded: 0, failed: 1 },
+      });
     });
   });
 
@@ -647,7 +712,9 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       expect(mine.body.keys).toEqual([expect.objectContaining({ id: keyId, name: 'mine', creditCapPerDay: null, revokedAt: null })]);
       await t.http.get('/v1/me').set(bearer(k.body.secret)).expect(200);
 
-      const batch = await dash('post', '/batches', owner.token).send({ prompts: ['mine'], model: 'eta-image' }).expect(201);
+      const batch = await dash('post', '/batches', owner.token)
+        .send({ prompts: ['mine'], model: 'eta-image' })
+        .expect(201);
       for (const id of [batch.body.id, randomUUID(), 'not-a-uuid']) {
         expectError(await dash('get', `/batches/${id}`, other.token), 404, 'not_found');
       }
@@ -733,7 +800,9 @@ describe('Dashboard signup and login rate limits', () => {
 
     // Per email (3/min), in any case: even the right password is refused once over the limit.
     for (let i = 0; i < 3; i++) {
-      const res = await t.http.post('/v1/dashboard/login').send({ email: i === 1 ? address.toUpperCase() : address, password: 'wrong password' });
+      const res = await t.http
+        .post('/v1/dashboard/login')
+        .send({ email: i === 1 ? address.toUpperCase() : address, password: 'wrong password' });
       expect(res.status).toBe(401);
       expect(res.headers['ratelimit-limit']).toBeDefined();
     }
@@ -758,7 +827,10 @@ describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
     t.http.post('/v1/dashboard/login').set('X-Forwarded-For', forwardedFor).send({ email: email(), password: PASSWORD });
 
   it('trusted (loopback): each client address named by the proxy has its own per-IP limit', async () => {
-    const t = await bootDashboardApp({ loginPerIp: 2, loginFailuresPerEmailAndIp: 100, loginFailuresPerEmailPerHour: 1000, signupPerIp: 100 }, { TRUST_PROXY: 'loopback' });
+    const t = await bootDashboardApp(
+      { loginPerIp: 2, loginFailuresPerEmailAndIp: 100, loginFailuresPerEmailPerHour: 1000, signupPerIp: 100 },
+      { TRUST_PROXY: 'loopback' },
+    );
     try {
       for (let i = 0; i < 2; i++) expect((await login(t, '203.0.113.7')).status).toBe(401);
       expect((await login(t, '203.0.113.7')).status).toBe(429);
@@ -769,7 +841,12 @@ describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
   });
 
   it('not trusted (the default): a client cannot pick its own bucket by sending the header', async () => {
-    const t = await bootDashboardApp({ loginPerIp: 2, loginFailuresPerEmailAndIp: 100, loginFailuresPerEmailPerHour: 1000, signupPerIp: 100 });
+    const t = await bootDashboardApp({
+      loginPerIp: 2,
+      loginFailuresPerEmailAndIp: 100,
+      loginFailuresPerEmailPerHour: 1000,
+      signupPerIp: 100,
+    });
     try {
       expect((await login(t, '198.51.100.1')).status).toBe(401);
       expect((await login(t, '198.51.100.2')).status).toBe(401);
@@ -777,5 +854,54 @@ describe('Dashboard sign-in limits behind a proxy (TRUST_PROXY)', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('sign-up on an installation that starts accounts with credits (SIGNUP_CREDITS, SIGNUP_PLAN)', () => {
+  const limits = { loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 };
+
+  it('gives each new account the plan and one grant row of the credits; balance equals the ledger', async () => {
+    const t = await bootDashboardApp(limits, { SIGNUP_CREDITS: '50', SIGNUP_PLAN: 'starter' });
+    try {
+      const res = await t.http.post('/v1/dashboard/signup').send({ email: email(), password: PASSWORD }).expect(201);
+      const account = (await t.http.get('/v1/dashboard/account').set(bearer(res.body.token)).expect(200)).body.account;
+      expect({ plan: account.plan, balance: account.balance }).toEqual({ plan: 'starter', balance: 50 });
+      const ledger = await t.db.query(`SELECT kind, amount::int AS amount, reason FROM ledger_entries WHERE account_id = $1`, [account.id]);
+      expect(ledger).toEqual([{ kind: 'grant', amount: 50, reason: 'Sign-up credits' }]);
+      expect(await t.ledgerSum(account.id)).toBe(50);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('the account and its sign-up grant commit together: a failure between them leaves no account, and the same email then signs up whole', async () => {
+    const t = await bootDashboardApp(limits, { SIGNUP_CREDITS: '50' });
+    try {
+      const billing = t.app.get(BillingService);
+      // The grant's ledger row fails, after the account row and its balance were written.
+      const crash = jest
+        .spyOn(billing as unknown as { insertLedger: () => Promise<void> }, 'insertLedger')
+        .mockRejectedValueOnce(new Error('crash between the account and its grant'));
+      const address = email();
+      const failed = await t.http.post('/v1/dashboard/signup').send({ email: address, password: PASSWORD });
+      expect(failed.status).toBe(500);
+      expect(crash).toHaveBeenCalledTimes(1);
+      crash.mockRestore();
+      expect(await t.db.query(`SELECT id FROM accounts WHERE lower(email) = lower($1)`, [address])).toEqual([]);
+      const res = await t.http.post('/v1/dashboard/signup').send({ email: address, password: PASSWORD }).expect(201);
+      const account = (await t.http.get('/v1/dashboard/account').set(bearer(res.body.token)).expect(200)).body.account;
+      expect(account.balance).toBe(50);
+      const ledger = await t.db.query(`SELECT kind, amount::int AS amount FROM ledger_entries WHERE account_id = $1`, [account.id]);
+      expect(ledger).toEqual([{ kind: 'grant', amount: 50 }]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses to boot with a SIGNUP_PLAN that names no plan, and a negative SIGNUP_CREDITS is a configuration error', async () => {
+    await expect(bootDashboardApp(limits, { SIGNUP_PLAN: 'gold' })).rejects.toThrow(
+      /SIGNUP_PLAN must be one of free, starter, studio, scale/,
+    );
+    expect(() => buildConfig({ ...process.env, SIGNUP_CREDITS: '-1' })).toThrow(/SIGNUP_CREDITS/);
   });
 });

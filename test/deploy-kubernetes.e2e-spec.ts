@@ -18,7 +18,6 @@ const ROOT = path.resolve(__dirname, '..');
 const DEPLOY = path.join(ROOT, 'deploy/kubernetes');
 const KUBECTL = process.env.KILN_KUBECTL || 'kubectl';
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are untyped YAML */
 type K8sObject = any;
 
 function render(dir: string): K8sObject[] {
@@ -26,7 +25,10 @@ function render(dir: string): K8sObject[] {
   try {
     out = execFileSync(KUBECTL, ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
   } catch (err) {
-    throw new Error(`${KUBECTL} kustomize ${dir} failed (no kubectl? npm test installs Debian's kubernetes-client): ${(err as Error).message}`);
+    throw new Error(
+      `${KUBECTL} kustomize ${dir} failed (no kubectl? npm test installs Debian's kubernetes-client): ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   return yaml.loadAll(out).filter((o): o is K8sObject => !!o);
 }
@@ -66,15 +68,22 @@ describe('deploy/kubernetes', () => {
     expect(objects.every((o) => o.metadata.namespace === 'kiln')).toBe(true);
     const rendered = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-k8s-')), 'rendered.yaml');
     fs.writeFileSync(rendered, objects.map((o) => yaml.dump(o)).join('---\n'));
-    let out = '';
+    let out: string;
     try {
-      out = execFileSync(process.execPath, [path.join(ROOT, 'scripts/validate-kubernetes.mjs'), rendered, path.join(DEPLOY, 'extras/keda-scaledobject.yaml')], { encoding: 'utf8', cwd: ROOT });
+      out = execFileSync(
+        process.execPath,
+        [path.join(ROOT, 'scripts/validate-kubernetes.mjs'), rendered, path.join(DEPLOY, 'extras/keda-scaledobject.yaml')],
+        { encoding: 'utf8', cwd: ROOT },
+      );
     } catch (err) {
       out = (err as { stdout?: string }).stdout ?? String(err);
     } finally {
       fs.rmSync(path.dirname(rendered), { recursive: true, force: true });
     }
-    const results = out.trim().split('\n').map((l) => JSON.parse(l));
+    const results = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(results.filter((r) => r.errors.length)).toEqual([]);
     expect(results).toHaveLength(objects.length + 1);
   });
@@ -84,7 +93,12 @@ describe('deploy/kubernetes', () => {
     containers(deployment)[0].ports[0].containerPort = 'eighty';
     let status = 0;
     try {
-      execFileSync(process.execPath, [path.join(ROOT, 'scripts/validate-kubernetes.mjs')], { input: yaml.dump(deployment), encoding: 'utf8', cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+      execFileSync(process.execPath, [path.join(ROOT, 'scripts/validate-kubernetes.mjs')], {
+        input: yaml.dump(deployment),
+        encoding: 'utf8',
+        cwd: ROOT,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
     } catch (err) {
       status = (err as { status: number }).status;
     }
@@ -126,7 +140,10 @@ describe('deploy/kubernetes', () => {
       'kiln-api': (p: string) => apiRoutes.includes(`@Get('${p.slice(1)}')`),
       'kiln-generator': (p: string) => generatorRoutes.includes(`path === '${p}'`),
     };
-    for (const [name, portVariable] of [['kiln-api', 'PORT'], ['kiln-generator', 'GENERATOR_HEALTH_PORT']] as const) {
+    for (const [name, portVariable] of [
+      ['kiln-api', 'PORT'],
+      ['kiln-generator', 'GENERATOR_HEALTH_PORT'],
+    ] as const) {
       const c = containers(find('Deployment', name))[0];
       const port = Number(envOf(c).get(portVariable));
       expect(port).toBeGreaterThan(0);
@@ -148,7 +165,11 @@ describe('deploy/kubernetes', () => {
     const compose = yaml.load(fs.readFileSync(path.join(ROOT, 'docker/compose.yaml'), 'utf8')) as K8sObject;
     const dockerfile = fs.readFileSync(path.join(ROOT, 'docker/Dockerfile'), 'utf8');
     const composeImage = (service: string) => String(compose.services[service].image).split(':')[0];
-    const expected: Record<string, string> = { 'kiln-api': composeImage('api'), 'kiln-migrate': composeImage('migrate'), 'kiln-generator': composeImage('generator') };
+    const expected: Record<string, string> = {
+      'kiln-api': composeImage('api'),
+      'kiln-migrate': composeImage('migrate'),
+      'kiln-generator': composeImage('generator'),
+    };
     expect(expected).toEqual({ 'kiln-api': 'kiln-api', 'kiln-migrate': 'kiln-api', 'kiln-generator': 'kiln-generator' });
     for (const target of ['api', 'generator']) expect(dockerfile).toMatch(new RegExp(`^FROM \\S+ AS ${target}$`, 'm'));
     for (const w of base.filter((o) => o.kind === 'Deployment' || o.kind === 'Job')) {
@@ -158,8 +179,13 @@ describe('deploy/kubernetes', () => {
     for (const w of workloads) {
       for (const c of containers(w)) expect(c.image).toMatch(new RegExp(`/${expected[w.metadata.name]}:[\\w.-]+$`));
     }
-    // Commands the image has: the api alone (the Job migrates), the CLI's migrate.
-    expect(containers(find('Deployment', 'kiln-api'))[0].command).toEqual(['node', 'dist/apps/api/src/main.js']);
+    // Commands the image has: the api alone (the Job migrates), with the old space limit it is
+    // deployed with everywhere (docker/Dockerfile), the CLI's migrate.
+    expect(containers(find('Deployment', 'kiln-api'))[0].command).toEqual([
+      'node',
+      '--max-old-space-size=512',
+      'dist/apps/api/src/main.js',
+    ]);
     expect(containers(find('Job', 'kiln-migrate'))[0].command).toEqual(['node', 'dist/apps/api/src/admin-cli.js', 'migrate']);
     for (const source of ['apps/api/src/main.ts', 'apps/api/src/admin-cli.ts']) expect(fs.existsSync(path.join(ROOT, source))).toBe(true);
   });
@@ -171,7 +197,7 @@ describe('deploy/kubernetes', () => {
     expect(podSpec(generator).terminationGracePeriodSeconds * 1000).toBeGreaterThan(grace);
   });
 
-  it('runs every container as the image\'s non-root user, on a read-only root, with no capabilities', () => {
+  it("runs every container as the image's non-root user, on a read-only root, with no capabilities", () => {
     const dockerfile = fs.readFileSync(path.join(ROOT, 'docker/Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/^USER node$/m); // uid 1000 in the node images
     for (const w of workloads) {
@@ -179,12 +205,16 @@ describe('deploy/kubernetes', () => {
       expect(pod).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
       expect(podSpec(w).automountServiceAccountToken).toBe(false);
       for (const c of containers(w)) {
-        expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+        expect(c.securityContext).toEqual({
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ['ALL'] },
+        });
       }
     }
   });
 
-  it("lets the generator out only to DNS, PostgreSQL (or PgBouncer), Redis and 443", () => {
+  it('lets the generator out only to DNS, PostgreSQL (or PgBouncer), Redis and 443', () => {
     const policy = find('NetworkPolicy', 'kiln-generator');
     const ports = policy.spec.egress.flatMap((rule: K8sObject) => rule.ports.map((p: K8sObject) => p.port));
     expect(new Set(ports)).toEqual(new Set([53, 5432, 6432, 6379, 443]));
@@ -193,7 +223,9 @@ describe('deploy/kubernetes', () => {
   });
 
   it('has a PodDisruptionBudget and a CPU HPA for the api; KEDA scales the generator Deployment on metrics Kiln exports', async () => {
-    expect(find('PodDisruptionBudget', 'kiln-api').spec.selector.matchLabels).toEqual(find('Deployment', 'kiln-api').spec.selector.matchLabels);
+    expect(find('PodDisruptionBudget', 'kiln-api').spec.selector.matchLabels).toEqual(
+      find('Deployment', 'kiln-api').spec.selector.matchLabels,
+    );
     const hpa = find('HorizontalPodAutoscaler', 'kiln-api');
     expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'kiln-api' });
     expect(hpa.spec.metrics[0].resource.name).toBe('cpu');

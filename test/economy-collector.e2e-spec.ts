@@ -7,7 +7,20 @@ import { buildConfig, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
 import { SIMULATED_BATCH_MARKERS } from '@app/providers';
 import { ECONOMY_EXPIRED_MESSAGE, TaskStateStore } from '@app/tasks';
-import { bearer, createBatch, download, getBatch, fileEnvironment, FileEnvironment, recordSql, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
+import {
+  bearer,
+  createBatch,
+  download,
+  getBatch,
+  fileEnvironment,
+  FileEnvironment,
+  recordSql,
+  taskRows,
+  TestAccount,
+  TestApp,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { economyBatch, expectMoneyExact, simulatedBatchRoute, simulatedStateDir, simulatedSubmissions } from './helpers/economy';
 
@@ -53,7 +66,11 @@ describe('economy tier: the collector on the simulated batch API', () => {
 
   it('gathers the tasks into one upstream batch, stores each image like a standard result, refunds a refusal and a failed line with their own codes; money exact', async () => {
     const a = await account();
-    const prompts = [...Array.from({ length: 8 }, (_, i) => `economy ${i}`), `refuse me ${SIMULATED_BATCH_MARKERS.refuse}`, `fail me ${SIMULATED_BATCH_MARKERS.fail}`];
+    const prompts = [
+      ...Array.from({ length: 8 }, (_, i) => `economy ${i}`),
+      `refuse me ${SIMULATED_BATCH_MARKERS.refuse}`,
+      `fail me ${SIMULATED_BATCH_MARKERS.fail}`,
+    ];
     const route = simulatedBatchRoute({ delayMs: 300 }, { cost: { '1K': 0.04, economy: { '1K': 0.02 } } });
     // Webhook events fire as economy tasks end, as for standard ones (the outbox rows, written with each end).
     await api.http
@@ -134,7 +151,10 @@ describe('economy tier: the collector on the simulated batch API', () => {
 
   it('an upstream batch that expires: what it made is stored, what it never ran is failed and refunded once', async () => {
     const a = await account();
-    const prompts = [...Array.from({ length: 4 }, (_, i) => `made ${i}`), ...Array.from({ length: 3 }, (_, i) => `never ran ${i} ${SIMULATED_BATCH_MARKERS.expire}`)];
+    const prompts = [
+      ...Array.from({ length: 4 }, (_, i) => `made ${i}`),
+      ...Array.from({ length: 3 }, (_, i) => `never ran ${i} ${SIMULATED_BATCH_MARKERS.expire}`),
+    ];
     const id = await economyBatch(api, a, simulatedBatchRoute(), prompts);
     gen = await bootGenerator(config);
     await waitForBatchDone(api, id, 60_000);
@@ -142,8 +162,11 @@ describe('economy tier: the collector on the simulated batch API', () => {
     expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(prompts.slice(0, 4));
     const lost = tasks.filter((t) => t.status === 'failed');
     expect(lost.map((t) => t.prompt)).toEqual(prompts.slice(4));
-    for (const t of lost) expect(t).toMatchObject({ error_code: 'upstream_unavailable', error: 'The upstream batch expired before this image was made' });
-    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+    for (const t of lost)
+      expect(t).toMatchObject({ error_code: 'upstream_unavailable', error: 'The upstream batch expired before this image was made' });
+    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [
+      tasks[0].upstream_batch_id,
+    ]);
     expect(group).toEqual({ state: 'read', outcome: 'expired', succeeded_count: 4, failed_count: 3 });
     await expectMoneyExact(api, a, id, GRANTED);
   });
@@ -175,12 +198,17 @@ describe('economy tier: the collector on the simulated batch API', () => {
 
   /** The account's webhook deliveries, counted by event type. */
   function eventCounts(a: TestAccount): Promise<{ type: string; n: number }[]> {
-    return api.db.query(`SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`, [a.id]);
+    return api.db.query(`SELECT type, count(*)::int AS n FROM webhook_deliveries WHERE account_id = $1 GROUP BY type ORDER BY type`, [
+      a.id,
+    ]);
   }
 
   /** Every ledger row's balance_after is the running sum of the account's rows in id order. */
   async function expectRunningBalances(a: TestAccount): Promise<void> {
-    const rows: { amount: string; balance_after: string }[] = await api.db.query(`SELECT amount, balance_after FROM ledger_entries WHERE account_id = $1 ORDER BY id`, [a.id]);
+    const rows: { amount: string; balance_after: string }[] = await api.db.query(
+      `SELECT amount, balance_after FROM ledger_entries WHERE account_id = $1 ORDER BY id`,
+      [a.id],
+    );
     let running = 0;
     for (const r of rows) {
       running += Number(r.amount);
@@ -201,7 +229,10 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const route = simulatedBatchRoute({ maxRequests: 2500, delayMs: 300 });
     const aPrompts = Array.from({ length: 1000 }, (_, i) => (i < 5 ? `made ${i}` : `unrun a${i} ${SIMULATED_BATCH_MARKERS.expire}`));
     const bPrompts = Array.from({ length: 1000 }, (_, i) => `unrun b${i} ${SIMULATED_BATCH_MARKERS.expire}`);
-    const [first, second] = await withLargeBatches(1000, async () => [await economyBatch(api, a, route, aPrompts), await economyBatch(api, b, route, bPrompts)]);
+    const [first, second] = await withLargeBatches(1000, async () => [
+      await economyBatch(api, a, route, aPrompts),
+      await economyBatch(api, b, route, bPrompts),
+    ]);
 
     const writes = await failureWritesDuring(async () => {
       gen = await bootGenerator(config);
@@ -217,12 +248,19 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const tasks = [...(await taskRows(api, first)), ...(await taskRows(api, second))];
     const groups = new Set(tasks.map((t) => t.upstream_batch_id));
     expect(groups.size).toBe(1);
-    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [[...groups][0]]);
+    const [group] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [
+      [...groups][0],
+    ]);
     expect(group).toEqual({ state: 'read', outcome: 'expired', succeeded_count: 5, failed_count: 1995 });
     expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(aPrompts.slice(0, 5));
     const lost = tasks.filter((t) => t.status === 'failed');
     expect(lost).toHaveLength(1995);
-    for (const t of lost) expect(t).toMatchObject({ error_code: 'upstream_unavailable', error: 'The upstream batch expired before this image was made', attempts: 1 });
+    for (const t of lost)
+      expect(t).toMatchObject({
+        error_code: 'upstream_unavailable',
+        error: 'The upstream batch expired before this image was made',
+        attempts: 1,
+      });
 
     await expectMoneyExact(api, a, first, GRANTED);
     await expectMoneyExact(api, b, second, GRANTED);
@@ -236,7 +274,10 @@ describe('economy tier: the collector on the simulated batch API', () => {
     );
     // Each refund carries its batch's charge key and day, as a single refund does (the daily cap).
     expect(byKey).toEqual({ refunds: 1995, matching: 1995 });
-    const batches = await api.db.query(`SELECT id, status, succeeded_count, failed_count, credits_refunded FROM batches WHERE id = ANY($1::uuid[]) ORDER BY failed_count`, [[first, second]]);
+    const batches = await api.db.query(
+      `SELECT id, status, succeeded_count, failed_count, credits_refunded FROM batches WHERE id = ANY($1::uuid[]) ORDER BY failed_count`,
+      [[first, second]],
+    );
     expect(batches).toEqual([
       { id: first, status: 'partial', succeeded_count: 5, failed_count: 995, credits_refunded: 995 },
       { id: second, status: 'failed', succeeded_count: 0, failed_count: 1000, credits_refunded: 1000 },
@@ -248,9 +289,14 @@ describe('economy tier: the collector on the simulated batch API', () => {
     ]);
 
     // The fence: failing the same attempts again (a duplicate read, a second generator) changes nothing.
-    const ledgerRows = async () => (await api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = ANY($1::uuid[])`, [[a.id, b.id]]))[0].n;
+    const ledgerRows = async () =>
+      (await api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = ANY($1::uuid[])`, [[a.id, b.id]]))[0].n;
     const before = await ledgerRows();
-    const again = await gen!.get(TaskStateStore).failMany(lost.map((t) => ({ fence: { taskId: t.id, attempt: t.attempts, batchId: t.batch_id }, message: 'again', code: 'internal' })));
+    const again = await gen!
+      .get(TaskStateStore)
+      .failMany(
+        lost.map((t) => ({ fence: { taskId: t.id, attempt: t.attempts, batchId: t.batch_id }, message: 'again', code: 'internal' })),
+      );
     expect(again.every((r) => r === null)).toBe(true);
     expect(await ledgerRows()).toBe(before);
     await expectMoneyExact(api, a, first, GRANTED);
@@ -266,7 +312,11 @@ describe('economy tier: the collector on the simulated batch API', () => {
       .expect(201);
     // Every 100th line makes an image; of the others, odd lines fail and even ones are refused.
     const prompts = Array.from({ length: 1000 }, (_, i) =>
-      i % 100 === 0 ? `made ${i}` : i % 2 === 1 ? `fail ${i} ${SIMULATED_BATCH_MARKERS.fail}` : `refuse ${i} ${SIMULATED_BATCH_MARKERS.refuse}`,
+      i % 100 === 0
+        ? `made ${i}`
+        : i % 2 === 1
+          ? `fail ${i} ${SIMULATED_BATCH_MARKERS.fail}`
+          : `refuse ${i} ${SIMULATED_BATCH_MARKERS.refuse}`,
     );
     const id = await withLargeBatches(1000, () => economyBatch(api, a, simulatedBatchRoute({ maxRequests: 1000, delayMs: 300 }), prompts));
 
@@ -283,14 +333,30 @@ describe('economy tier: the collector on the simulated batch API', () => {
 
     const tasks = await taskRows(api, id);
     expect(new Set(tasks.map((t) => t.upstream_batch_id)).size).toBe(1);
-    const [group] = await api.db.query(`SELECT state, outcome, lines, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
+    const [group] = await api.db.query(`SELECT state, outcome, lines, succeeded_count, failed_count FROM upstream_batches WHERE id = $1`, [
+      tasks[0].upstream_batch_id,
+    ]);
     expect(group).toEqual({ state: 'read', outcome: 'completed', lines: 1000, succeeded_count: 10, failed_count: 990 });
     expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt)).toEqual(prompts.filter((p) => p.startsWith('made')));
     const refused = tasks.filter((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.refuse));
     const failedUpstream = tasks.filter((t) => t.prompt.includes(SIMULATED_BATCH_MARKERS.fail));
     expect([refused.length, failedUpstream.length]).toEqual([490, 500]);
-    for (const t of refused) expect(t).toMatchObject({ status: 'failed', error_code: 'content_refused', error: 'Simulated content refusal', attempts: 1, result_key: null });
-    for (const t of failedUpstream) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: 'Simulated upstream failure', attempts: 1, result_key: null });
+    for (const t of refused)
+      expect(t).toMatchObject({
+        status: 'failed',
+        error_code: 'content_refused',
+        error: 'Simulated content refusal',
+        attempts: 1,
+        result_key: null,
+      });
+    for (const t of failedUpstream)
+      expect(t).toMatchObject({
+        status: 'failed',
+        error_code: 'upstream_unavailable',
+        error: 'Simulated upstream failure',
+        attempts: 1,
+        result_key: null,
+      });
     for (const t of [...refused, ...failedUpstream]) expect(Number(t.upstream_cost_micros)).toBe(0);
     const submitted = simulatedSubmissions(dataDir);
     for (const t of tasks) expect(submitted.get(t.id)).toBe(1);
@@ -318,8 +384,18 @@ describe('economy tier: the collector on the simulated batch API', () => {
     const b = await account();
     const route = simulatedBatchRoute({ maxRequests: 2500, delayMs: 600_000 });
     const [kept, expiring] = await withLargeBatches(600, async () => [
-      await economyBatch(api, a, route, Array.from({ length: 600 }, (_, i) => `refused ${i}`)),
-      await economyBatch(api, b, route, Array.from({ length: 40 }, (_, i) => `window ${i}`)),
+      await economyBatch(
+        api,
+        a,
+        route,
+        Array.from({ length: 600 }, (_, i) => `refused ${i}`),
+      ),
+      await economyBatch(
+        api,
+        b,
+        route,
+        Array.from({ length: 40 }, (_, i) => `window ${i}`),
+      ),
     ]);
     gen = await bootGenerator(config);
     const upstreamId = await waitFor('the upstream batch created', async () => {
@@ -342,8 +418,14 @@ describe('economy tier: the collector on the simulated batch API', () => {
     expect(writes.ledgerInserts).toBe(3);
 
     const tasks = await taskRows(api, kept);
-    for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: `Simulated batch API: no batch ${upstreamId}` });
-    for (const t of await taskRows(api, expiring)) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
+    for (const t of tasks)
+      expect(t).toMatchObject({
+        status: 'failed',
+        error_code: 'upstream_unavailable',
+        error: `Simulated batch API: no batch ${upstreamId}`,
+      });
+    for (const t of await taskRows(api, expiring))
+      expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
     const [group] = await api.db.query(`SELECT state, failed_count FROM upstream_batches WHERE id = $1`, [tasks[0].upstream_batch_id]);
     expect(group).toEqual({ state: 'failed', failed_count: 600 });
     await expectMoneyExact(api, a, kept, GRANTED);
@@ -355,7 +437,11 @@ describe('economy tier: the collector on the simulated batch API', () => {
   it('the economy window ends: tasks still waiting and tasks still upstream are failed and refunded once (upstream_unavailable)', async () => {
     const a = await account();
     // One batch never gathered (collectMs far away), one in an upstream batch that takes a minute.
-    const waiting = await economyBatch(api, a, simulatedBatchRoute({ collectMs: 3_600_000, maxRequests: 1000 }), ['wait 1', 'wait 2', 'wait 3']);
+    const waiting = await economyBatch(api, a, simulatedBatchRoute({ collectMs: 3_600_000, maxRequests: 1000 }), [
+      'wait 1',
+      'wait 2',
+      'wait 3',
+    ]);
     const b = await account();
     const upstream = await economyBatch(api, b, simulatedBatchRoute({ delayMs: 60_000 }), ['slow 1', 'slow 2']);
     gen = await bootGenerator(config);
@@ -377,7 +463,8 @@ describe('economy tier: the collector on the simulated batch API', () => {
       [upstream, b],
     ] as const) {
       const tasks = await taskRows(api, id);
-      for (const t of tasks) expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
+      for (const t of tasks)
+        expect(t).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable', error: ECONOMY_EXPIRED_MESSAGE });
       await expectMoneyExact(api, who, id, GRANTED);
       // The sweep's refunds are written together (BillingService.refundTasks): each row still the running balance.
       await expectRunningBalances(who);
@@ -408,17 +495,30 @@ describe('economy tier: the collector on the simulated batch API', () => {
   it('standard tasks never wait behind economy work: a standard batch created while a big economy batch waits finishes first', async () => {
     const a = await account();
     const big: string[] = [];
-    for (let i = 0; i < 4; i++) big.push(await economyBatch(api, a, simulatedBatchRoute({ delayMs: 120_000, maxRequests: 50 }), Array.from({ length: 100 }, (_, j) => `patient ${i}.${j}`)));
+    for (let i = 0; i < 4; i++)
+      big.push(
+        await economyBatch(
+          api,
+          a,
+          simulatedBatchRoute({ delayMs: 120_000, maxRequests: 50 }),
+          Array.from({ length: 100 }, (_, j) => `patient ${i}.${j}`),
+        ),
+      );
     gen = await bootGenerator(config);
     await waitFor('the economy work submitted upstream', async () => {
-      const [{ n }] = await api.db.query(`SELECT count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [big]);
+      const [{ n }] = await api.db.query(`SELECT count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [
+        big,
+      ]);
       return n === 400;
     });
     const b = await account();
     const standard = await createBatch(api, b, { model: 'eta-image', prompts: ['now 1', 'now 2', 'now 3', 'now 4'] });
     await waitForBatchDone(api, standard, 30_000);
     expect((await taskRows(api, standard)).every((t) => t.status === 'succeeded' && t.tier === 'standard')).toBe(true);
-    const [{ open }] = await api.db.query(`SELECT count(*)::int AS open FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`, [big]);
+    const [{ open }] = await api.db.query(
+      `SELECT count(*)::int AS open FROM tasks WHERE batch_id = ANY($1::uuid[]) AND status = 'running'`,
+      [big],
+    );
     expect(open).toBe(400);
   });
 
@@ -435,15 +535,29 @@ describe('economy tier: the collector on the simulated batch API', () => {
     expect([Number(done.credits_charged), Number(done.credits_refunded)]).toEqual([10, 4]);
 
     // 6 more fit (6 + 6 = 12: the refunds gave their credits back to the cap), a 7th does not.
-    const second = await economyBatch(api, a, route, Array.from({ length: 6 }, (_, i) => `more ${i}`));
+    const second = await economyBatch(
+      api,
+      a,
+      route,
+      Array.from({ length: 6 }, (_, i) => `more ${i}`),
+    );
     await waitForBatchDone(api, second, 60_000);
-    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: route, economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    await api
+      .admin('patch', '/v1/admin/models/eta-image')
+      .send({ provider: route, economyCreditCost: { '1K': 1 }, economyWindowHours: 24 })
+      .expect(200);
     try {
-      const over = await api.http.post('/v1/batches').set('Authorization', bearer(a)).send({ model: 'eta-image', prompts: ['one too many'], tier: 'economy' });
+      const over = await api.http
+        .post('/v1/batches')
+        .set('Authorization', bearer(a))
+        .send({ model: 'eta-image', prompts: ['one too many'], tier: 'economy' });
       expect(over.status).toBe(402);
       expect(over.body.error.code).toBe('daily_credit_cap_exceeded');
     } finally {
-      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null }).expect(200);
+      await api
+        .admin('patch', '/v1/admin/models/eta-image')
+        .send({ provider: { type: 'builtin' }, economyCreditCost: null })
+        .expect(200);
     }
 
     // The usage report's money is the ledger's and its work the tasks', economy included.

@@ -1,6 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { BatchesService } from '@app/batches';
-import { bearer, batchCount, batchRow, fileEnvironment, FileEnvironment, getJson, postBatch, taskRows, TestAccount, TestApp } from '@app/testing';
+import {
+  bearer,
+  batchCount,
+  batchRow,
+  fileEnvironment,
+  FileEnvironment,
+  getJson,
+  postBatch,
+  taskRows,
+  TestAccount,
+  TestApp,
+} from '@app/testing';
 import { bootApi } from './helpers/apps';
 
 const HOUR_MS = 3_600_000;
@@ -39,7 +50,8 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
   const publicModel = async (a: TestAccount, key: string) =>
     ((await getJson(t, a, '/v1/models').expect(200)).body.models as Record<string, any>[]).find((m) => m.key === key)!;
   const patchModel = (key: string, body: Record<string, unknown>) => t.admin('patch', `/v1/admin/models/${key}`).send(body);
-  const estimate = (a: TestAccount, body: Record<string, unknown>) => t.http.post('/v1/batches/estimate').set('Authorization', bearer(a)).send(body);
+  const estimate = (a: TestAccount, body: Record<string, unknown>) =>
+    t.http.post('/v1/batches/estimate').set('Authorization', bearer(a)).send(body);
   const cancel = (a: TestAccount, id: string) => t.http.post(`/v1/batches/${id}/cancel`).set('Authorization', bearer(a));
   const ledgerKinds = async (batchId: string): Promise<{ kind: string; amount: string }[]> =>
     t.db.query(`SELECT kind, amount FROM ledger_entries WHERE batch_id = $1 ORDER BY id`, [batchId]);
@@ -55,7 +67,11 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
   describe('the catalog and the admin model API', () => {
     it('GET /v1/models shows both prices and the window of a model with an economy tier, null for the others', async () => {
       const a = await t.account({ credits: 0 });
-      expect(await publicModel(a, 'gamma-5-pro')).toMatchObject({ creditCost: { '1K': 6, '2K': 12 }, economyCreditCost: { '1K': 3 }, economyWindowHours: 24 });
+      expect(await publicModel(a, 'gamma-5-pro')).toMatchObject({
+        creditCost: { '1K': 6, '2K': 12 },
+        economyCreditCost: { '1K': 3 },
+        economyWindowHours: 24,
+      });
       expect(await publicModel(a, 'beta-2')).toMatchObject({ economyCreditCost: null, economyWindowHours: null });
       expect(await adminModel('gamma-5-pro')).toMatchObject({
         economyCreditCost: { '1K': 3 },
@@ -65,7 +81,12 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
     });
 
     it.each([
-      ['a resolution not priced at standard', { economyCreditCost: { '1K': 2, '4K': 5 } }, 'economyCreditCost.4K', 'not_priced_at_standard'],
+      [
+        'a resolution not priced at standard',
+        { economyCreditCost: { '1K': 2, '4K': 5 } },
+        'economyCreditCost.4K',
+        'not_priced_at_standard',
+      ],
       ['an unknown resolution', { economyCreditCost: { '8K': 5 } }, 'economyCreditCost.8K', 'unknown_resolution'],
       ['a zero price', { economyCreditCost: { '1K': 0 } }, 'economyCreditCost.1K', 'not_a_positive_integer'],
       ['a fractional price', { economyCreditCost: { '1K': 1.5 } }, 'economyCreditCost.1K', 'not_a_positive_integer'],
@@ -78,9 +99,24 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       ['a fractional window', { economyWindowHours: 1.5 }, 'economyWindowHours', 'isInt'],
       ['a window given as text', { economyWindowHours: '24' }, 'economyWindowHours', 'isInt'],
       ['prices without a window', { economyWindowHours: null }, 'economyWindowHours', 'required'],
-      ['a route that drops batch while economy is priced', { provider: { type: 'simulated' } }, 'provider.batch', 'required_by_economy_tier'],
-      ['a route with batch turned off', { provider: { type: 'simulated', batch: { enabled: false } } }, 'provider.batch', 'required_by_economy_tier'],
-      ['a standard price list that drops an economy resolution', { creditCost: { '2K': 12 }, resolutionsByRatio: { '1:1': ['2K'] } }, 'economyCreditCost.1K', 'not_priced_at_standard'],
+      [
+        'a route that drops batch while economy is priced',
+        { provider: { type: 'simulated' } },
+        'provider.batch',
+        'required_by_economy_tier',
+      ],
+      [
+        'a route with batch turned off',
+        { provider: { type: 'simulated', batch: { enabled: false } } },
+        'provider.batch',
+        'required_by_economy_tier',
+      ],
+      [
+        'a standard price list that drops an economy resolution',
+        { creditCost: { '2K': 12 }, resolutionsByRatio: { '1:1': ['2K'] } },
+        'economyCreditCost.1K',
+        'not_priced_at_standard',
+      ],
     ])('PATCH refuses %s with invalid_request naming the field, and changes nothing', async (_what, body, field, reason) => {
       const before = await adminModel('gamma-5-pro');
       const res = await patchModel('gamma-5-pro', body).expect(400);
@@ -109,7 +145,11 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
 
     it('enables, edits and clears the economy tier of a model; the window stays stored but is not offered without prices', async () => {
       const a = await t.account({ credits: 0 });
-      const on = await patchModel('beta-2', { provider: BATCH_ROUTE, economyCreditCost: { '1K': 2, '2K': 3 }, economyWindowHours: 12 }).expect(200);
+      const on = await patchModel('beta-2', {
+        provider: BATCH_ROUTE,
+        economyCreditCost: { '1K': 2, '2K': 3 },
+        economyWindowHours: 12,
+      }).expect(200);
       expect(on.body.model).toMatchObject({ economyCreditCost: { '1K': 2, '2K': 3 }, economyWindowHours: 12 });
       expect(await publicModel(a, 'beta-2')).toMatchObject({ economyCreditCost: { '1K': 2, '2K': 3 }, economyWindowHours: 12 });
 
@@ -150,11 +190,22 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
         })
         .expect(201);
       expect(created.body.model).toMatchObject({ economyCreditCost: { '1K': 2 }, economyWindowHours: 24 });
-      expect(await publicModel(a, 'eco-flash')).toMatchObject({ creditCost: { '1K': 4 }, economyCreditCost: { '1K': 2 }, economyWindowHours: 24 });
+      expect(await publicModel(a, 'eco-flash')).toMatchObject({
+        creditCost: { '1K': 4 },
+        economyCreditCost: { '1K': 2 },
+        economyWindowHours: 24,
+      });
 
       const refused = await t
         .admin('post', '/v1/admin/models')
-        .send({ key: 'eco-builtin', displayName: 'Eco Builtin', creditCost: { '1K': 4 }, economyCreditCost: { '1K': 2 }, economyWindowHours: 24, resolutionsByRatio: { '1:1': ['1K'] } })
+        .send({
+          key: 'eco-builtin',
+          displayName: 'Eco Builtin',
+          creditCost: { '1K': 4 },
+          economyCreditCost: { '1K': 2 },
+          economyWindowHours: 24,
+          resolutionsByRatio: { '1:1': ['1K'] },
+        })
         .expect(400);
       expect(refused.body.error.details).toEqual({ field: 'economyCreditCost', reason: 'route_batch_not_enabled' });
       expect(await publicModel(a, 'eco-builtin')).toBeUndefined();
@@ -200,7 +251,9 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       // An illegal size is size_not_allowed, whatever the tier (step 4 before the tier).
       const size = await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['x'], resolution: '4K', tier: 'economy' }).expect(400);
       expect(size.body.error.code).toBe('size_not_allowed');
-      expect((await estimate(a, { model: 'gamma-5-pro', prompts: ['x'], resolution: '2K', tier: 'economy' })).body.error.code).toBe('tier_not_available');
+      expect((await estimate(a, { model: 'gamma-5-pro', prompts: ['x'], resolution: '2K', tier: 'economy' })).body.error.code).toBe(
+        'tier_not_available',
+      );
       expect(await t.balance(a.id)).toBe(100);
       expect(await batchCount(t, a.id)).toBe(0);
     });
@@ -209,7 +262,7 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       const a = await t.account({ plan: 'studio', credits: 100 });
       const body = { model: 'gamma-5-pro', prompts: ['a', 'b', 'c'], countPerCombo: 2, tier: 'economy' };
       const created = await postBatch(t, a, body).expect(201);
-      expect(created.body).toEqual({ id: expect.any(String), total: 6, creditsCharged: 18, status: 'pending' });
+      expect(created.body).toEqual({ id: expect.any(String), total: 6, creditsCharged: 18, status: 'pending', tier: 'economy' });
       expect(await t.balance(a.id)).toBe(82);
       expect(await t.ledgerSum(a.id)).toBe(82);
 
@@ -231,7 +284,10 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
 
     it('a standard batch (tier omitted or given): tier standard, expiresAt null, tasks standard', async () => {
       const a = await t.account({ plan: 'studio', credits: 100 });
-      for (const body of [{ model: 'gamma-5-pro', prompts: ['a'] }, { model: 'gamma-5-pro', prompts: ['a'], tier: 'standard' }]) {
+      for (const body of [
+        { model: 'gamma-5-pro', prompts: ['a'] },
+        { model: 'gamma-5-pro', prompts: ['a'], tier: 'standard' },
+      ]) {
         const created = await postBatch(t, a, body).expect(201);
         expect(created.body.creditsCharged).toBe(6);
         const { batch } = (await getJson(t, a, `/v1/batches/${created.body.id}`).expect(200)).body;
@@ -247,13 +303,22 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       const standard = await estimate(a, body).expect(200);
       expect(standard.body).toMatchObject({ total: 4, tier: 'standard', creditCost: 6, creditsRequired: 24, wouldCreate: true });
       const economy = await estimate(a, { ...body, tier: 'economy' }).expect(200);
-      expect(economy.body).toMatchObject({ total: 4, tier: 'economy', creditCost: 3, creditsRequired: 12, balance: 100, wouldCreate: true, refusal: null });
+      expect(economy.body).toMatchObject({
+        total: 4,
+        tier: 'economy',
+        creditCost: 3,
+        creditsRequired: 12,
+        balance: 100,
+        wouldCreate: true,
+        refusal: null,
+      });
       expect(await batchCount(t, a.id)).toBe(0);
     });
 
     it('an Idempotency-Key replays an economy create, and refuses the same key for the standard tier', async () => {
       const a = await t.account({ plan: 'studio', credits: 100 });
-      const send = (body: Record<string, unknown>) => t.http.post('/v1/batches').set('Authorization', bearer(a)).set('Idempotency-Key', 'eco-1').send(body);
+      const send = (body: Record<string, unknown>) =>
+        t.http.post('/v1/batches').set('Authorization', bearer(a)).set('Idempotency-Key', 'eco-1').send(body);
       const first = await send({ model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' }).expect(201);
       const again = await send({ model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' }).expect(201);
       expect(again.headers['idempotent-replayed']).toBe('true');
@@ -266,7 +331,9 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
 
     it('the dashboard path takes the tier as well', async () => {
       const a = await t.account({ plan: 'studio', credits: 100 });
-      const batch = await t.app.get(BatchesService).create({ accountId: a.id, apiKeyId: null, via: 'dashboard' }, { model: 'gamma-5-pro', prompts: ['a', 'b'], tier: 'economy' });
+      const batch = await t.app
+        .get(BatchesService)
+        .create({ accountId: a.id, apiKeyId: null, via: 'dashboard' }, { model: 'gamma-5-pro', prompts: ['a', 'b'], tier: 'economy' });
       expect(batch).toMatchObject({ tier: 'economy', creditsCharged: 6, windowHours: 24 });
       expect(batch.expiresAt!.getTime()).toBe(batch.createdAt.getTime() + 24 * HOUR_MS);
     });
@@ -286,17 +353,28 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
       expect(economyFull.body.error).toMatchObject({ code: 'concurrent_limit_exceeded', details: { tier: 'economy', active: 2, max: 2 } });
 
       const est = await estimate(a, { model: 'gamma-5-pro', prompts: ['e'], tier: 'economy' }).expect(200);
-      expect(est.body).toMatchObject({ wouldCreate: false, refusal: { code: 'concurrent_limit_exceeded', details: { tier: 'economy', active: 2, max: 2 } } });
+      expect(est.body).toMatchObject({
+        wouldCreate: false,
+        refusal: { code: 'concurrent_limit_exceeded', details: { tier: 'economy', active: 2, max: 2 } },
+      });
 
       const me = (await getJson(t, a, '/v1/me').expect(200)).body;
-      expect(me.limits).toEqual({ maxImagesPerBatch: 10, maxConcurrentBatches: 1, activeBatches: 1, maxConcurrentEconomyBatches: 2, activeEconomyBatches: 2 });
+      expect(me.limits).toEqual({
+        maxImagesPerBatch: 10,
+        maxConcurrentBatches: 1,
+        activeBatches: 1,
+        maxConcurrentEconomyBatches: 2,
+        activeEconomyBatches: 2,
+      });
       expect(await t.balance(a.id)).toBe(100 - 6 - 3 - 3);
       expect(await t.ledgerSum(a.id)).toBe(88);
     });
 
     it('maxImagesPerBatch holds on the economy tier too', async () => {
       const a = await t.account({ plan: 'starter', credits: 100 });
-      const res = await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a', 'b', 'c', 'd'], countPerCombo: 3, tier: 'economy' }).expect(403);
+      const res = await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a', 'b', 'c', 'd'], countPerCombo: 3, tier: 'economy' }).expect(
+        403,
+      );
       expect(res.body.error).toMatchObject({ code: 'batch_limit_exceeded', details: { total: 12, max: 10 } });
     });
 
@@ -321,7 +399,9 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
     it('a plan without economy batches (free: 0) refuses every economy create; the admin plan API edits the cap', async () => {
       // A free account has no API keys: it creates batches from the dashboard.
       const email = `free-${randomUUID()}@example.test`;
-      const a = (await t.admin('post', '/v1/admin/accounts').send({ email, plan: 'free', credits: 100 }).expect(201)).body.account as { id: string };
+      const a = (await t.admin('post', '/v1/admin/accounts').send({ email, plan: 'free', credits: 100 }).expect(201)).body.account as {
+        id: string;
+      };
       const batches = t.app.get(BatchesService);
       const dashboard = { accountId: a.id, apiKeyId: null, via: 'dashboard' as const };
       await expect(batches.create(dashboard, { model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' })).rejects.toMatchObject({
@@ -329,14 +409,24 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
         details: { tier: 'economy', active: 0, max: 0 },
       });
 
-      const plans = (await t.admin('get', '/v1/admin/plans').expect(200)).body.plans as { key: string; maxConcurrentEconomyBatches: number }[];
-      expect(Object.fromEntries(plans.map((p) => [p.key, p.maxConcurrentEconomyBatches]))).toEqual({ free: 0, starter: 2, studio: 10, scale: 50 });
+      const plans = (await t.admin('get', '/v1/admin/plans').expect(200)).body.plans as {
+        key: string;
+        maxConcurrentEconomyBatches: number;
+      }[];
+      expect(Object.fromEntries(plans.map((p) => [p.key, p.maxConcurrentEconomyBatches]))).toEqual({
+        free: 0,
+        starter: 2,
+        studio: 10,
+        scale: 50,
+      });
       const bad = await t.admin('patch', '/v1/admin/plans/free').send({ maxConcurrentEconomyBatches: -1 }).expect(400);
       expect(bad.body.error.details).toEqual({ field: 'maxConcurrentEconomyBatches', reason: 'min' });
       const edited = await t.admin('patch', '/v1/admin/plans/free').send({ maxConcurrentEconomyBatches: 1 }).expect(200);
       expect(edited.body.plan).toMatchObject({ key: 'free', maxConcurrentEconomyBatches: 1, maxConcurrentBatches: 1 });
       try {
-        await expect(batches.create(dashboard, { model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' })).resolves.toMatchObject({ tier: 'economy' });
+        await expect(batches.create(dashboard, { model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' })).resolves.toMatchObject({
+          tier: 'economy',
+        });
         expect(await t.balance(a.id)).toBe(97);
       } finally {
         await t.admin('patch', '/v1/admin/plans/free').send({ maxConcurrentEconomyBatches: 0 }).expect(200);
@@ -352,7 +442,10 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
         `INSERT INTO upstream_batches (model, provider, lines, state, poll_at) VALUES ('gamma-5-pro', '{}'::jsonb, $1, 'created', now() + interval '1 day') RETURNING id`,
         [taskIds.length],
       );
-      await t.db.query(`UPDATE tasks SET status = 'running', upstream_batch_id = $2, sent_at = ${sentAt}, updated_at = now() WHERE id = ANY($1::uuid[])`, [taskIds, group]);
+      await t.db.query(
+        `UPDATE tasks SET status = 'running', upstream_batch_id = $2, sent_at = ${sentAt}, updated_at = now() WHERE id = ANY($1::uuid[])`,
+        [taskIds, group],
+      );
     };
 
     it('cancels and refunds the tasks not yet in an upstream batch, once; the submitted ones run on', async () => {
@@ -397,14 +490,23 @@ describe('economy tier: catalog, create, plan limits and cancel', () => {
     it('an economy batch none of whose tasks was submitted is cancelled whole, refunded in full, done, and frees its economy slot', async () => {
       const a = await t.account({ plan: 'starter', credits: 100 });
       const ids: string[] = [];
-      for (let i = 0; i < 2; i++) ids.push((await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a', 'b'], tier: 'economy' }).expect(201)).body.id);
+      for (let i = 0; i < 2; i++)
+        ids.push((await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a', 'b'], tier: 'economy' }).expect(201)).body.id);
       await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' }).expect(403);
 
       const res = await cancel(a, ids[0]).expect(200);
-      expect(res.body).toMatchObject({ status: 'cancelled', done: true, counts: { pending: 0, running: 0, cancelled: 2 }, creditsRefunded: 6 });
+      expect(res.body).toMatchObject({
+        status: 'cancelled',
+        done: true,
+        counts: { pending: 0, running: 0, cancelled: 2 },
+        creditsRefunded: 6,
+      });
       expect(await t.balance(a.id)).toBe(94);
       expect(await t.ledgerSum(a.id)).toBe(94);
-      expect((await getJson(t, a, '/v1/me').expect(200)).body.limits).toMatchObject({ activeEconomyBatches: 1, maxConcurrentEconomyBatches: 2 });
+      expect((await getJson(t, a, '/v1/me').expect(200)).body.limits).toMatchObject({
+        activeEconomyBatches: 1,
+        maxConcurrentEconomyBatches: 2,
+      });
       await postBatch(t, a, { model: 'gamma-5-pro', prompts: ['a'], tier: 'economy' }).expect(201);
     });
   });

@@ -5,8 +5,23 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { createBatch, download, fileEnvironment, solidPng, upload, FileEnvironment, taskRows, TestAccount, TestApp, waitFor, waitForBatchDone } from '@app/testing';
-import { GEMINI_BATCH_FAKE_MARKERS, GeminiBatchFakeUpstream, OPENAI_BATCH_FAKE_MARKERS, OpenAiBatchFakeUpstream } from '@app/providers';
+import {
+  GEMINI_BATCH_FAKE_MARKERS,
+  GeminiBatchFakeUpstream,
+  OPENAI_BATCH_FAKE_MARKERS,
+  OpenAiBatchFakeUpstream,
+  createBatch,
+  download,
+  fileEnvironment,
+  solidPng,
+  upload,
+  FileEnvironment,
+  taskRows,
+  TestAccount,
+  TestApp,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { economyBatch, expectMoneyExact } from './helpers/economy';
 
@@ -34,16 +49,17 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
 
   // Not gpt-image-1: it makes only 1:1, 2:3 and 3:2 at 1K, and the test model offers more pairs; an unknown model gets the exact size.
   const batchSettings = { enabled: true, collectMs: 0, maxRequests: 1000, pollIntervalMs: 100 };
-  const openaiRoute = (): ProviderRoute => ({ type: 'openai', baseUrl: openai.baseUrl, model: 'compatible-image-1', batch: batchSettings }) as unknown as ProviderRoute;
-  const geminiRoute = (): ProviderRoute => ({ type: 'gemini', baseUrl: gemini.baseUrl, model: 'gemini-3.1-flash-image', batch: batchSettings }) as unknown as ProviderRoute;
+  const openaiRoute = (): ProviderRoute =>
+    ({ type: 'openai', baseUrl: openai.baseUrl, model: 'compatible-image-1', batch: batchSettings }) as unknown as ProviderRoute;
+  const geminiRoute = (): ProviderRoute =>
+    ({ type: 'gemini', baseUrl: gemini.baseUrl, model: 'gemini-3.1-flash-image', batch: batchSettings }) as unknown as ProviderRoute;
 
   beforeAll(async () => {
     await openai.start();
     await gemini.start();
     const base = buildConfig(process.env);
     env = await fileEnvironment('economy_upstreams', {
-      openaiApiKey: OPENAI_KEY,
-      providerApiKeys: { GEMINI_API_KEY: GEMINI_KEY },
+      providerApiKeys: { OPENAI_API_KEY: OPENAI_KEY, GEMINI_API_KEY: GEMINI_KEY },
       upstream: { ...base.upstream, allowPrivate: true },
       storage: { ...base.storage, dataDir },
       generator: { concurrency: 4, maxAttempts: 3, backoffMs: 50, reconcileIntervalMs: 600_000, economyTickMs: 100, upstreamLeaseMs: 3000 },
@@ -102,10 +118,17 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     const file = await download(api, ok[0].result_url);
     const meta = await sharp(file.body).metadata();
     expect([meta.format, meta.width, meta.height]).toEqual(['png', 128, 128]); // the real bytes' size
-    expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({ status: 'failed', error_code: 'content_refused', result_key: null });
+    expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({
+      status: 'failed',
+      error_code: 'content_refused',
+      result_key: null,
+    });
     expect(tasks.find((t) => t.prompt.includes(M.fail))).toMatchObject({ status: 'failed' });
     for (const t of tasks) expect(openai.submissions.get(t.id)).toBe(1);
-    const [row] = await api.db.query(`SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE upstream_batch_id = $1`, [upstreamId]);
+    const [row] = await api.db.query(
+      `SELECT state, outcome, succeeded_count, failed_count FROM upstream_batches WHERE upstream_batch_id = $1`,
+      [upstreamId],
+    );
     expect(row).toEqual({ state: 'read', outcome: 'completed', succeeded_count: 6, failed_count: 2 });
     await expectMoneyExact(api, a, id, GRANTED);
   });
@@ -113,12 +136,22 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
   it('openai, through the API: a batch created with tier economy is charged the economy price, its refusal refunded at it; money exact', async () => {
     const a = await account();
     const M = OPENAI_BATCH_FAKE_MARKERS;
-    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    await api
+      .admin('patch', '/v1/admin/models/eta-image')
+      .send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 })
+      .expect(200);
     let id: string;
     try {
-      id = await createBatch(api, a, { model: 'eta-image', prompts: ['api economy 1', 'api economy 2', `api refused ${M.refuse}`], tier: 'economy' });
+      id = await createBatch(api, a, {
+        model: 'eta-image',
+        prompts: ['api economy 1', 'api economy 2', `api refused ${M.refuse}`],
+        tier: 'economy',
+      });
     } finally {
-      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null }).expect(200);
+      await api
+        .admin('patch', '/v1/admin/models/eta-image')
+        .send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null })
+        .expect(200);
     }
     const [created] = await api.db.query(`SELECT tier, unit_cost, credits_charged, expires_at FROM batches WHERE id = $1`, [id]);
     expect(created).toMatchObject({ tier: 'economy', unit_cost: 1 });
@@ -138,12 +171,24 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
   it('openai: economy tasks with reference images are not batchable there: failed at once and refunded, never sent upstream', async () => {
     const a = await account();
     const ref = await upload(api, a, await solidPng(16, 16, { r: 0, g: 200, b: 0 }), 'ref.png');
-    await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 }).expect(200);
+    await api
+      .admin('patch', '/v1/admin/models/eta-image')
+      .send({ provider: openaiRoute(), economyCreditCost: { '1K': 1 }, economyWindowHours: 24 })
+      .expect(200);
     let id: string;
     try {
-      id = await createBatch(api, a, { model: 'eta-image', prompts: ['with a reference 1', 'with a reference 2'], refMode: 'combined', refImages: [ref], tier: 'economy' });
+      id = await createBatch(api, a, {
+        model: 'eta-image',
+        prompts: ['with a reference 1', 'with a reference 2'],
+        refMode: 'combined',
+        refImages: [ref],
+        tier: 'economy',
+      });
     } finally {
-      await api.admin('patch', '/v1/admin/models/eta-image').send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null }).expect(200);
+      await api
+        .admin('patch', '/v1/admin/models/eta-image')
+        .send({ provider: { type: 'builtin' }, economyCreditCost: null, economyWindowHours: null })
+        .expect(200);
     }
     const uploadsBefore = openai.requests.filter((r) => r.path === '/v1/files').length;
     gen = await bootGenerator(config);
@@ -168,7 +213,12 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     await openai.finish(upstreamId, 'expired');
     await waitForBatchDone(api, id, 60_000);
     const tasks = await taskRows(api, id);
-    expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt).sort()).toEqual(['made 1', 'made 2']);
+    expect(
+      tasks
+        .filter((t) => t.status === 'succeeded')
+        .map((t) => t.prompt)
+        .sort(),
+    ).toEqual(['made 1', 'made 2']);
     const lost = tasks.filter((t) => t.status === 'failed');
     expect(lost.map((t) => t.prompt).sort()).toEqual(prompts.slice(2).sort());
     for (const t of lost) expect(t.error_code).toBe('upstream_unavailable');
@@ -207,7 +257,12 @@ describe('economy tier on the OpenAI and Gemini batch APIs', () => {
     await gemini.finish(upstreamId, 'BATCH_STATE_EXPIRED');
     await waitForBatchDone(api, id, 60_000);
     const tasks = await taskRows(api, id);
-    expect(tasks.filter((t) => t.status === 'succeeded').map((t) => t.prompt).sort()).toEqual(['gemini 1', 'gemini 2']);
+    expect(
+      tasks
+        .filter((t) => t.status === 'succeeded')
+        .map((t) => t.prompt)
+        .sort(),
+    ).toEqual(['gemini 1', 'gemini 2']);
     expect(tasks.find((t) => t.prompt.includes(M.refuse))).toMatchObject({ status: 'failed', error_code: 'content_refused' });
     expect(tasks.find((t) => t.prompt.includes(M.unfinished))).toMatchObject({ status: 'failed', error_code: 'upstream_unavailable' });
     for (const t of tasks) expect(gemini.submissions.get(t.id)).toBe(1);

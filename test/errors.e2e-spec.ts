@@ -37,12 +37,20 @@ describe('error envelope, request ids, health and OpenAPI', () => {
     const res = await t.http.post('/v1/batches').set('Content-Type', 'application/json').send('{"prompts": ');
     expect(res.status).toBe(401);
     isEnvelope(res.body, 'unauthorized');
-    const admin = await t.http.post('/v1/admin/accounts').set('Authorization', 'Bearer wrong-admin-token-0123456789').set('Content-Type', 'application/json').send('{"email": ');
+    const admin = await t.http
+      .post('/v1/admin/accounts')
+      .set('Authorization', 'Bearer wrong-admin-token-0123456789')
+      .set('Content-Type', 'application/json')
+      .send('{"email": ');
     expect(admin.status).toBe(401);
   });
 
   it("the body parser's refusals carry X-Request-Id (echoed) and the security headers", async () => {
-    const res = await t.admin('post', '/v1/admin/accounts').set('X-Request-Id', 'client-req-42').set('Content-Type', 'application/json').send('{"email": ');
+    const res = await t
+      .admin('post', '/v1/admin/accounts')
+      .set('X-Request-Id', 'client-req-42')
+      .set('Content-Type', 'application/json')
+      .send('{"email": ');
     expect(res.status).toBe(400);
     expect(res.headers['x-request-id']).toBe('client-req-42');
     expect(res.headers['x-content-type-options']).toBe('nosniff');

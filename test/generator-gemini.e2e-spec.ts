@@ -2,8 +2,21 @@ import { TestingModule } from '@nestjs/testing';
 import sharp from 'sharp';
 import { buildConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { GeminiFakeUpstream } from '@app/providers';
-import { TestAccount, TestApp, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import {
+  GeminiFakeUpstream,
+  TestAccount,
+  TestApp,
+  createBatchVia,
+  download,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  refundRows,
+  solidPng,
+  taskRows,
+  upload,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const GEMINI_KEY = 'gm-test-kiln-upstream';
@@ -18,10 +31,15 @@ describe('generator: the gemini provider against a local upstream', () => {
   let a: TestAccount;
   const upstream = new GeminiFakeUpstream();
 
-  const route = (extra: Record<string, unknown> = {}): ProviderRoute =>
-    ({ type: 'gemini', baseUrl: upstream.baseUrl, model: 'gemini-3.1-flash-image', ...extra }) as ProviderRoute;
+  const route = (extra: Record<string, unknown> = {}): ProviderRoute => ({
+    type: 'gemini',
+    baseUrl: upstream.baseUrl,
+    model: 'gemini-3.1-flash-image',
+    ...extra,
+  });
 
-  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> =>
+    createBatchVia(api, a, model, r, body);
 
   const calls = () => upstream.requests.length;
 
@@ -48,7 +66,13 @@ describe('generator: the gemini provider against a local upstream', () => {
     const green = await solidPng(32, 32, { r: 0, g: 255, b: 0 });
     const refs = [await upload(api, a, green, 'green.png')];
     const before = calls();
-    const id = await batchVia('gamma-5-pro', route(), { prompts: ['A harbour at dawn'], aspectRatio: '16:9', resolution: '2K', refMode: 'combined', refImages: refs });
+    const id = await batchVia('gamma-5-pro', route(), {
+      prompts: ['A harbour at dawn'],
+      aspectRatio: '16:9',
+      resolution: '2K',
+      refMode: 'combined',
+      refImages: refs,
+    });
     await waitForBatchDone(api, id);
     const { batch, tasks } = await getBatch(api, a, id);
     expect(batch.status).toBe('succeeded');
@@ -103,7 +127,11 @@ describe('generator: the gemini provider against a local upstream', () => {
   });
 
   it('5xx and timeouts are retried until the attempts run out, then failed and refunded once', async () => {
-    const overloaded = { status: 503, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { code: 503, message: 'The model is overloaded', status: 'UNAVAILABLE' } }) };
+    const overloaded = {
+      status: 503,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error: { code: 503, message: 'The model is overloaded', status: 'UNAVAILABLE' } }),
+    };
     let before = calls();
     upstream.answerNext(overloaded, overloaded, overloaded);
     const down = await batchVia('gamma-5-pro', route(), { prompts: ['Overloaded'] });

@@ -6,7 +6,21 @@ import * as path from 'node:path';
 import sharp from 'sharp';
 import { buildConfig, KilnConfig } from '@app/config';
 import { ProviderRoute } from '@app/database';
-import { TestAccount, TestApp, createBatch, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, refundRows, solidPng, taskRows, upload, waitForBatchDone } from '@app/testing';
+import {
+  TestAccount,
+  TestApp,
+  createBatch,
+  createBatchVia,
+  download,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  refundRows,
+  solidPng,
+  taskRows,
+  upload,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 import { LocalServer } from './helpers/local-server';
 
@@ -81,7 +95,12 @@ class FakeUpstream extends LocalServer {
     let form: FormData | undefined;
     if (contentType.startsWith('application/json')) json = JSON.parse(raw.toString('utf8'));
     else form = await new Response(raw, { headers: { 'content-type': contentType } }).formData();
-    const prompt = String(json?.prompt ?? form?.get('prompt') ?? '');
+    // A text field of either body: the JSON member or the multipart form's text part.
+    const field = (name: string): string | undefined => {
+      const value = json?.[name] ?? form?.get(name);
+      return typeof value === 'string' ? value : undefined;
+    };
+    const prompt = field('prompt') ?? '';
     this.seen.push({ path: req.url ?? '', authorization: req.headers.authorization, contentType, prompt, json, form, at: Date.now() });
     const n = (this.perPrompt.get(prompt) ?? 0) + 1;
     this.perPrompt.set(prompt, n);
@@ -101,7 +120,7 @@ class FakeUpstream extends LocalServer {
     }
     if (prompt.includes('[slow]')) await new Promise((r) => setTimeout(r, 150));
 
-    const size = String(json?.size ?? form?.get('size') ?? '64x64');
+    const size = field('size') ?? '64x64';
     const [w, h] = size.split('x').map(Number);
     const image = await sharp({ create: { width: w, height: h, channels: 4, background: { r: 250, g: 0, b: 250, alpha: 1 } } })
       .png()
@@ -120,9 +139,13 @@ class FakeUpstream extends LocalServer {
     if (prompt.includes('[url]')) {
       const path = `/img/${this.seen.length}.png`;
       this.images.set(path, image);
-      return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ url: `${this.base}${path}` }] }));
+      return void res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ data: [{ url: `${this.base}${path}` }] }));
     }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ created: 1, data: [{ b64_json: image.toString('base64') }] }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ created: 1, data: [{ b64_json: image.toString('base64') }] }));
   }
 
   /** A PNG signature, then junk, written only as fast as the reader takes it. */
@@ -144,7 +167,10 @@ class FakeUpstream extends LocalServer {
 /** Every file under a directory, recursively (result objects of the local storage driver). */
 function filesUnder(dir: string): string[] {
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => e.name);
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => e.name);
 }
 
 jest.setTimeout(60_000);
@@ -166,18 +192,18 @@ describe('generator: the openai provider against a local upstream', () => {
     ...extra,
   });
 
-  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> => createBatchVia(api, a, model, r, body);
+  const batchVia = (model: string, r: ProviderRoute, body: Record<string, unknown>): Promise<string> =>
+    createBatchVia(api, a, model, r, body);
 
   beforeAll(async () => {
     await internal.start();
     await upstream.start();
     const base = buildConfig(process.env);
     env = await fileEnvironment('gen_openai', {
-      openaiApiKey: UPSTREAM_KEY,
       // The fake upstream is on 127.0.0.1; its result URLs may use its own origin, nothing else.
       upstream: { ...base.upstream, allowPrivate: true },
       storage: { ...base.storage, dataDir },
-      providerApiKeys: { KILN_TEST_OTHER_API_KEY: OTHER_KEY },
+      providerApiKeys: { OPENAI_API_KEY: UPSTREAM_KEY, KILN_TEST_OTHER_API_KEY: OTHER_KEY },
       generator: { concurrency: 8, maxAttempts: 3, backoffMs: 50, modelConcurrencyCap: 2, reconcileIntervalMs: 600_000 },
     });
     config = env.config;
@@ -234,7 +260,12 @@ describe('generator: the openai provider against a local upstream', () => {
     const green = await solidPng(32, 32, { r: 0, g: 255, b: 0 });
     const blue = await solidPng(48, 48, { r: 0, g: 0, b: 255 });
     const refs = [await upload(api, a, green, 'green.png'), await upload(api, a, blue, 'blue.png')];
-    const id = await batchVia('alpha-image-2-5', route(), { prompts: ['Edit me [plain]'], refMode: 'combined', refImages: refs, quality: 'low' });
+    const id = await batchVia('alpha-image-2-5', route(), {
+      prompts: ['Edit me [plain]'],
+      refMode: 'combined',
+      refImages: refs,
+      quality: 'low',
+    });
     await waitForBatchDone(api, id);
     expect((await getBatch(api, a, id)).batch.status).toBe('succeeded');
     const [req] = upstream.requestsFor('Edit me [plain]');
@@ -318,21 +349,32 @@ describe('generator: the openai provider against a local upstream', () => {
     const other = await batchVia('alpha-image-2-5', route({ apiKeyEnv: 'KILN_TEST_OTHER_API_KEY' }), { prompts: ['Other key [plain]'] });
     // The admin API refuses a route the generators have no key for (GET /v1/admin/models
     // reports it); one written behind its back still fails its tasks clearly.
-    const refused = await api.admin('patch', '/v1/admin/models/alpha-image-2-5').send({ provider: route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }) });
+    const refused = await api
+      .admin('patch', '/v1/admin/models/alpha-image-2-5')
+      .send({ provider: route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }) });
     expect(refused.status).toBe(400);
     expect(refused.body.error.details).toMatchObject({ field: 'provider.apiKeyEnv', missing: ['KILN_TEST_MISSING_API_KEY'] });
-    await api.db.query(`UPDATE models SET provider = $1 WHERE key = 'alpha-image-2-5'`, [route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' })]);
+    await api.db.query(`UPDATE models SET provider = $1 WHERE key = 'alpha-image-2-5'`, [
+      route({ apiKeyEnv: 'KILN_TEST_MISSING_API_KEY' }),
+    ]);
     let missing: string;
     try {
       missing = await createBatch(api, a, { model: 'alpha-image-2-5', prompts: ['No key [plain]'] });
     } finally {
-      await api.admin('patch', '/v1/admin/models/alpha-image-2-5').send({ provider: { type: 'builtin' } }).expect(200);
+      await api
+        .admin('patch', '/v1/admin/models/alpha-image-2-5')
+        .send({ provider: { type: 'builtin' } })
+        .expect(200);
     }
     await Promise.all([waitForBatchDone(api, other), waitForBatchDone(api, missing)]);
     expect(upstream.requestsFor('Other key [plain]')[0].authorization).toBe(`Bearer ${OTHER_KEY}`);
     expect(upstream.requestsFor('No key [plain]')).toHaveLength(0);
     const [task] = await taskRows(api, missing);
-    expect(task).toMatchObject({ status: 'failed', attempts: 1, error: 'The image provider is not configured: KILN_TEST_MISSING_API_KEY is not set' });
+    expect(task).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      error: 'The image provider is not configured: KILN_TEST_MISSING_API_KEY is not set',
+    });
     const { tasks } = await getBatch(api, a, missing);
     expect(tasks[0]).toMatchObject({ status: 'failed', errorCode: 'provider_not_configured', width: null, height: null });
   });
@@ -357,9 +399,12 @@ describe('generator: the openai provider against a local upstream', () => {
     expect(rows.map((t) => [t.prompt, t.status, t.attempts, t.result_key])).toEqual(prompts.map((p) => [p, 'failed', 1, null]));
     const errors = Object.fromEntries(rows.map((t) => [t.prompt, t.error]));
     expect(errors).toEqual({
-      'Other port [internal-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (loopback)',
-      'Metadata [metadata-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (link-local)',
-      'Private [private-url]': 'The image provider returned an image URL that is refused: The host resolves to a non-public address (private)',
+      'Other port [internal-url]':
+        'The image provider returned an image URL that is refused: The host resolves to a non-public address (loopback)',
+      'Metadata [metadata-url]':
+        'The image provider returned an image URL that is refused: The host resolves to a non-public address (link-local)',
+      'Private [private-url]':
+        'The image provider returned an image URL that is refused: The host resolves to a non-public address (private)',
       'Redirect [redirect-url]': 'The image provider returned an image URL that is refused: Redirects are not followed (302)',
     });
     expect(internal.hits).toHaveLength(0);

@@ -1,14 +1,27 @@
 import { ProviderRoute } from '@app/database';
-import { FakeQueueUpstream, QueueDialect } from '@app/providers';
-import { batchRow, createBatchVia, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
+import {
+  FakeQueueUpstream,
+  fakeQueueUpstream,
+  QueueTypeName,
+  batchRow,
+  createBatchVia,
+  refundRows,
+  taskRows,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
 
-const KEY_ENV: Record<QueueDialect, Record<string, string>> = {
+const KEY_ENV: Record<QueueTypeName, Record<string, string>> = {
   fal: { FAL_KEY: 'fal-test:key' },
   replicate: { REPLICATE_API_TOKEN: 'r8_test' },
   bfl: { BFL_API_KEY: 'bfl-test' },
 };
-const MODEL: Record<QueueDialect, string> = { fal: 'fal-ai/flux/schnell', replicate: 'black-forest-labs/flux-schnell', bfl: 'flux-pro-1.1' };
+const MODEL: Record<QueueTypeName, string> = {
+  fal: 'fal-ai/flux/schnell',
+  replicate: 'black-forest-labs/flux-schnell',
+  bfl: 'flux-pro-1.1',
+};
 
 /** Short locks and leases so a killed generator's waiting tasks are taken over within seconds. */
 const CHILD_ENV = {
@@ -31,9 +44,12 @@ jest.setTimeout(120_000);
  * per task (spec extensions v1.2 section 2: never pay an upstream twice).
  */
 describe('generator process: queue upstreams survive SIGKILL and SIGTERM without paying twice', () => {
-  const kiln = useGeneratorProcesses('gen_queue_proc', { childEnv: CHILD_ENV, overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }) });
+  const kiln = useGeneratorProcesses('gen_queue_proc', {
+    childEnv: CHILD_ENV,
+    overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
+  });
 
-  async function batchOn(fake: FakeQueueUpstream, dialect: QueueDialect, prompts: string[]): Promise<string> {
+  async function batchOn(fake: FakeQueueUpstream, dialect: QueueTypeName, prompts: string[]): Promise<string> {
     const a = await kiln.api.account({ plan: 'scale', credits: 10_000 });
     const route = { preset: `${dialect}/${MODEL[dialect]}`, baseUrl: fake.baseUrl, pollIntervalMs: 200 } as unknown as ProviderRoute;
     return createBatchVia(kiln.api, a, 'eta-image', route, { prompts });
@@ -48,40 +64,42 @@ describe('generator process: queue upstreams survive SIGKILL and SIGTERM without
     );
   }
 
-  it.each(['fal', 'replicate', 'bfl'] as const)('%s: SIGKILL after the submits, a new generator resumes each request; one submit per task', (dialect) =>
-    kiln.withOutput(async () => {
-      const fake = new FakeQueueUpstream(dialect, { queueMs: 5000, imageSize: { width: 64, height: 64 } });
-      await fake.start();
-      try {
-        const prompts = Array.from({ length: 20 }, (_, i) => `${dialect} crash ${i}`);
-        const id = await batchOn(fake, dialect, prompts);
-        const first = kiln.start();
-        await allRecorded(id, 20);
-        expect((await kiln.kill(first, 'SIGKILL')).signal).toBe('SIGKILL');
-        expect((await taskRows(kiln.api, id)).every((t) => t.status === 'running')).toBe(true);
+  it.each(['fal', 'replicate', 'bfl'] as const)(
+    '%s: SIGKILL after the submits, a new generator resumes each request; one submit per task',
+    (dialect) =>
+      kiln.withOutput(async () => {
+        const fake = fakeQueueUpstream(dialect, { queueMs: 5000, imageSize: { width: 64, height: 64 } });
+        await fake.start();
+        try {
+          const prompts = Array.from({ length: 20 }, (_, i) => `${dialect} crash ${i}`);
+          const id = await batchOn(fake, dialect, prompts);
+          const first = kiln.start();
+          await allRecorded(id, 20);
+          expect((await kiln.kill(first, 'SIGKILL')).signal).toBe('SIGKILL');
+          expect((await taskRows(kiln.api, id)).every((t) => t.status === 'running')).toBe(true);
 
-        const second = kiln.start();
-        await waitForBatchDone(kiln.api, id, 60_000);
-        expect((await kiln.kill(second, 'SIGTERM')).code).toBe(0);
+          const second = kiln.start();
+          await waitForBatchDone(kiln.api, id, 60_000);
+          expect((await kiln.kill(second, 'SIGTERM')).code).toBe(0);
 
-        const tasks = await taskRows(kiln.api, id);
-        expect(tasks.map((t) => t.status)).toEqual(prompts.map(() => 'succeeded'));
-        // A job still active in Bull when the kill came is delivered again (a second claim):
-        // that claim resumes the recorded request, it does not submit it again.
-        expect(tasks.every((t) => t.attempts <= 2 && t.result_url)).toBe(true);
-        for (const p of prompts) expect(fake.submitsFor(p)).toBe(1);
-        expect(fake.submits).toBe(20);
-        expect(await refundRows(kiln.api, id)).toHaveLength(0);
-        expect(await batchRow(kiln.api, id)).toMatchObject({ status: 'succeeded', succeeded_count: 20 });
-      } finally {
-        await fake.stop();
-      }
-    }),
+          const tasks = await taskRows(kiln.api, id);
+          expect(tasks.map((t) => t.status)).toEqual(prompts.map(() => 'succeeded'));
+          // A job still active in Bull when the kill came is delivered again (a second claim):
+          // that claim resumes the recorded request, it does not submit it again.
+          expect(tasks.every((t) => t.attempts <= 2 && t.result_url)).toBe(true);
+          for (const p of prompts) expect(fake.submitsFor(p)).toBe(1);
+          expect(fake.submits).toBe(20);
+          expect(await refundRows(kiln.api, id)).toHaveLength(0);
+          expect(await batchRow(kiln.api, id)).toMatchObject({ status: 'succeeded', succeeded_count: 20 });
+        } finally {
+          await fake.stop();
+        }
+      }),
   );
 
   it('SIGTERM while requests wait upstream: exits 0 within the grace period, the waiting tasks given back, the next generator resumes them', () =>
     kiln.withOutput(async () => {
-      const fake = new FakeQueueUpstream('fal', { queueMs: 6000, imageSize: { width: 64, height: 64 } });
+      const fake = fakeQueueUpstream('fal', { queueMs: 6000, imageSize: { width: 64, height: 64 } });
       await fake.start();
       try {
         const prompts = Array.from({ length: 12 }, (_, i) => `drain ${i}`);
@@ -104,6 +122,5 @@ describe('generator process: queue upstreams survive SIGKILL and SIGTERM without
       } finally {
         await fake.stop();
       }
-    }),
-  );
+    }));
 });

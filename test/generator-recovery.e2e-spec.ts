@@ -46,7 +46,13 @@ describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan ob
     kiln.withOutput(async () => {
       const { api, config, dataDir } = kiln;
       const a = await api.account({ plan: 'scale', credits: 1000 });
-      const id = await createBatchVia(api, a, 'epsilon-2-pro', { type: 'simulated', latencyMs: 1500, failureRate: 0.1 }, { prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) });
+      const id = await createBatchVia(
+        api,
+        a,
+        'epsilon-2-pro',
+        { type: 'simulated', latencyMs: 1500, failureRate: 0.1 },
+        { prompts: Array.from({ length: 30 }, (_, i) => `kill ${i}`) },
+      );
 
       const first = kiln.start();
       await waitFor(
@@ -96,7 +102,9 @@ describe('generator SIGKILLed mid-batch: recovery within the bound, no orphan ob
 
       // Result keys are the task's, the same for every attempt, in the published naming.
       for (const t of succeeded) {
-        expect(t.result_key).toMatch(new RegExp(`^results/[0-9a-f]{32}/kiln-${id.slice(0, 8)}-${String(t.seq + 1).padStart(4, '0')}\\.png$`));
+        expect(t.result_key).toMatch(
+          new RegExp(`^results/[0-9a-f]{32}/kiln-${id.slice(0, 8)}-${String(t.seq + 1).padStart(4, '0')}\\.png$`),
+        );
         expect(t.result_url).toBe(`${config.publicBaseUrl}/files/${t.result_key}`);
       }
 

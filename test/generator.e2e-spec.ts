@@ -6,9 +6,31 @@ import { KilnConfig } from '@app/config';
 import { ModelConcurrencyLimiter, RetentionService, TaskReconcilerService, TaskRunnerService } from '@app/generation';
 import { RedisService } from '@app/redis';
 import { pixelSize } from '@app/providers';
+import type { Resolution } from '@app/geometry';
 import { StorageDriver } from '@app/storage';
 import { BatchChangePublisher, ClaimedTask, TallyResult, TaskStateStore } from '@app/tasks';
-import { TestApp, bearer, batchRow, countColour, createBatch, createBatchVia, download, fileEnvironment, FileEnvironment, getBatch, pixelAt, queueOf, recordSql, refundRows, routeModel, solidPng, taskRows, upload, waitFor, waitForBatchDone } from '@app/testing';
+import {
+  TestApp,
+  bearer,
+  batchRow,
+  countColour,
+  createBatch,
+  createBatchVia,
+  download,
+  fileEnvironment,
+  FileEnvironment,
+  getBatch,
+  pixelAt,
+  queueOf,
+  recordSql,
+  refundRows,
+  routeModel,
+  solidPng,
+  taskRows,
+  upload,
+  waitFor,
+  waitForBatchDone,
+} from '@app/testing';
 import { bootApi, bootGenerator } from './helpers/apps';
 
 const GREEN = { r: 0, g: 255, b: 0 };
@@ -24,6 +46,11 @@ describe('generator: the real worker consuming the real queue', () => {
 
   beforeAll(async () => {
     env = await fileEnvironment('gen', {
+      // This file counts attempts exactly. On a loaded machine (CI's full suite beside a
+      // browser test) a Redis answer past the 500 ms default fails the slot waiters of that
+      // moment, and their tasks rightly spend an attempt (a lost dependency is retried): a
+      // second attempt seen by the mixed-429s test in CI. Here Redis is allowed 5 s.
+      redisCommandTimeoutMs: 5000,
       // The reconciler is driven by hand here, so its scheduled passes stay out of the way.
       generator: { concurrency: 8, maxAttempts: 3, backoffMs: 30, reconcileIntervalMs: 600_000, taskLeaseMs: 2000 },
     });
@@ -39,7 +66,7 @@ describe('generator: the real worker consuming the real queue', () => {
 
   it('builtin: exact pixel sizes for several ratios and resolutions, a preview, status succeeded', async () => {
     const a = await api.account({ credits: 1000 });
-    const sizes: [string, '1K' | '2K' | '4K'][] = [
+    const sizes: [string, Resolution][] = [
       ['1:1', '1K'],
       ['16:9', '1K'],
       ['21:9', '1K'],
@@ -55,7 +82,12 @@ describe('generator: the real worker consuming the real queue', () => {
 
     for (const [i, id] of ids.entries()) {
       const { batch, tasks } = await getBatch(api, a, id);
-      expect(batch).toMatchObject({ status: 'succeeded', done: true, creditsRefunded: 0, counts: { succeeded: 1, pending: 0, running: 0, failed: 0 } });
+      expect(batch).toMatchObject({
+        status: 'succeeded',
+        done: true,
+        creditsRefunded: 0,
+        counts: { succeeded: 1, pending: 0, running: 0, failed: 0 },
+      });
       expect(tasks[0]).toMatchObject({ status: 'succeeded', progress: 100, error: null });
       expect(tasks[0].resultUrls).toHaveLength(1);
       const file = await download(api, tasks[0].resultUrls[0]);
@@ -69,7 +101,7 @@ describe('generator: the real worker consuming the real queue', () => {
       expect(preview.status).toBe(200);
       const pm = await sharp(preview.body).metadata();
       expect(pm.format).toBe('webp');
-      expect(Math.max(pm.width!, pm.height!)).toBe(256);
+      expect(Math.max(pm.width, pm.height)).toBe(256);
     }
     const row = await batchRow(api, ids[0]);
     expect(row.succeeded_count).toBe(1);
@@ -91,7 +123,7 @@ describe('generator: the real worker consuming the real queue', () => {
     expect(Number(ms)).toBe(config.databaseQueryTimeoutMs);
   });
 
-  it("one preview per batch: a first wave of images finishing together makes one thumbnail, not one each", async () => {
+  it('one preview per batch: a first wave of images finishing together makes one thumbnail, not one each', async () => {
     const a = await api.account({ credits: 1000 });
     const restore = await routeModel(api, 'gamma-5-flash', { type: 'simulated', latencyMs: 30 });
     const put = jest.spyOn(gen.get(StorageDriver), 'put');
@@ -187,8 +219,18 @@ describe('generator: the real worker consuming the real queue', () => {
     const a = await api.account({ credits: 1000 });
     const green = await upload(api, a, await solidPng(64, 64, GREEN), 'green.png');
     const blue = await upload(api, a, await solidPng(64, 64, BLUE), 'blue.png');
-    const combined = await createBatch(api, a, { model: 'alpha-image-2', prompts: ['Both refs'], refMode: 'combined', refImages: [green, blue] });
-    const each = await createBatch(api, a, { model: 'alpha-image-2', prompts: ['One ref each'], refMode: 'each', refImages: [green, blue] });
+    const combined = await createBatch(api, a, {
+      model: 'alpha-image-2',
+      prompts: ['Both refs'],
+      refMode: 'combined',
+      refImages: [green, blue],
+    });
+    const each = await createBatch(api, a, {
+      model: 'alpha-image-2',
+      prompts: ['One ref each'],
+      refMode: 'each',
+      refImages: [green, blue],
+    });
     await Promise.all([waitForBatchDone(api, combined), waitForBatchDone(api, each)]);
 
     const both = await download(api, (await getBatch(api, a, combined)).tasks[0].resultUrls[0]);
@@ -207,7 +249,13 @@ describe('generator: the real worker consuming the real queue', () => {
 
   it('simulated, every task failing: status failed, each task refunded once, balance == ledger', async () => {
     const a = await api.account({ credits: 200 });
-    const id = await createBatchVia(api, a, 'beta-pro', { type: 'simulated', latencyMs: 10, failureRate: 1 }, { prompts: ['a', 'b', 'c', 'd', 'e', 'f'] });
+    const id = await createBatchVia(
+      api,
+      a,
+      'beta-pro',
+      { type: 'simulated', latencyMs: 10, failureRate: 1 },
+      { prompts: ['a', 'b', 'c', 'd', 'e', 'f'] },
+    );
     await waitForBatchDone(api, id);
     const { batch, tasks } = await getBatch(api, a, id);
     expect(batch).toMatchObject({ status: 'failed', done: true, creditsCharged: 30, creditsRefunded: 30, previewUrl: null });
@@ -244,7 +292,9 @@ describe('generator: the real worker consuming the real queue', () => {
     expect(succeeded.length).toBeGreaterThan(0);
     expect(batch).toMatchObject({ status: 'partial', done: true, creditsCharged: 160, creditsRefunded: failed.length * 4 });
     for (const t of failed) {
-      expect(t.error).toMatch(/^(Simulated upstream failure|Upstream rate limit.*|Simulated rate limit \(429\) \(gave up after 3 attempts\))$/);
+      expect(t.error).toMatch(
+        /^(Simulated upstream failure|Upstream rate limit.*|Simulated rate limit \(429\) \(gave up after 3 attempts\))$/,
+      );
     }
     const refunds = await refundRows(api, id);
     expect(refunds).toHaveLength(failed.length);
@@ -258,7 +308,9 @@ describe('generator: the real worker consuming the real queue', () => {
     // probability 0.8^40, about 1e-4): a 429 is Kiln going too fast for the route, asked again
     // within the attempt (route pacing), and the failures are not retryable, so no task spent
     // a second attempt. The openai file checks a 429 followed by success deterministically.
-    expect(rows.every((r) => r.attempts === 1)).toBe(true);
+    expect(
+      rows.filter((r) => r.attempts !== 1).map((r) => ({ seq: r.seq, attempts: r.attempts, status: r.status, error: r.error })),
+    ).toEqual([]);
     const row = await batchRow(api, id);
     expect({ s: row.succeeded_count, f: row.failed_count }).toEqual({ s: succeeded.length, f: failed.length });
   });
@@ -374,7 +426,8 @@ describe('generator: the real worker consuming the real queue', () => {
         expect((await Promise.all(plainRuns)).sort()).toEqual(['succeeded', 'unsent', 'unsent']);
 
         // Each batch charged for its one image; the money adds up.
-        for (const id of [hinted, plain]) expect((await getBatch(api, a, id)).batch).toMatchObject({ status: 'cancelled', counts: { succeeded: 1, cancelled: 2 } });
+        for (const id of [hinted, plain])
+          expect((await getBatch(api, a, id)).batch).toMatchObject({ status: 'cancelled', counts: { succeeded: 1, cancelled: 2 } });
         expect(await api.ledgerSum(a.id)).toBe(await api.balance(a.id));
       } finally {
         await restore();
@@ -404,9 +457,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const again = await createBatch(api, a, { model: 'eta-image', prompts: ['again'] });
       const [retried] = await taskRows(api, again);
       const storage = gen.get(StorageDriver);
-      const put = jest.spyOn(storage, 'put').mockImplementationOnce(async () => {
-        throw new Error('disk full');
-      });
+      const put = jest.spyOn(storage, 'put').mockImplementationOnce(() => Promise.reject(new Error('disk full')));
       try {
         expect(await runner.run(retried.id, { batchId: again, seq: 0 })).toBe('retrying');
       } finally {
@@ -520,9 +571,7 @@ describe('generator: the real worker consuming the real queue', () => {
       const id = await createBatchVia(api, a, 'beta-pro', { type: 'simulated', failureRate: 1 }, { prompts: ['only'] });
       const [task] = await taskRows(api, id);
       const billing = api.app.get(BillingService);
-      await api.db.transaction((m) =>
-        billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, amount: 5 }),
-      );
+      await api.db.transaction((m) => billing.refundTask(m, { accountId: a.id, batchId: id, taskId: task.id, amount: 5 }));
       expect(await runner.run(task.id)).toBe('failed');
       expect(await refundRows(api, id)).toHaveLength(1);
       expect(await api.balance(a.id)).toBe(100);
@@ -541,17 +590,13 @@ describe('generator: the real worker consuming the real queue', () => {
       await queue.empty();
       expect(await queue.getWaitingCount()).toBe(0);
       // A worker took one task and died, and its job is gone too.
-      await api.db.query(
-        `UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE batch_id = $1`,
-        [abandoned],
-      );
+      await api.db.query(`UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE batch_id = $1`, [
+        abandoned,
+      ]);
       // One never reached the queue: the feeder's, not the reconciler's, to enqueue.
       await api.db.query(`UPDATE tasks SET status = 'pending', updated_at = now() - interval '1 hour' WHERE batch_id = $1`, [neverQueued]);
       // One batch's task is terminal but the batch was never marked finished.
-      await api.db.query(
-        `UPDATE tasks SET status = 'succeeded', progress = 100, finished_at = now() WHERE batch_id = $1`,
-        [unsettled],
-      );
+      await api.db.query(`UPDATE tasks SET status = 'succeeded', progress = 100, finished_at = now() WHERE batch_id = $1`, [unsettled]);
 
       const reconciler = gen.get(TaskReconcilerService);
       reconciler.queuedGraceMs = 0;
@@ -578,6 +623,48 @@ describe('generator: the real worker consuming the real queue', () => {
       }
       const [taken] = await taskRows(api, abandoned);
       expect(taken).toMatchObject({ status: 'succeeded', attempts: 2 });
+    });
+
+    it("a crashed generator's task is taken over first in a pass, and a backlog of waiting jobs costs no job reads", async () => {
+      const a = await api.account({ credits: 500 });
+      // A backlog: queued tasks whose jobs wait, never delivered (the queue is paused).
+      const backlog = await createBatch(api, a, { model: 'eta-image', prompts: ['w1', 'w2', 'w3', 'w4', 'w5', 'w6'], countPerCombo: 5 });
+      const waiting = await taskRows(api, backlog);
+      expect(waiting.every((t) => t.status === 'queued')).toBe(true);
+      // A worker took one task and died: its job is gone and its lease long past.
+      const crashed = await createBatch(api, a, { model: 'eta-image', prompts: ['crashed'] });
+      const queue = queueOf(gen);
+      const [task] = await taskRows(api, crashed);
+      await (await queue.getJob(task.id))?.remove();
+      await api.db.query(`UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE id = $1`, [
+        task.id,
+      ]);
+
+      const reconciler = gen.get(TaskReconcilerService);
+      reconciler.queuedGraceMs = 0;
+      const read = jest.spyOn(queue, 'getJob');
+      try {
+        const report = await reconciler.reconcileOnce();
+        expect(report.reenqueued).toBeGreaterThanOrEqual(1);
+        const ids = read.mock.calls.map(([id]) => String(id));
+        // Its jobs (the dead attempt's, the next one's) are the pass's first reads...
+        expect(ids.slice(0, 2)).toEqual([task.id, `${task.id}-attempt2`]);
+        // ...and no waiting job of the backlog was read one by one.
+        for (const t of waiting) expect(ids).not.toContain(t.id);
+      } finally {
+        read.mockRestore();
+        reconciler.queuedGraceMs = 5000;
+      }
+      expect(await (await queue.getJob(`${task.id}-attempt2`))?.getState()).toBe('waiting');
+      // At the front of the queue, not behind the backlog: the next job a worker takes (Bull's workers take the list's tail).
+      expect(await queue.client.lindex(queue.toKey('wait'), -1)).toBe(`${task.id}-attempt2`);
+      await queue.resume(true);
+      try {
+        await Promise.all([crashed, backlog].map((id) => waitForBatchDone(api, id)));
+      } finally {
+        await queue.pause(true);
+      }
+      expect((await taskRows(api, crashed))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
     });
 
     it('the reconciler walks a backlog larger than one pass, page by page', async () => {
@@ -711,7 +798,9 @@ describe('generator: fairness between accounts', () => {
       expect(await queue.getWaitingCount()).toBeLessThanOrEqual(4);
       await new Promise((r) => setTimeout(r, 60));
     }
-    const [{ pending }] = await api.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE batch_id = $1 AND status = 'pending'`, [bigId]);
+    const [{ pending }] = await api.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE batch_id = $1 AND status = 'pending'`, [
+      bigId,
+    ]);
     expect(pending).toBeGreaterThan(50);
     await waitForBatchDone(api, bigId);
     const [s, b] = [await batchRow(api, smallId), await batchRow(api, bigId)];

@@ -106,8 +106,14 @@ describe('hostile input', () => {
       const up = await insertUpload(t, a.id);
       const before = await snapshot(a);
       const cases: [body: object | string, details: object][] = [
-        [{ prompts: ['a fox'], model: 'eta-image', note: `n${NUL}` }, { field: 'note', reason: 'contains_nul' }],
-        [{ prompts: ['a fox'], model: `eta-image${NUL}` }, { field: 'model', reason: 'contains_nul' }],
+        [
+          { prompts: ['a fox'], model: 'eta-image', note: `n${NUL}` },
+          { field: 'note', reason: 'contains_nul' },
+        ],
+        [
+          { prompts: ['a fox'], model: `eta-image${NUL}` },
+          { field: 'model', reason: 'contains_nul' },
+        ],
         [
           { prompts: ['a fox'], model: 'eta-image', refMode: 'each', refImages: [up.url, `${up.url}${NUL}`] },
           { field: 'refImages[1]', reason: 'contains_nul' },
@@ -183,7 +189,10 @@ describe('hostile input', () => {
       expect(await keys()).toBe(keysBefore);
       expect(await snapshot(a)).toEqual(before);
       // The largest int4 is a legal cap.
-      await t.admin('post', `/v1/admin/accounts/${a.id}/keys`).send({ name: 'k', creditCapPerDay: 2 ** 31 - 1 }).expect(201);
+      await t
+        .admin('post', `/v1/admin/accounts/${a.id}/keys`)
+        .send({ name: 'k', creditCapPerDay: 2 ** 31 - 1 })
+        .expect(201);
     });
   });
 });

@@ -215,7 +215,11 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
       for (const req of [
         () => t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`),
         () => t.admin('get', `/v1/admin/accounts/${a.id}`),
-        () => t.http.post('/v1/batches').set('Authorization', `Bearer ${a.key}`).send({ prompts: ['a fox'], model: 'eta-image' }),
+        () =>
+          t.http
+            .post('/v1/batches')
+            .set('Authorization', `Bearer ${a.key}`)
+            .send({ prompts: ['a fox'], model: 'eta-image' }),
       ]) {
         const started = performance.now();
         const res = await req();
@@ -239,7 +243,11 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     try {
       for (const req of [
         () => t.http.get('/v1/me').set('Authorization', `Bearer ${a.key}`),
-        () => t.http.post('/v1/batches').set('Authorization', `Bearer ${a.key}`).send({ prompts: ['a fox'], model: 'eta-image' }),
+        () =>
+          t.http
+            .post('/v1/batches')
+            .set('Authorization', `Bearer ${a.key}`)
+            .send({ prompts: ['a fox'], model: 'eta-image' }),
       ]) {
         const started = performance.now();
         const res = await req();
@@ -259,7 +267,9 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
 
   it('a statement slower than DATABASE_QUERY_TIMEOUT_MS is cancelled by PostgreSQL itself (57014), which answers 503, not 500', async () => {
     const { toErrorBody } = await import('../apps/api/src/errors/error.filter');
-    expect(await t.db.query(`SELECT setting FROM pg_settings WHERE name = 'statement_timeout'`)).toEqual([{ setting: String(QUERY_TIMEOUT_MS) }]);
+    expect(await t.db.query(`SELECT setting FROM pg_settings WHERE name = 'statement_timeout'`)).toEqual([
+      { setting: String(QUERY_TIMEOUT_MS) },
+    ]);
     const slow = await t.db.query(`SELECT pg_sleep(5)`).then(
       () => null,
       (err: unknown) => err,

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { nextUtcMidnight } from '@app/billing';
-import { sweepExpiredIdempotencyKeys } from '@app/batches';
+import { sweepExpiredIdempotencyKeys } from '@app/idempotency';
 import { TestAccount, TestApp, batchCount, bearer, postBatch } from '@app/testing';
 import { bootBatchesApp } from './helpers/apps';
 
@@ -24,7 +24,13 @@ describe('Idempotent create and estimate', () => {
   async function snapshot(a: TestAccount) {
     const [keys] = await t.db.query(`SELECT count(*)::int AS n FROM idempotency_keys WHERE account_id = $1`, [a.id]);
     const [tasks] = await t.db.query(`SELECT count(*)::int AS n FROM tasks WHERE account_id = $1`, [a.id]);
-    return { balance: await t.balance(a.id), ledger: await t.ledgerSum(a.id), batches: await batchCount(t, a.id), tasks: tasks.n, keys: keys.n };
+    return {
+      balance: await t.balance(a.id),
+      ledger: await t.ledgerSum(a.id),
+      batches: await batchCount(t, a.id),
+      tasks: tasks.n,
+      keys: keys.n,
+    };
   }
 
   describe('Idempotency-Key', () => {
@@ -48,7 +54,10 @@ describe('Idempotent create and estimate', () => {
       const a = await t.account({ credits: 1000 });
       expect((await post(a, 'k-1', body)).status).toBe(201);
       const before = await snapshot(a);
-      for (const other of [{ ...body, note: 'run 2' }, { ...body, countPerCombo: 3 }]) {
+      for (const other of [
+        { ...body, note: 'run 2' },
+        { ...body, countPerCombo: 3 },
+      ]) {
         const res = await post(a, 'k-1', other);
         expect(res.status).toBe(422);
         expect(res.body.error).toMatchObject({ code: 'idempotency_key_reused', details: { key: 'k-1' } });
@@ -143,14 +152,18 @@ describe('Idempotent create and estimate', () => {
       const a = await t.account({ credits: 1000 });
       const first = await post(a, 'old', body);
       await post(a, 'fresh', body).expect(201);
-      await t.db.query(`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE account_id = $1 AND key = 'old'`, [a.id]);
+      await t.db.query(`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE account_id = $1 AND key = 'old'`, [
+        a.id,
+      ]);
 
       const reused = await post(a, 'old', { ...body, note: 'a new request' });
       expect(reused.status).toBe(201);
       expect(reused.headers['idempotent-replayed']).toBeUndefined();
       expect(reused.body.id).not.toBe(first.body.id);
 
-      await t.db.query(`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE account_id = $1 AND key = 'old'`, [a.id]);
+      await t.db.query(`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE account_id = $1 AND key = 'old'`, [
+        a.id,
+      ]);
       expect(await sweepExpiredIdempotencyKeys(t.db)).toBeGreaterThanOrEqual(1);
       const left = await t.db.query(`SELECT key FROM idempotency_keys WHERE account_id = $1 ORDER BY key`, [a.id]);
       expect(left.map((r: { key: string }) => r.key)).toEqual(['fresh']);
@@ -208,7 +221,11 @@ describe('Idempotent create and estimate', () => {
       // starter: at most 10 images per batch and one batch at a time.
       const a = await t.account({ plan: 'starter', credits: 1000, creditCapPerDay: 6 });
       const tooMany = await estimate(a, { prompts: Array(11).fill('x'), model: 'eta-image' });
-      expect(tooMany.body).toMatchObject({ total: 11, wouldCreate: false, refusal: { code: 'batch_limit_exceeded', details: { total: 11, max: 10 } } });
+      expect(tooMany.body).toMatchObject({
+        total: 11,
+        wouldCreate: false,
+        refusal: { code: 'batch_limit_exceeded', details: { total: 11, max: 10 } },
+      });
 
       const capped = await estimate(a, { prompts: Array(7).fill('x'), model: 'eta-image' });
       const cappedCreate = await postBatch(t, a, { prompts: Array(7).fill('x'), model: 'eta-image' });
@@ -249,7 +266,10 @@ describe('Idempotent create and estimate', () => {
   describe('dashboard twins', () => {
     it('estimate and idempotent create with a session token', async () => {
       const email = `holder-${Date.now()}-${Math.random().toString(36).slice(2)}@example.test`;
-      const created = await t.admin('post', '/v1/admin/accounts').send({ email, password: 'correct horse battery', plan: 'studio', credits: 50 }).expect(201);
+      const created = await t
+        .admin('post', '/v1/admin/accounts')
+        .send({ email, password: 'correct horse battery', plan: 'studio', credits: 50 })
+        .expect(201);
       const login = await t.http.post('/v1/dashboard/login').send({ email, password: 'correct horse battery' }).expect(200);
       const session = { key: login.body.token } as TestAccount;
 

@@ -20,9 +20,7 @@ describe('credit ledger invariant under concurrency', () => {
     // 40 charges of 7 race 10 grants of 5 and 10 adjustments of -3; whatever the interleaving,
     // no charge may take the balance below zero.
     const charge = () =>
-      db.transaction((m) =>
-        billing.chargeBatch(m, { accountId: a.id, batchId: randomUUID(), apiKeyId: a.keyId, amount: 7 }),
-      );
+      db.transaction((m) => billing.chargeBatch(m, { accountId: a.id, batchId: randomUUID(), apiKeyId: a.keyId, amount: 7 }));
     const ops: Array<Promise<unknown>> = [];
     for (let i = 0; i < 40; i++) ops.push(charge());
     for (let i = 0; i < 10; i++) ops.push(billing.adjust(a.id, 5, 'grant', 'race'));
@@ -58,10 +56,7 @@ describe('credit ledger invariant under concurrency', () => {
     const batchId = randomUUID();
     await db.transaction((m) => billing.chargeBatch(m, { accountId: a.id, batchId, apiKeyId: a.keyId, amount: 10 }));
     const taskId = randomUUID();
-    const refund = () =>
-      db.transaction((m) =>
-        billing.refundTask(m, { accountId: a.id, batchId, taskId, amount: 5 }),
-      );
+    const refund = () => db.transaction((m) => billing.refundTask(m, { accountId: a.id, batchId, taskId, amount: 5 }));
     const results = await Promise.allSettled([refund(), refund(), refund()]);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect(await t.balance(a.id)).toBe(45);
@@ -111,7 +106,12 @@ describe('credit ledger invariant under concurrency', () => {
     );
     expect(rows).toHaveLength(10);
     expect(new Set(rows.map((r) => r.task_id)).size).toBe(10);
-    for (const r of rows) expect(r).toMatchObject({ api_key_id: (tasksA as string[]).includes(r.task_id) ? a.keyId : b.keyId, charge_day: new Date().toISOString().slice(0, 10), reason: 'Refund for a failed task' });
+    for (const r of rows)
+      expect(r).toMatchObject({
+        api_key_id: (tasksA as string[]).includes(r.task_id) ? a.keyId : b.keyId,
+        charge_day: new Date().toISOString().slice(0, 10),
+        reason: 'Refund for a failed task',
+      });
     expect(await billing.creditsUsedToday(a.keyId)).toBe(40 - 18);
   });
 });

@@ -48,7 +48,14 @@ describe('migrations under an advisory lock', () => {
     expect(runs.flat().sort()).toEqual([...names].sort());
     expect(await appliedRows()).toEqual(names);
     // Nothing is left holding the lock (a session lock released on another pooled connection would be).
-    const held = await admin((c) => c.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, [MIGRATION_LOCK_KEY]), directUrl);
+    const held = await admin(
+      (c) =>
+        c.query(
+          `SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          [MIGRATION_LOCK_KEY],
+        ),
+      directUrl,
+    );
     expect(held.rows[0].n).toBe(0);
   });
 

@@ -255,16 +255,16 @@ describe('the model slot limiter shared through Redis', () => {
     const waiting = Array.from({ length: 5 }, () => l.acquire(narrow, { cap: 2 }));
     const granted: ModelLease[] = [];
     waiting.forEach((p) => void p.then((lease) => granted.push(lease)));
-    await waitFor('two slots', async () => granted.length === 2);
+    await waitFor('two slots', () => granted.length === 2);
     await sleep(100);
     expect(granted).toHaveLength(2);
     expect(await l.inUse(narrow)).toBe(2);
     // A release hands its slot over; the cap of 2 still holds.
     granted[0].release();
-    await waitFor('the next waiter', async () => granted.length === 3);
+    await waitFor('the next waiter', () => granted.length === 3);
     expect(await l.inUse(narrow)).toBe(2);
     for (const lease of granted.slice(1)) lease.release();
-    await waitFor('the last two waiters', async () => granted.length === 5);
+    await waitFor('the last two waiters', () => granted.length === 5);
     for (const lease of granted.slice(3)) lease.release();
     await waitFor('the slots to be free', async () => (await l.inUse(narrow)) === 0);
 
@@ -285,7 +285,7 @@ describe('the model slot limiter shared through Redis', () => {
     const granted: ModelLease[] = [];
     const waiting = Array.from({ length: 10 }, () => l.acquire(model, { cap: 2, pacing: { key: paceKey, ceiling: 8 } }));
     waiting.forEach((p) => void p.then((lease) => granted.push(lease)));
-    await waitFor('six slots', async () => granted.length === 6);
+    await waitFor('six slots', () => granted.length === 6);
     await sleep(100);
     expect(granted).toHaveLength(6);
     expect(await l.inUse(model)).toBe(6);
@@ -298,7 +298,7 @@ describe('the model slot limiter shared through Redis', () => {
     // The six first, the released slot handed over, two more for the higher cap.
     expect(granted).toHaveLength(9);
     for (const lease of granted.slice(1)) lease.release();
-    await waitFor('the last waiter', async () => granted.length === 10);
+    await waitFor('the last waiter', () => granted.length === 10);
     granted[9].release();
     await waitFor('the slots to be free', async () => (await l.inUse(model)) === 0);
     await redis.client.del(paceKey);
@@ -374,7 +374,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function waitFor(what: string, probe: () => Promise<boolean>, timeoutMs = 5000, everyMs = 50): Promise<void> {
+async function waitFor(what: string, probe: () => boolean | Promise<boolean>, timeoutMs = 5000, everyMs = 50): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);

@@ -42,7 +42,12 @@ describe('OpenAPI document and the /docs reference', () => {
   let doc: any;
   beforeAll(async () => {
     t = await bootTestApp(ApiModule, configureApp);
-    doc = (await t.http.get('/v1/openapi.json').expect(200).expect('Content-Type', /application\/json/)).body;
+    doc = (
+      await t.http
+        .get('/v1/openapi.json')
+        .expect(200)
+        .expect('Content-Type', /application\/json/)
+    ).body;
   });
   afterAll(() => t.close());
 
@@ -69,12 +74,12 @@ describe('OpenAPI document and the /docs reference', () => {
     for (const { path, method, op } of operations(doc)) {
       const where = `${method.toUpperCase()} ${path}`;
       for (const [type, media] of Object.entries(op.requestBody?.content ?? {})) check(`${where} request ${type}`, media);
-      for (const [status, res] of Object.entries(op.responses) as [string, any][]) {
+      for (const [status, res] of Object.entries<any>(op.responses)) {
         for (const [type, media] of Object.entries(res.content ?? {})) check(`${where} ${status} ${type}`, media);
       }
     }
-    for (const [name, schema] of Object.entries(doc.components.schemas) as [string, any][]) {
-      for (const [prop, sub] of Object.entries(schema.properties ?? {}) as [string, any][]) {
+    for (const [name, schema] of Object.entries<any>(doc.components.schemas)) {
+      for (const [prop, sub] of Object.entries<any>(schema.properties ?? {})) {
         if (sub.example !== undefined) check(`${name}.${prop}`, { schema: sub, example: sub.example });
       }
     }
@@ -112,16 +117,17 @@ describe('OpenAPI document and the /docs reference', () => {
       const where = `${method.toUpperCase()} ${path}`;
       const success = Object.entries(op.responses).filter(([s]) => s.startsWith('2')) as [string, any][];
       if (success.length === 0) problems.push(`${where}: no 2xx response`);
-      for (const [status, res] of Object.entries(op.responses) as [string, any][]) {
+      for (const [status, res] of Object.entries<any>(op.responses)) {
         if (status === '204' || status === '304') continue; // no body by definition
         const json = res.content?.['application/json'];
         // A success may be something else (the archive's zip), with its schema.
-        const other = status.startsWith('2') && !json ? Object.values(res.content ?? {})[0] as any : null;
+        const other = status.startsWith('2') && !json ? (Object.values(res.content ?? {})[0] as any) : null;
         if (other) {
           if (!other.schema) problems.push(`${where} ${status}: no schema`);
         } else if (!json?.schema) problems.push(`${where} ${status}: no JSON schema`);
         else if (json.example === undefined) problems.push(`${where} ${status}: no example`);
-        if (!status.startsWith('2') && json?.schema?.$ref !== '#/components/schemas/ErrorResponseDto') problems.push(`${where} ${status}: not the error object`);
+        if (!status.startsWith('2') && json?.schema?.$ref !== '#/components/schemas/ErrorResponseDto')
+          problems.push(`${where} ${status}: not the error object`);
       }
       const body = op.requestBody?.content?.['application/json'];
       if (body && body.example === undefined) problems.push(`${where}: request body without an example`);
@@ -160,12 +166,14 @@ describe('OpenAPI document and the /docs reference', () => {
   it('documents X-Request-Id on every answer, RateLimit-* on metered routes, Retry-After on 429 and 503', async () => {
     for (const { op } of operations(doc)) {
       expect(op.parameters).toEqual(expect.arrayContaining([{ $ref: '#/components/parameters/RequestId' }]));
-      for (const res of Object.values(op.responses) as any[]) expect(res.headers['X-Request-Id']).toBeDefined();
+      for (const res of Object.values<any>(op.responses)) expect(res.headers['X-Request-Id']).toBeDefined();
       if (op.responses['429']) expect(op.responses['429'].headers['Retry-After']).toBeDefined();
       expect(op.responses['503'].headers['Retry-After']).toBeDefined();
     }
     const create = doc.paths['/v1/batches'].post.responses;
-    expect(Object.keys(create['201'].headers)).toEqual(expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']));
+    expect(Object.keys(create['201'].headers)).toEqual(
+      expect.arrayContaining(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']),
+    );
     expect(create['401'].headers['RateLimit-Limit']).toBeUndefined();
     expect(doc.components.headers['Retry-After'].schema.type).toBe('integer');
     // The client contract's headers: Idempotency-Key on create (409 says when to retry).
@@ -208,14 +216,17 @@ describe('OpenAPI document and the /docs reference', () => {
       submit('http://localhost:8080', 'k', { prompts: ['a fox'], model: 'eta-image', countPerCombo: 2 });
     `;
     expect(await typeCheck({ 'openapi.d.ts': types, 'client.ts': client })).toBe('');
-    const wrong = client.replace("countPerCombo: 2", "countPerCombo: 'two'").replace('detail.batch.done', 'detail.batch.finished');
+    const wrong = client.replace('countPerCombo: 2', "countPerCombo: 'two'").replace('detail.batch.done', 'detail.batch.finished');
     const errors = await typeCheck({ 'openapi.d.ts': types, 'client.ts': wrong });
     expect(errors).toMatch(/countPerCombo|string.*number/);
     expect(errors).toMatch(/finished/);
   });
 
   it('serves Swagger UI at /docs from this server only', async () => {
-    const page = await t.http.get('/docs').expect(200).expect('Content-Type', /text\/html/);
+    const page = await t.http
+      .get('/docs')
+      .expect(200)
+      .expect('Content-Type', /text\/html/);
     const refs = [...page.text.matchAll(/(?:src|href)=['"]([^'"]+)['"]/g)].map((m) => m[1]);
     expect(refs.length).toBeGreaterThan(2);
     expect(refs.filter((r) => /^(https?:)?\/\//.test(r))).toEqual([]);

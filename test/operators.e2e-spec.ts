@@ -8,7 +8,7 @@ import { freePort } from './helpers/private-redis';
 
 const UPSTREAM_KEY_ENV = 'KILN_OPS_UPSTREAM_API_KEY';
 
-/** An OpenAI-compatible upstream: [refuse] answers 400, [429-once] rate-limits the first call. */
+/** An OpenAI-compatible upstream: [refuse] answers 400, [429-once] rate-limits the first call, [down] always answers 500. */
 class Upstream extends LocalServer {
   private readonly calls = new Map<string, number>();
   protected handle(req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -22,7 +22,9 @@ class Upstream extends LocalServer {
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
       // A plain 400 (upstream_rejected); content refusals (content_refused) are generator-openai's.
       if (prompt.includes('[refuse]')) return json(400, { error: { message: 'Rejected by the safety system', code: 'invalid_value' } });
-      if (prompt.includes('[429-once]') && n === 1) return json(429, { error: { message: 'Rate limit reached' } }, { 'retry-after-ms': '100' });
+      if (prompt.includes('[down]')) return json(500, { error: { message: 'The upstream is down' } });
+      if (prompt.includes('[429-once]') && n === 1)
+        return json(429, { error: { message: 'Rate limit reached' } }, { 'retry-after-ms': '100' });
       void sharp({ create: { width: 64, height: 64, channels: 3, background: '#336699' } })
         .png()
         .toBuffer()
@@ -63,7 +65,12 @@ describe('operators: metrics, task logs, route health, support routes', () => {
   const upstream = new Upstream();
   let a: TestAccount;
 
-  const route = (apiKeyEnv = UPSTREAM_KEY_ENV): ProviderRoute => ({ type: 'openai', baseUrl: `${upstream.base}/v1`, model: 'up-1', apiKeyEnv });
+  const route = (apiKeyEnv = UPSTREAM_KEY_ENV): ProviderRoute => ({
+    type: 'openai',
+    baseUrl: `${upstream.base}/v1`,
+    model: 'up-1',
+    apiKeyEnv,
+  });
   const scrapeGenerator = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const jsonLines = () =>
     gen
@@ -82,10 +89,15 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     api = kiln.api;
     metricsPort = await freePort();
     gen = kiln.start({ GENERATOR_HEALTH_PORT: String(metricsPort) });
-    await waitFor('the generator to report its keys', async () => {
-      const res = await api.admin('patch', '/v1/admin/models/beta-2').send({ provider: route('KILN_OPS_NOT_SET_API_KEY') });
-      return res.status === 400 ? true : null;
-    }, 30_000, 200);
+    await waitFor(
+      'the generator to report its keys',
+      async () => {
+        const res = await api.admin('patch', '/v1/admin/models/beta-2').send({ provider: route('KILN_OPS_NOT_SET_API_KEY') });
+        return res.status === 400 ? true : null;
+      },
+      30_000,
+      200,
+    );
     a = await api.account({ plan: 'scale', credits: 1000 });
   });
   afterAll(async () => {
@@ -117,7 +129,9 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     expect(scrape.headers['content-type']).toMatch(/^text\/plain/);
     expect(sample(scrape.text, 'kiln_credits_charged_total', { model: 'beta-2' })).toBe(3 * cost);
     expect(sample(scrape.text, 'kiln_http_requests_total', { method: 'POST', route: '/v1/batches', status: '201' })).toBe(1);
-    expect(sample(scrape.text, 'kiln_http_request_duration_seconds_count', { method: 'POST', route: '/v1/batches', status: '201' })).toBe(1);
+    expect(sample(scrape.text, 'kiln_http_request_duration_seconds_count', { method: 'POST', route: '/v1/batches', status: '201' })).toBe(
+      1,
+    );
     for (const state of ['waiting', 'active', 'delayed']) expect(sample(scrape.text, 'kiln_queue_jobs', { state })).toBe(0);
     expect(sample(scrape.text, 'kiln_tasks_pending')).toBe(0);
     expect(sample(scrape.text, 'kiln_oldest_pending_task_age_seconds')).toBe(0);
@@ -163,12 +177,17 @@ describe('operators: metrics, task logs, route health, support routes', () => {
 
     await api.admin('patch', '/v1/admin/models/beta-pro').send({ provider: route() }).expect(200);
     const before = Date.now();
-    await waitForBatchDone(api, await createBatch(api, a, { model: 'beta-pro', prompts: ['bad [refuse]'] }));
+    await waitForBatchDone(api, await createBatch(api, a, { model: 'beta-pro', prompts: ['broken [down]'] }));
     const failing = await waitFor('the failure to reach Redis', async () => {
       const h = await healthOf('beta-pro');
       return h.state === 'failing' ? h : null;
     });
-    expect(failing).toMatchObject({ state: 'failing', errorCode: 'upstream_rejected', status: 400, lastError: expect.stringContaining('Rejected by the safety system') });
+    expect(failing).toMatchObject({
+      state: 'failing',
+      errorCode: 'upstream_unavailable',
+      status: 500,
+      lastError: expect.stringContaining('The upstream is down'),
+    });
     expect(Date.parse(failing.lastErrorAt)).toBeGreaterThanOrEqual(before - 1000);
 
     await waitForBatchDone(api, await createBatch(api, a, { model: 'beta-pro', prompts: ['good'] }));
@@ -180,9 +199,35 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     expect(await healthOf('alpha-image-2')).toMatchObject({ state: 'ok' });
   });
 
+  it("route health counts only the route's own failures, and a new route starts with no history", async () => {
+    await api.admin('patch', '/v1/admin/models/beta-pro').send({ provider: route() }).expect(200);
+    await waitForBatchDone(api, await createBatch(api, a, { model: 'beta-pro', prompts: ['fine'] }));
+    const ok = await waitFor('the success to reach Redis', async () => {
+      const h = await healthOf('beta-pro');
+      return h.state === 'ok' && h.lastSuccessAt ? h : null;
+    });
+    // One user's request refused (a 400: a refusal or an invalid request) says nothing of the route.
+    const refused = await createBatch(api, a, { model: 'beta-pro', prompts: ['bad [refuse]'] });
+    await waitForBatchDone(api, refused);
+    const batch = await api.http.get(`/v1/batches/${refused}`).set('Authorization', bearer(a)).expect(200);
+    expect(batch.body.tasks[0].errorCode).toBe('upstream_rejected');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await healthOf('beta-pro')).toEqual(ok);
+
+    // Routed to another upstream model: that route has made nothing yet.
+    await api
+      .admin('patch', '/v1/admin/models/beta-pro')
+      .send({ provider: { ...route(), model: 'up-2' } })
+      .expect(200);
+    expect(await healthOf('beta-pro')).toEqual({ state: 'ok', lastSuccessAt: null });
+  });
+
   it('a PATCH routing to an upstream key the generators do not have is refused and changes nothing', async () => {
     const before = (await api.db.query(`SELECT provider FROM models WHERE key = 'beta-2-lite'`))[0].provider;
-    const res = await api.admin('patch', '/v1/admin/models/beta-2-lite').send({ provider: route('KILN_OPS_NOT_SET_API_KEY') }).expect(400);
+    const res = await api
+      .admin('patch', '/v1/admin/models/beta-2-lite')
+      .send({ provider: route('KILN_OPS_NOT_SET_API_KEY') })
+      .expect(400);
     expect(res.body.error).toMatchObject({
       code: 'invalid_request',
       message: expect.stringContaining('KILN_OPS_NOT_SET_API_KEY'),
@@ -190,16 +235,22 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     });
     expect((await api.db.query(`SELECT provider FROM models WHERE key = 'beta-2-lite'`))[0].provider).toEqual(before);
     // The default key name is checked too: this generator has no OPENAI_API_KEY.
-    const plain = await api.admin('patch', '/v1/admin/models/beta-2-lite').send({ provider: { type: 'openai', baseUrl: `${upstream.base}/v1`, model: 'up-1' } });
+    const plain = await api
+      .admin('patch', '/v1/admin/models/beta-2-lite')
+      .send({ provider: { type: 'openai', baseUrl: `${upstream.base}/v1`, model: 'up-1' } });
     expect(plain.status).toBe(400);
     expect(plain.body.error.details.missing).toEqual(['OPENAI_API_KEY']);
   });
 
-  it('support: any account\'s batch by id, keys by id or hint, revoke', async () => {
+  it("support: any account's batch by id, keys by id or hint, revoke", async () => {
     const other = await api.account({ plan: 'scale', credits: 100 });
     const id = await createBatch(api, other, { model: 'alpha-image-2', prompts: ['support me'] });
     const found = await api.admin('get', `/v1/admin/batches/${id}`).expect(200);
-    expect(found.body).toMatchObject({ accountId: other.id, batch: { id, model: 'alpha-image-2' }, tasks: [expect.objectContaining({ prompt: 'support me' })] });
+    expect(found.body).toMatchObject({
+      accountId: other.id,
+      batch: { id, model: 'alpha-image-2' },
+      tasks: [expect.objectContaining({ prompt: 'support me' })],
+    });
     await api.admin('get', '/v1/admin/batches/00000000-0000-4000-8000-000000000000').expect(404);
     await api.admin('get', '/v1/admin/batches/not-a-uuid').expect(404);
 
@@ -224,17 +275,31 @@ describe('operators: metrics, task logs, route health, support routes', () => {
     const seeded = (await api.admin('get', '/v1/admin/content-policy').expect(200)).body.terms as string[];
     expect(seeded).toEqual(expect.arrayContaining(['csam', 'child porn']));
     try {
-      const put = await api.http.put('/v1/admin/content-policy').set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`).send({ terms: ['Forbidden  Thing', 'forbidden thing', 'csam'] }).expect(200);
+      const put = await api.http
+        .put('/v1/admin/content-policy')
+        .set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`)
+        .send({ terms: ['Forbidden  Thing', 'forbidden thing', 'csam'] })
+        .expect(200);
       expect(put.body.terms).toEqual(['csam', 'forbidden thing']);
-      const refused = await api.http.post('/v1/batches').set('Authorization', bearer(a)).send({ model: 'alpha-image-2', prompts: ['a cat', 'a FORBIDDEN thing'] });
+      const refused = await api.http
+        .post('/v1/batches')
+        .set('Authorization', bearer(a))
+        .send({ model: 'alpha-image-2', prompts: ['a cat', 'a FORBIDDEN thing'] });
       expect(refused.body.error).toMatchObject({ code: 'content_blocked', details: { index: 1 } });
-      const bad = await api.http.put('/v1/admin/content-policy').set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`).send({ terms: ['ok', '   '] });
+      const bad = await api.http
+        .put('/v1/admin/content-policy')
+        .set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`)
+        .send({ terms: ['ok', '   '] });
       expect(bad.status).toBe(400);
       expect(bad.body.error.details).toMatchObject({ field: 'terms[1]' });
       expect((await api.admin('get', '/v1/admin/content-policy').expect(200)).body.terms).toEqual(['csam', 'forbidden thing']);
       await api.http.put('/v1/admin/content-policy').send({ terms: [] }).expect(401);
     } finally {
-      await api.http.put('/v1/admin/content-policy').set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`).send({ terms: seeded }).expect(200);
+      await api.http
+        .put('/v1/admin/content-policy')
+        .set('Authorization', `Bearer ${process.env.ADMIN_TOKEN}`)
+        .send({ terms: seeded })
+        .expect(200);
     }
   });
 });

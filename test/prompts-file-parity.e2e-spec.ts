@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { chunkRequest, parsePromptsFile } from '@app/prompts-file';
+import type { BatchTier } from '@app/sdk';
 import { chunkKey, chunkPlan, planSubmission, SubmitOptions } from '../apps/cli/src/submit';
 import { planBatches } from '../apps/web/src/pages/prompts-file';
 
@@ -34,7 +35,7 @@ describe('the same prompts file through kiln submit and the new-batch page', () 
     ],
     ['many.txt', Array.from({ length: 23 }, (_, i) => `prompt ${i + 1}`).join('\n')],
   ];
-  const options: Array<{ flags: SubmitOptions; tier: 'standard' | 'economy'; note: string }> = [
+  const options: Array<{ flags: SubmitOptions; tier: BatchTier; note: string }> = [
     { flags: { model: 'eta-image', ratio: '1:1', resolution: '1K', count: 1 }, tier: 'standard', note: '' },
     { flags: { model: 'eta-image', ratio: '4:3', resolution: '2K', count: 2, tier: 'economy', note: 'all' }, tier: 'economy', note: 'all' },
   ];
@@ -50,7 +51,17 @@ describe('the same prompts file through kiln submit and the new-batch page', () 
     let compared = 0;
     for (const { flags, tier, note } of options) {
       const cli = planSubmission(file, flags);
-      const pickers = { model: flags.model!, aspectRatio: flags.ratio!, resolution: flags.resolution!, countPerCombo: flags.count!, note, tier, refMode: 'none' as const, refImages: [], quality: 'auto' };
+      const pickers = {
+        model: flags.model!,
+        aspectRatio: flags.ratio!,
+        resolution: flags.resolution!,
+        countPerCombo: flags.count!,
+        note,
+        tier,
+        refMode: 'none' as const,
+        refImages: [],
+        quality: 'auto',
+      };
       for (const limit of limits) {
         const cliBatches = chunkPlan(cli, limit.maxImagesPerBatch, limit.maxPrompts).map((c) => ({
           // The CLI sends standard as no tier and no note as none; the page names both.

@@ -28,19 +28,30 @@ class CaptureServer extends LocalServer {
       const text = Buffer.concat(chunks).toString('utf8');
       const path = req.url ?? '';
       this.seen.push({ method: req.method ?? '', path, authorization: req.headers.authorization, body: text ? JSON.parse(text) : null });
-      res.writeHead(req.method === 'POST' && path.includes('/predictions') ? 201 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(this.answer(req.method ?? '', path)));
+      res
+        .writeHead(req.method === 'POST' && path.includes('/predictions') ? 201 : 200, { 'content-type': 'application/json' })
+        .end(JSON.stringify(this.answer(req.method ?? '', path)));
     });
   }
 
   private answer(method: string, path: string): unknown {
     if (path.includes('/predictions')) {
       const id = 'pred-1';
-      return { id, status: method === 'POST' ? 'starting' : 'succeeded', output: ['https://replicate.delivery/x.png'], urls: { get: `${this.base}/v1/predictions/${id}` } };
+      return {
+        id,
+        status: method === 'POST' ? 'starting' : 'succeeded',
+        output: ['https://replicate.delivery/x.png'],
+        urls: { get: `${this.base}/v1/predictions/${id}` },
+      };
     }
     if (path.endsWith('/status') || path.includes('/status?')) return { status: 'COMPLETED' };
     if (path.includes('/requests/')) return { images: [{ url: 'https://fal.media/x.png' }] };
     const app = path.split('?')[0].split('/').filter(Boolean).slice(0, 2).join('/');
-    return { request_id: 'req-1', status_url: `${this.base}/${app}/requests/req-1/status`, response_url: `${this.base}/${app}/requests/req-1` };
+    return {
+      request_id: 'req-1',
+      status_url: `${this.base}/${app}/requests/req-1/status`,
+      response_url: `${this.base}/${app}/requests/req-1`,
+    };
   }
 
   take(): Captured[] {
@@ -80,7 +91,7 @@ describe('queue upstreams: Kiln sends what the official SDKs send', () => {
     const fal = createFalClient({
       credentials: 'fal-key:secret',
       // The SDK's own URLs, redirected to the capture server: everything else is the SDK's.
-      requestMiddleware: async (req) => ({ ...req, url: req.url.replace('https://queue.fal.run', capture.base) }),
+      requestMiddleware: (req) => Promise.resolve({ ...req, url: req.url.replace('https://queue.fal.run', capture.base) }),
     });
     const { request_id } = await fal.queue.submit(model, { input: kiln.input(REQUEST) as never });
     await fal.queue.status(model, { requestId: request_id });
@@ -95,11 +106,19 @@ describe('queue upstreams: Kiln sends what the official SDKs send', () => {
     expect(kilnCalls[0]).toMatchObject({ method: 'POST', path: '/fal-ai/flux/dev', authorization: 'Key fal-key:secret' });
     expect(kilnCalls[1].path).toBe('/fal-ai/flux/requests/req-1/status');
     expect(kilnCalls[0].body).toEqual(sdkCalls[0].body);
-    expect(kilnCalls[0].body).toMatchObject({ prompt: REQUEST.prompt, seed: 1234, image_size: { width: 1360, height: 768 }, image_urls: [expect.stringMatching(/^data:image\/png;base64,/)] });
+    expect(kilnCalls[0].body).toMatchObject({
+      prompt: REQUEST.prompt,
+      seed: 1234,
+      image_size: { width: 1360, height: 768 },
+      image_urls: [expect.stringMatching(/^data:image\/png;base64,/)],
+    });
   });
 
   it('replicate (replicate): create a prediction on an official model, then get it', async () => {
-    const kiln = new ReplicateProvider({ type: 'replicate', model: 'black-forest-labs/flux-schnell', baseUrl: `${capture.base}/v1` }, { apiKey: 'r8_token', ...deps });
+    const kiln = new ReplicateProvider(
+      { type: 'replicate', model: 'black-forest-labs/flux-schnell', baseUrl: `${capture.base}/v1` },
+      { apiKey: 'r8_token', ...deps },
+    );
     const submission = await kiln.submit(REQUEST);
     await kiln.poll(submission);
     const kilnCalls = capture.take().map(pathOnly);
@@ -114,8 +133,19 @@ describe('queue upstreams: Kiln sends what the official SDKs send', () => {
     for (let i = 0; i < 2; i++) {
       expect(kilnCalls[i]).toMatchObject({ method: sdkCalls[i].method, path: sdkCalls[i].path, authorization: sdkCalls[i].authorization });
     }
-    expect(kilnCalls[0]).toMatchObject({ method: 'POST', path: '/v1/models/black-forest-labs/flux-schnell/predictions', authorization: 'Bearer r8_token' });
+    expect(kilnCalls[0]).toMatchObject({
+      method: 'POST',
+      path: '/v1/models/black-forest-labs/flux-schnell/predictions',
+      authorization: 'Bearer r8_token',
+    });
     expect(kilnCalls[0].body).toEqual(sdkCalls[0].body);
-    expect(kilnCalls[0].body).toEqual({ input: expect.objectContaining({ prompt: REQUEST.prompt, seed: 1234, aspect_ratio: '16:9', input_image: expect.stringMatching(/^data:image\/png;base64,/) }) });
+    expect(kilnCalls[0].body).toEqual({
+      input: expect.objectContaining({
+        prompt: REQUEST.prompt,
+        seed: 1234,
+        aspect_ratio: '16:9',
+        input_image: expect.stringMatching(/^data:image\/png;base64,/),
+      }),
+    });
   });
 });

@@ -51,7 +51,11 @@ describe('the api while its Redis is down or frozen', () => {
     await redis?.kill();
   });
 
-  const createBatch = () => t.http.post('/v1/batches').set('Authorization', `Bearer ${a.key}`).send({ prompts: ['a lighthouse'], model: 'eta-image' });
+  const createBatch = () =>
+    t.http
+      .post('/v1/batches')
+      .set('Authorization', `Bearer ${a.key}`)
+      .send({ prompts: ['a lighthouse'], model: 'eta-image' });
 
   async function timed(req: PromiseLike<Response>): Promise<{ res: Response; ms: number }> {
     const start = Date.now();

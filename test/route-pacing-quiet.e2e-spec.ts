@@ -42,7 +42,7 @@ describe('route pacing: quiet routes', () => {
   }
 
   const route = (maxConcurrency = 4) => ({ model: `quiet-${++models}`, upstream: 'local', maxConcurrency });
-  const clean = async () => ({ ok: true });
+  const clean = () => Promise.resolve({ ok: true });
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   it('clean answers without headers on a route at its full window: one admission asked of Redis per recheck, not two scripts a call', async () => {
@@ -62,7 +62,8 @@ describe('route pacing: quiet routes', () => {
 
     // A route with a rate is never quiet: the same calls ask Redis twice each.
     const rated = generator();
-    for (let i = 0; i < done / 4; i++) await Promise.all(Array.from({ length: 4 }, () => rated.pacer.run({ ...route(4), ratePerMinute: 600_000 }, {}, clean)));
+    for (let i = 0; i < done / 4; i++)
+      await Promise.all(Array.from({ length: 4 }, () => rated.pacer.run({ ...route(4), ratePerMinute: 600_000 }, {}, clean)));
     expect(rated.scripts()).toBe(2 * done);
   });
 
@@ -71,9 +72,9 @@ describe('route pacing: quiet routes', () => {
     const r = route(4);
     await a.pacer.run(r, {}, clean);
     // b is refused with Retry-After: the route pauses for everyone.
-    const refused = b.pacer.run(r, {}, async () => {
-      throw new ProviderError('rate_limited', 'slow down', { status: 429, retryAfterMs: 1500 });
-    });
+    const refused = b.pacer.run(r, {}, () =>
+      Promise.reject(new ProviderError('rate_limited', 'slow down', { status: 429, retryAfterMs: 1500 })),
+    );
     const outcome = refused.catch(() => undefined);
     await sleep(QUIET_RECHECK_MS + 50);
     const waitStarted = Date.now();

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { buildConfig, KilnConfig } from '@app/config';
 import { FREE_RATE_LIMIT_RETRIES, INITIAL_WINDOW, ModelConcurrencyLimiter, PACING_BETA, PLATEAU_ROUNDS, RoutePacer } from '@app/generation';
 import { KilnMetrics } from '@app/metrics';
-import { CapturedRequest, OpenAiProvider, ProviderError, RateLimitedOpenAiFake, RenderRequest, StrictLimits } from '@app/providers';
+import { OpenAiProvider, ProviderError, RenderRequest } from '@app/providers';
+import { CapturedRequest, RateLimitedOpenAiFake, StrictLimits } from '@app/testing';
 import { RedisScript, RedisService } from '@app/redis';
 
 /**
@@ -44,11 +45,21 @@ describe('route pacing shared through Redis', () => {
     return { pacer: new RoutePacer(redis, limiter, metrics), metrics, refusals: 0 };
   }
 
-  async function upstream(limits: StrictLimits, sentAt?: (req: CapturedRequest) => number | undefined): Promise<{ fake: RateLimitedOpenAiFake; provider: OpenAiProvider }> {
+  async function upstream(
+    limits: StrictLimits,
+    sentAt?: (req: CapturedRequest) => number | undefined,
+  ): Promise<{ fake: RateLimitedOpenAiFake; provider: OpenAiProvider }> {
     const fake = new RateLimitedOpenAiFake(limits, sentAt);
     upstreams.push(fake);
     const baseUrl = await fake.start();
-    const provider = new OpenAiProvider({ baseUrl, apiKey: 'sk-test', model: 'gpt-image-1', timeoutMs: 10_000, allowPrivate: true, maxImageBytes: 1 << 20 });
+    const provider = new OpenAiProvider({
+      baseUrl,
+      apiKey: 'sk-test',
+      model: 'gpt-image-1',
+      timeoutMs: 10_000,
+      allowPrivate: true,
+      maxImageBytes: 1 << 20,
+    });
     return { fake, provider };
   }
 
@@ -71,21 +82,26 @@ describe('route pacing shared through Redis', () => {
    * pacer allows for a call's way to the upstream. Counted from the send, the fake sees the
    * calls as an upstream on another machine would.
    */
-  const sentAt = (req: CapturedRequest) => Number(/^paced (\d+)$/.exec((JSON.parse(req.body.toString('utf8')) as { prompt: string }).prompt)?.[1]) || undefined;
+  const sentAt = (req: CapturedRequest) =>
+    Number(/^paced (\d+)$/.exec((JSON.parse(req.body.toString('utf8')) as { prompt: string }).prompt)?.[1]) || undefined;
 
   /** `count` calls through one generator's pacer; each resolves or rejects like a task's attempt. */
-  function calls(g: Generator, route: { model: string; maxConcurrency: number; ratePerMinute?: number }, provider: OpenAiProvider, count: number) {
+  function calls(
+    g: Generator,
+    route: { model: string; maxConcurrency: number; ratePerMinute?: number },
+    provider: OpenAiProvider,
+    count: number,
+  ) {
     return Array.from({ length: count }, () =>
-      g.pacer.run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () => provider.render({ ...request, prompt: `paced ${Date.now()}` })).then(
-        () => 'ok' as const,
-        (err: unknown) => err,
-      ),
+      g.pacer
+        .run({ ...route, upstream: 'openai fake' }, { onRefusal: () => g.refusals++ }, () =>
+          provider.render({ ...request, prompt: `paced ${Date.now()}` }),
+        )
+        .then(
+          () => 'ok' as const,
+          (err: unknown) => err,
+        ),
     );
-  }
-
-  async function windowIn(g: Generator, model: string): Promise<number> {
-    const metric = await g.metrics.upstreamLimit.get();
-    return metric.values.find((v) => v.labels.model === model)?.value ?? NaN;
   }
 
   const newModel = () => `paced-${++models}`;
@@ -106,6 +122,30 @@ describe('route pacing shared through Redis', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
   });
 
+  it('calls made well after their admission (a stalled generator) place the reset from when they were made: no call sent into the old window', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true }, sentAt);
+    const g = generator();
+    const route = { model: newModel(), maxConcurrency: 50, upstream: 'openai fake' };
+    // The first ten calls wait 150 ms between their admission and their send (past the 50 ms
+    // margin), as every call of a window did in a loaded CI run; the later ones go at once. Their
+    // answers alone place the first boundary: counted from the admission it fell 100 ms early and
+    // the next ten, sent at once, reached the upstream inside the full window.
+    let stalls = 10;
+    const stalled = () =>
+      g.pacer.run(
+        route,
+        {
+          beforeFirstCall: () => (stalls-- > 0 ? new Promise<void>((resolve) => setTimeout(resolve, 150)) : Promise.resolve()),
+          onRefusal: () => g.refusals++,
+        },
+        () => provider.render({ ...request, prompt: `paced ${Date.now()}` }),
+      );
+    await Promise.all(Array.from({ length: 30 }, stalled));
+    expect(fake.accepted).toBe(30);
+    expect(fake.refused).toBe(0);
+    expect(g.refusals).toBe(0);
+  });
+
   it('answers slower than the reset (as images are) still place the windows: few 429s, every call done', async () => {
     const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 1300, openAiHeaders: true });
     const [a, b] = [generator(), generator()];
@@ -118,7 +158,6 @@ describe('route pacing shared through Redis', () => {
     expect(fake.refused).toBeLessThanOrEqual(20);
   });
 
-
   it('an answer placing the boundary the route has just rolled past moves the boundary later and leaves the budget: never a second full window', async () => {
     const g = generator();
     const route = { model: newModel(), maxConcurrency: 50, upstream: 'openai fake' };
@@ -127,10 +166,28 @@ describe('route pacing shared through Redis', () => {
     // As found in a bench run: ADMIT has just rolled the window on by the longest reset seen
     // (986 ms, the upstream's being 1 s), so 16 of the new window's 20 are left...
     const now = Date.now();
-    await redis.client.hset(key, 'budget', '16', 'budgetUntil', String(now + 970), 'span', '986', 'limit', '20', 'starts', '100', 'window', '30');
+    await redis.client.hset(
+      key,
+      'budget',
+      '16',
+      'budgetUntil',
+      String(now + 970),
+      'span',
+      '986',
+      'limit',
+      '20',
+      'starts',
+      '100',
+      'window',
+      '30',
+    );
     // ...when the answer of a call started 960 ms ago comes back (1 s latency) saying its own
     // window, the previous one, ends 70 ms from now: later than the roll assumed.
-    await g.pacer.answered({ route, startSeq: 90, startedAt: now - 960, local: false }, { kind: 'ok', rateHeaders: { remaining: 3, limit: 20, resetMs: 980 } }, 1);
+    await g.pacer.answered(
+      { route, startSeq: 90, startedAt: now - 960, askedAt: now - 960, local: false },
+      { kind: 'ok', rateHeaders: { remaining: 3, limit: 20, resetMs: 980 } },
+      1,
+    );
     const [budget, budgetUntil] = await redis.client.hmget(key, 'budget', 'budgetUntil');
     expect(Number(budget)).toBe(16);
     // The current window's end moves with it: 70 ms + one window from now, not 70 ms.
@@ -147,16 +204,17 @@ describe('route pacing shared through Redis', () => {
     const [a, b] = [generator(), generator()];
     const model = newModel();
     const route = { model, maxConcurrency: 60 };
-    const window = async () => Math.max(a.pacer.windowOf({ ...route, upstream: 'openai fake' }), b.pacer.windowOf({ ...route, upstream: 'openai fake' }));
+    const window = () =>
+      Math.max(a.pacer.windowOf({ ...route, upstream: 'openai fake' }), b.pacer.windowOf({ ...route, upstream: 'openai fake' }));
     const rounds = async (count: number, until: (w: number) => boolean) => {
-      for (let r = 0; r < count && !until(await window()); r++) {
-        const half = Math.ceil((await window()) / 2);
+      for (let r = 0; r < count && !until(window()); r++) {
+        const half = Math.ceil(window() / 2);
         await Promise.all([...calls(a, route, provider, half), ...calls(b, route, provider, half)]);
       }
     };
     // Slow start from 8: it doubles each clean round, up to maxConcurrency.
     await rounds(20, (w) => w >= 60);
-    expect(await window()).toBe(60);
+    expect(window()).toBe(60);
     expect(fake.refused).toBe(0);
 
     // The upstream now takes 8 at once: the first round is a storm of 429s.
@@ -171,7 +229,7 @@ describe('route pacing shared through Redis', () => {
     // the shared window; 40 and more when each generator capped at its own view of it).
     expect(fake.refused).toBeGreaterThanOrEqual(10);
     expect(a.refusals + b.refusals).toBe(fake.refused);
-    const shrunk = await window();
+    const shrunk = window();
     expect(shrunk).toBeLessThanOrEqual(12);
     expect(fake.maxInFlight).toBeGreaterThanOrEqual(8);
 
@@ -179,8 +237,8 @@ describe('route pacing shared through Redis', () => {
     fake.limits = { ...fake.limits, maxConcurrent: 100_000 };
     const refusedBefore = fake.refused;
     await rounds(12, () => false);
-    expect(await window()).toBeGreaterThanOrEqual(shrunk + 6);
-    expect(await window()).toBeLessThanOrEqual(60);
+    expect(window()).toBeGreaterThanOrEqual(shrunk + 6);
+    expect(window()).toBeLessThanOrEqual(60);
     expect(fake.refused).toBe(refusedBefore);
   });
 
@@ -192,7 +250,7 @@ describe('route pacing shared through Redis', () => {
     await redis.client.hset(g.pacer.paceKey(route), 'window', '18.9', 'threshold', '18.9', 'ceiling', '21');
     const clean = async (until: (w: number) => boolean): Promise<number> => {
       for (let answers = 1; answers <= 500; answers++) {
-        await g.pacer.answered({ route, startSeq: answers, startedAt: Date.now(), local: false }, { kind: 'ok' }, 1);
+        await g.pacer.answered({ route, startSeq: answers, startedAt: Date.now(), askedAt: Date.now(), local: false }, { kind: 'ok' }, 1);
         if (until(g.pacer.windowOf(route))) return answers;
       }
       throw new Error('the window never got there');
@@ -213,7 +271,11 @@ describe('route pacing shared through Redis', () => {
     const { fake, provider } = await upstream({ perSecond: 1000, maxConcurrent: 1000, latencyMs: 10, openAiHeaders: false });
     const [a, b] = [generator(), generator()];
     const route = { model: newModel(), maxConcurrency: 10 };
-    fake.answerNext({ status: 429, headers: { 'content-type': 'application/json', 'retry-after-ms': '600' }, body: '{"error":{"message":"slow down"}}' });
+    fake.answerNext({
+      status: 429,
+      headers: { 'content-type': 'application/json', 'retry-after-ms': '600' },
+      body: '{"error":{"message":"slow down"}}',
+    });
     const first = calls(a, route, provider, 1)[0];
     while (a.refusals === 0) await new Promise((r) => setTimeout(r, 5));
     // a's 429 has been told to the pacer: b, another generator, waits out the same pause.
@@ -236,7 +298,11 @@ describe('route pacing shared through Redis', () => {
     const { fake, provider } = await upstream({ perSecond: 1000, maxConcurrent: 1000, latencyMs: 1, openAiHeaders: false });
     const g = generator();
     const route = { model: newModel(), maxConcurrency: 4 };
-    fake.answerNext({ status: 429, headers: { 'content-type': 'application/json' }, body: '{"error":{"code":"insufficient_quota","message":"quota"}}' });
+    fake.answerNext({
+      status: 429,
+      headers: { 'content-type': 'application/json' },
+      body: '{"error":{"code":"insufficient_quota","message":"quota"}}',
+    });
     const quota = await calls(g, route, provider, 1)[0];
     expect(quota).toBeInstanceOf(ProviderError);
     expect(g.refusals).toBe(0);
@@ -254,7 +320,10 @@ describe('route pacing shared through Redis', () => {
     const route = { model: newModel(), maxConcurrency: 4 };
     const redis = clients[clients.length - 1];
     const original = RedisScript.prototype.run;
-    const evalSpy = jest.spyOn(RedisScript.prototype, 'run').mockImplementation(function (this: RedisScript, ...args: Parameters<RedisScript['run']>) {
+    const evalSpy = jest.spyOn(RedisScript.prototype, 'run').mockImplementation(function (
+      this: RedisScript,
+      ...args: Parameters<RedisScript['run']>
+    ) {
       // The limiter's scripts still run; the pacer's never answer on this generator's client (a Redis that hangs for it).
       if (args[0] === redis.client && this.lua.includes('budgetUntil')) return new Promise(() => undefined);
       return original.apply(this, args);

@@ -25,7 +25,9 @@ describe('database schema', () => {
     const ds = new DataSource({ type: 'postgres', url: process.env.DATABASE_URL });
     await ds.initialize();
     try {
-      const plans = await ds.query(`SELECT key, api_access, max_keys, max_images_per_batch, max_concurrent_batches FROM plans ORDER BY max_images_per_batch`);
+      const plans = await ds.query(
+        `SELECT key, api_access, max_keys, max_images_per_batch, max_concurrent_batches FROM plans ORDER BY max_images_per_batch`,
+      );
       expect(plans).toEqual([
         { key: 'free', api_access: false, max_keys: 0, max_images_per_batch: 4, max_concurrent_batches: 1 },
         { key: 'starter', api_access: true, max_keys: 2, max_images_per_batch: 10, max_concurrent_batches: 1 },

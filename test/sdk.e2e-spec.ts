@@ -27,7 +27,11 @@ function recordingFetch(): { fetch: typeof fetch; calls: Call[] } {
   return {
     calls,
     fetch: async (input, init) => {
-      const call: Call = { method: init?.method ?? 'GET', url: String(input), headers: { ...(init?.headers as Record<string, string>) } };
+      const call: Call = {
+        method: init?.method ?? 'GET',
+        url: input instanceof Request ? input.url : String(input),
+        headers: { ...(init?.headers as Record<string, string>) },
+      };
       calls.push(call);
       const res = await fetch(input, init);
       call.status = res.status;
@@ -46,7 +50,9 @@ describe('SDK against a live Kiln', () => {
   beforeAll(async () => {
     const base = buildConfig(process.env);
     // Webhooks to a receiver on 127.0.0.1 (allowed for tests only), signed with a key of the run's own.
-    kiln = await startLiveKiln('sdk', { webhooks: { ...base.webhooks, secretKey: randomBytes(32), allowPrivate: true, pollIntervalMs: 100 } });
+    kiln = await startLiveKiln('sdk', {
+      webhooks: { ...base.webhooks, secretKey: randomBytes(32), allowPrivate: true, pollIntervalMs: 100 },
+    });
     // Slow enough that a wait sees the batch move, fast enough for the suite.
     restoreRoute = await routeModel(kiln.api, MODEL, { type: 'simulated', latencyMs: { min: 150, max: 300 } });
   });
@@ -60,7 +66,9 @@ describe('SDK against a live Kiln', () => {
     new Kiln({ baseUrl: kiln.url, apiKey: a.key, ...extra });
 
   const charges = async (accountId: string): Promise<number> => {
-    const [row] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'batch_charge'`, [accountId]);
+    const [row] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE account_id = $1 AND kind = 'batch_charge'`, [
+      accountId,
+    ]);
     return row.n;
   };
 
@@ -162,7 +170,10 @@ describe('SDK against a live Kiln', () => {
     const invalid = await sdk.batches.create({ model: MODEL, prompts: [] }).catch((e) => e);
     expect(invalid).toMatchObject({ code: 'invalid_request', status: 400, details: expect.objectContaining({ field: 'prompts' }) });
     await expect(sdk.batches.get('00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({ code: 'not_found', status: 404 });
-    await expect(new Kiln({ baseUrl: kiln.url, apiKey: 'kiln_live_nope' }).me()).rejects.toMatchObject({ code: expect.stringMatching(/invalid_api_key|unauthorized/), status: 401 });
+    await expect(new Kiln({ baseUrl: kiln.url, apiKey: 'kiln_live_nope' }).me()).rejects.toMatchObject({
+      code: expect.stringMatching(/invalid_api_key|unauthorized/),
+      status: 401,
+    });
     // Nothing listens there: a connection error after the retries, typed too.
     const nowhere = new Kiln({ baseUrl: 'http://127.0.0.1:9', apiKey: 'k', maxRetries: 1 });
     await expect(nowhere.me()).rejects.toMatchObject({ name: 'KilnConnectionError', code: 'connection_failed', status: 0 });
@@ -210,7 +221,7 @@ describe('SDK against a live Kiln', () => {
     expect(zip.toString('latin1')).toContain('images/0001-a-red-fox.png');
   });
 
-  it('tier: economy priced and created at the model\'s economy price with its window; tier_not_available as a KilnApiError; the catalog and me show both', async () => {
+  it("tier: economy priced and created at the model's economy price with its window; tier_not_available as a KilnApiError; the catalog and me show both", async () => {
     // gamma-5-pro: 1K 6, 2K 12 at standard. Economy (1K 3, within 24 h) needs a route that runs
     // upstream batches: the simulated type's local batch API. No collector runs here: the
     // economy tasks wait pending, which is all this needs.
@@ -225,8 +236,18 @@ describe('SDK against a live Kiln', () => {
     expect((await sdk.models()).models.find((m) => m.key === MODEL)).toMatchObject({ economyCreditCost: null, economyWindowHours: null });
 
     const body = { model: 'gamma-5-pro', prompts: ['e1', 'e2'], countPerCombo: 2, tier: 'economy' as const };
-    expect(await sdk.batches.estimate(body)).toMatchObject({ tier: 'economy', total: 4, creditCost: 3, creditsRequired: 12, wouldCreate: true });
-    expect(await sdk.batches.estimate({ ...body, tier: 'standard' })).toMatchObject({ tier: 'standard', creditCost: 6, creditsRequired: 24 });
+    expect(await sdk.batches.estimate(body)).toMatchObject({
+      tier: 'economy',
+      total: 4,
+      creditCost: 3,
+      creditsRequired: 12,
+      wouldCreate: true,
+    });
+    expect(await sdk.batches.estimate({ ...body, tier: 'standard' })).toMatchObject({
+      tier: 'standard',
+      creditCost: 6,
+      creditsRequired: 24,
+    });
 
     const created = await sdk.batches.create(body);
     expect(created).toMatchObject({ total: 4, creditsCharged: 12 });
@@ -262,10 +283,12 @@ describe('SDK against a live Kiln', () => {
     const received: { body: string; headers: http.IncomingHttpHeaders }[] = [];
     const receiver = http.createServer((req, res) => {
       let body = '';
-      req.on('data', (d) => (body += d)).on('end', () => {
-        received.push({ body, headers: req.headers });
-        res.writeHead(204).end();
-      });
+      req
+        .on('data', (d) => (body += d))
+        .on('end', () => {
+          received.push({ body, headers: req.headers });
+          res.writeHead(204).end();
+        });
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     try {
@@ -275,15 +298,21 @@ describe('SDK against a live Kiln', () => {
       expect((await sdk.webhooks.list()).map((e) => e.id)).toEqual([endpoint.id]);
       const ping = await sdk.webhooks.test(endpoint.id);
       expect(ping.type).toBe('ping');
-      await waitFor('the ping to arrive', async () => received.length > 0, 20_000);
-      const event = Kiln.verifyWebhook(received[0].body, received[0].headers as Record<string, string>, secret);
+      await waitFor('the ping to arrive', () => received.length > 0, 20_000);
+      const event = Kiln.verifyWebhook(received[0].body, received[0].headers, secret);
       expect(event).toMatchObject({ id: ping.id, type: 'ping' });
-      expect(() => Kiln.verifyWebhook(received[0].body, received[0].headers as Record<string, string>, `whsec_${randomBytes(32).toString('base64')}`)).toThrow();
-      const delivered = await waitFor('the delivery to be recorded', async () => {
-        const all = [];
-        for await (const d of sdk.webhooks.deliveries(endpoint.id, { pageSize: 1 })) all.push(d);
-        return all.length === 1 && all[0].status === 'delivered' ? all : null;
-      }, 20_000);
+      expect(() =>
+        Kiln.verifyWebhook(received[0].body, received[0].headers as Record<string, string>, `whsec_${randomBytes(32).toString('base64')}`),
+      ).toThrow();
+      const delivered = await waitFor(
+        'the delivery to be recorded',
+        async () => {
+          const all = [];
+          for await (const d of sdk.webhooks.deliveries(endpoint.id, { pageSize: 1 })) all.push(d);
+          return all.length === 1 && all[0].status === 'delivered' ? all : null;
+        },
+        20_000,
+      );
       expect(delivered[0].id).toBe(ping.id);
       const rotated = await sdk.webhooks.rotateSecret(endpoint.id);
       expect(rotated.secret).not.toBe(secret);

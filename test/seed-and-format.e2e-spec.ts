@@ -82,24 +82,36 @@ describe('A batch seed and output format', () => {
     expect((await sharp(webp.files[0].body).metadata()).format).toBe('webp');
 
     // The archive's entries too.
-    const zip = await api.http.get(`/v1/batches/${id}/archive`).set('Authorization', bearer(a)).buffer(true).parse((r, cb) => {
-      const chunks: Buffer[] = [];
-      r.on('data', (c: Buffer) => chunks.push(c));
-      r.on('end', () => cb(null, Buffer.concat(chunks)));
-    });
-    const names = [...(zip.body as Buffer).toString('latin1').matchAll(/images\/[0-9]{4}-[a-z0-9-]+\.([a-z]{3,4})(?![a-z])/g)].map((m) => m[1]);
+    const zip = await api.http
+      .get(`/v1/batches/${id}/archive`)
+      .set('Authorization', bearer(a))
+      .buffer(true)
+      .parse((r, cb) => {
+        const chunks: Buffer[] = [];
+        r.on('data', (c: Buffer) => chunks.push(c));
+        r.on('end', () => cb(null, Buffer.concat(chunks)));
+      });
+    const names = [...(zip.body as Buffer).toString('latin1').matchAll(/images\/[0-9]{4}-[a-z0-9-]+\.([a-z]{3,4})(?![a-z])/g)].map(
+      (m) => m[1],
+    );
     expect(new Set(names)).toEqual(new Set(['webp']));
   });
 
   it('estimate takes both; a bad seed or format is invalid_request and creates nothing', async () => {
-    const est = await api.http.post('/v1/batches/estimate').set('Authorization', bearer(a)).send({ model: 'eta-image', prompts: ['x'], seed: 7, outputFormat: 'webp' });
+    const est = await api.http
+      .post('/v1/batches/estimate')
+      .set('Authorization', bearer(a))
+      .send({ model: 'eta-image', prompts: ['x'], seed: 7, outputFormat: 'webp' });
     expect(est.status).toBe(200);
     expect(est.body.creditsRequired).toBeGreaterThan(0);
     const before = await batchCount(api, a.id);
     for (const bad of [{ seed: -1 }, { seed: 2 ** 31 }, { seed: 1.5 }, { seed: '7' }, { outputFormat: 'gif' }]) {
       const res = await postBatch(api, a, { model: 'eta-image', prompts: ['x'], ...bad });
       expect({ bad, status: res.status, code: res.body.error?.code }).toEqual({ bad, status: 400, code: 'invalid_request' });
-      const e = await api.http.post('/v1/batches/estimate').set('Authorization', bearer(a)).send({ model: 'eta-image', prompts: ['x'], ...bad });
+      const e = await api.http
+        .post('/v1/batches/estimate')
+        .set('Authorization', bearer(a))
+        .send({ model: 'eta-image', prompts: ['x'], ...bad });
       expect(e.status).toBe(400);
     }
     expect(await batchCount(api, a.id)).toBe(before);

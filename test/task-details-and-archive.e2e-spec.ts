@@ -92,7 +92,13 @@ describe('Task details and archives (local storage, the real generator)', () => 
       await upload(api, a, await solidPng(16, 16, { r: 0, g: 0, b: 255 }), 'blue.png'),
     ];
     const each = await createBatch(api, a, { model: 'eta-image', prompts: ['A', 'B'], refMode: 'each', refImages: refs, countPerCombo: 2 });
-    const combined = await createBatch(api, a, { model: 'eta-image', prompts: ['A', 'B'], refMode: 'combined', refImages: refs, countPerCombo: 2 });
+    const combined = await createBatch(api, a, {
+      model: 'eta-image',
+      prompts: ['A', 'B'],
+      refMode: 'combined',
+      refImages: refs,
+      countPerCombo: 2,
+    });
     const none = await createBatch(api, a, { model: 'eta-image', prompts: ['A', 'B', 'C'] });
 
     const position = (t: any) => [t.index, t.prompt, t.promptIndex, t.refImage, t.copy];
@@ -120,7 +126,7 @@ describe('Task details and archives (local storage, the real generator)', () => 
     await Promise.all([each, combined, none].map((id) => waitForBatchDone(api, id, 60_000)));
   });
 
-  it('width and height are the stored image\'s, once succeeded; result names are unique across batches', async () => {
+  it("width and height are the stored image's, once succeeded; result names are unique across batches", async () => {
     const builtin = await createBatch(api, a, { model: 'eta-image', prompts: ['wide', 'also wide'], aspectRatio: '16:9' });
     const restore = await routeModel(api, 'beta-2', { type: 'simulated' });
     let simulated: string;
@@ -138,7 +144,11 @@ describe('Task details and archives (local storage, the real generator)', () => 
     expect(s.tasks[0]).toMatchObject({ status: 'succeeded', width: 64, height: 36 });
 
     const names = [...b.tasks, ...s.tasks].map((t: any) => new URL(t.resultUrls[0]).pathname.split('/').pop());
-    expect(names).toEqual([`kiln-${builtin.slice(0, 8)}-0001.png`, `kiln-${builtin.slice(0, 8)}-0002.png`, `kiln-${simulated.slice(0, 8)}-0001.png`]);
+    expect(names).toEqual([
+      `kiln-${builtin.slice(0, 8)}-0001.png`,
+      `kiln-${builtin.slice(0, 8)}-0002.png`,
+      `kiln-${simulated.slice(0, 8)}-0001.png`,
+    ]);
   });
 
   it('errorCode says why a task failed: an upstream failure that persists is upstream_unavailable', async () => {
@@ -174,7 +184,12 @@ describe('Task details and archives (local storage, the real generator)', () => 
     expect(res.headers['content-type']).toBe('application/zip');
     expect(res.headers['content-disposition']).toBe(`attachment; filename="kiln-${id}.zip"`);
     const entries = unzip(res.body as Buffer);
-    expect([...entries.keys()].sort()).toEqual(['images/0001-a-red-fox.png', 'images/0002-a-red-fox.png', 'images/0003-image.png', 'manifest.json']);
+    expect([...entries.keys()].sort()).toEqual([
+      'images/0001-a-red-fox.png',
+      'images/0002-a-red-fox.png',
+      'images/0003-image.png',
+      'manifest.json',
+    ]);
     for (const [i, name] of ['images/0001-a-red-fox.png', 'images/0002-a-red-fox.png', 'images/0003-image.png'].entries()) {
       const file = await download(api, tasks[i].resultUrls[0]);
       expect(entries.get(name)!.equals(file.body)).toBe(true);
@@ -225,7 +240,7 @@ describe('Task details and archives (local storage, the real generator)', () => 
     await waitForBatchDone(api, id);
   });
 
-  it('another account\'s batch, or no batch, is 404 not_found as JSON', async () => {
+  it("another account's batch, or no batch, is 404 not_found as JSON", async () => {
     const id = await createBatch(api, a, { model: 'eta-image', prompts: ['mine'] });
     const other = await api.account({ credits: 10 });
     for (const [who, path] of [

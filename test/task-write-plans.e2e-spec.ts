@@ -99,7 +99,7 @@ describe('task writes on a tasks table without statistics', () => {
         if (plan) plans.push(plan);
       });
     });
-    const announcements = { announce: () => undefined } as unknown as BatchChangePublisher;
+    const announcements = { announce: () => undefined, announceFinished: () => undefined } as unknown as BatchChangePublisher;
     store = new TaskStateStore(ds, new BillingService(ds), announcements);
   });
 
@@ -116,7 +116,10 @@ describe('task writes on a tasks table without statistics', () => {
   }
 
   /** One round of the writes a generator makes for `tasks` (ids and batches), the claim alone for `alone`. */
-  async function writeRound(tasks: { id: string; batch_id: string }[], alone: { id: string }[]): Promise<Record<string, { text: string; rows: number }[]>> {
+  async function writeRound(
+    tasks: { id: string; batch_id: string }[],
+    alone: { id: string }[],
+  ): Promise<Record<string, { text: string; rows: number }[]>> {
     const claimed = await tasksRowsRead(() => Promise.all(tasks.map((t) => store.claimAndSend(t.id, t.batch_id))));
     // The claim alone: a worker still waiting for its slot.
     const claimedAlone = await tasksRowsRead(() => Promise.all(alone.map((t) => store.claim(t.id))));
@@ -126,11 +129,21 @@ describe('task writes on a tasks table without statistics', () => {
     const succeeded = await tasksRowsRead(() =>
       Promise.all(
         fences.slice(0, half).map((fence) =>
-          store.succeed({ fence, batchId: fence.batchId, resultUrl: `http://x/${fence.taskId}.png`, resultKey: `${fence.taskId}.png`, width: 8, height: 8, previewUrl: null }),
+          store.succeed({
+            fence,
+            batchId: fence.batchId,
+            resultUrl: `http://x/${fence.taskId}.png`,
+            resultKey: `${fence.taskId}.png`,
+            width: 8,
+            height: 8,
+            previewUrl: null,
+          }),
         ),
       ),
     );
-    const failed = await tasksRowsRead(() => store.failMany(fences.slice(half).map((fence) => ({ fence, message: 'no', code: 'internal' }))));
+    const failed = await tasksRowsRead(() =>
+      store.failMany(fences.slice(half).map((fence) => ({ fence, message: 'no', code: 'internal' }))),
+    );
     return { claimed, claimedAlone, progressed, succeeded, failed };
   }
 
@@ -138,7 +151,8 @@ describe('task writes on a tasks table without statistics', () => {
     // Plans made on a small table first: eight rounds, more than the five runs after which
     // PostgreSQL may keep a prepared statement's plan for good.
     const warmUp = await ds.query(`SELECT id, batch_id FROM tasks WHERE seq > 1000 ORDER BY seq, batch_id`);
-    for (let round = 0; round < 8; round++) await writeRound(warmUp.slice(round * 5, round * 5 + 4), warmUp.slice(round * 5 + 4, round * 5 + 5));
+    for (let round = 0; round < 8; round++)
+      await writeRound(warmUp.slice(round * 5, round * 5 + 4), warmUp.slice(round * 5 + 4, round * 5 + 5));
     await admin(async (c) => {
       await c.query(
         `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status)
@@ -159,12 +173,18 @@ describe('task writes on a tasks table without statistics', () => {
     const stages = await writeRound(picked, others);
 
     // The writes happened (so the plans below are of real work, not of statements that found nothing).
-    const { rows } = await admin((c) => c.query(`SELECT status, count(*)::int AS n FROM tasks WHERE id = ANY($1) GROUP BY status`, [picked.map((t: any) => t.id)]), url.toString());
+    const { rows } = await admin(
+      (c) => c.query(`SELECT status, count(*)::int AS n FROM tasks WHERE id = ANY($1) GROUP BY status`, [picked.map((t: any) => t.id)]),
+      url.toString(),
+    );
     expect(Object.fromEntries(rows.map((r) => [r.status, r.n]))).toEqual({ succeeded: GROUP / 2, failed: GROUP / 2 });
 
-    for (const [stage, statements] of Object.entries(stages)) expect({ stage, planned: statements.length > 0 }).toEqual({ stage, planned: true });
+    for (const [stage, statements] of Object.entries(stages))
+      expect({ stage, planned: statements.length > 0 }).toEqual({ stage, planned: true });
     // A PK lookup reads the group's rows (and a few a fence filters out); a scan of the queue reads thousands.
-    const heavy = Object.entries(stages).flatMap(([stage, statements]) => statements.filter((s) => s.rows > 4 * GROUP).map((s) => ({ stage, ...s })));
+    const heavy = Object.entries(stages).flatMap(([stage, statements]) =>
+      statements.filter((s) => s.rows > 4 * GROUP).map((s) => ({ stage, ...s })),
+    );
     expect(heavy).toEqual([]);
   });
 });
@@ -197,7 +217,8 @@ function rowsOf(node: PlanNode): number {
   // Scans only: the Update node above them names tasks too, with the rows it wrote.
   const scan = node['Node Type'].endsWith('Scan') && node['Relation Name'] === 'tasks';
   const here = scan
-    ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * (node['Actual Loops'] ?? 1)
+    ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) *
+      (node['Actual Loops'] ?? 1)
     : 0;
   return here + (node.Plans ?? []).reduce((sum, child) => sum + rowsOf(child), 0);
 }

@@ -225,7 +225,9 @@ describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
 
     it('an image type outside PNG/JPEG/WebP/GIF (TIFF) -> unsupported_type', async () => {
       const { default: sharp } = await import('sharp');
-      const tiff = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#000' } }).tiff().toBuffer();
+      const tiff = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#000' } })
+        .tiff()
+        .toBuffer();
       expectRefusal(await upload(fresh.key, [{ name: `${marker}.png`, body: tiff }]), {
         file: `${marker}.png`,
         reason: 'unsupported_type',
@@ -314,7 +316,10 @@ describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
       });
       try {
         const good = await sampleImage('png');
-        const res = await upload(fresh.key, [1, 2, 3].map((i) => ({ name: `${marker}-${i}.png`, body: good })));
+        const res = await upload(
+          fresh.key,
+          [1, 2, 3].map((i) => ({ name: `${marker}-${i}.png`, body: good })),
+        );
         expect(res.status).toBe(500);
         expect(res.body.error.code).toBe('internal_error');
         // The third is never tried once the second has failed.
@@ -343,11 +348,7 @@ describe('POST /v1/uploads and GET /files (docs/api.md#uploads)', () => {
             .send('--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\n\x89PNG'),
         { field: 'body', reason: 'malformed_multipart' },
       ],
-      [
-        'a text field',
-        (r: any) => r.field('note', 'hello'),
-        { reason: 'unknown_field' },
-      ],
+      ['a text field', (r: any) => r.field('note', 'hello'), { reason: 'unknown_field' }],
     ])('%s -> invalid_request', async (_label, build, details) => {
       const res = await build(t.http.post('/v1/uploads').set('Authorization', `Bearer ${a.key}`));
       expectRefusal(res, details);

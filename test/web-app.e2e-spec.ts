@@ -30,7 +30,10 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
     config.redisPrefix = `${config.redisPrefix}:web-${randomBytes(4).toString('hex')}`;
     t = await bootTestApp(ApiModule, configureApp, [
       [KILN_CONFIG, config],
-      [DASHBOARD_AUTH_LIMITS, { loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 }],
+      [
+        DASHBOARD_AUTH_LIMITS,
+        { loginPerIp: 1000, loginFailuresPerEmailAndIp: 1000, loginFailuresPerEmailPerHour: 1000, signupPerIp: 1000 },
+      ],
     ]);
   });
   afterAll(async () => {
@@ -83,7 +86,10 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
     });
 
     it('API answers carry no CORS headers, preflights included', async () => {
-      const res = await t.http.options('/v1/dashboard/account').set('Origin', 'https://evil.example').set('Access-Control-Request-Method', 'POST');
+      const res = await t.http
+        .options('/v1/dashboard/account')
+        .set('Origin', 'https://evil.example')
+        .set('Access-Control-Request-Method', 'POST');
       expect(res.headers['access-control-allow-origin']).toBeUndefined();
       expect(res.headers['access-control-allow-headers']).toBeUndefined();
     });
@@ -126,7 +132,11 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
 
     it('a cookie-authenticated write without X-Kiln-Session is refused with the error object and changes nothing', async () => {
       const { cookie } = await cookieHolder();
-      const refused = await t.http.post('/v1/dashboard/webhooks').set('Cookie', cookie).send({ url: 'https://hooks.example.com/k' }).expect(400);
+      const refused = await t.http
+        .post('/v1/dashboard/webhooks')
+        .set('Cookie', cookie)
+        .send({ url: 'https://hooks.example.com/k' })
+        .expect(400);
       expect(refused.body.error).toEqual({
         code: 'invalid_request',
         message: expect.any(String),
@@ -142,7 +152,12 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
 
     it('with the header the write goes through; logout clears the cookie and ends the session', async () => {
       const { cookie } = await cookieHolder();
-      await t.http.post('/v1/dashboard/batches/estimate').set('Cookie', cookie).set(COOKIE_MODE).send({ prompts: ['a fox'], model: 'eta-image' }).expect(200);
+      await t.http
+        .post('/v1/dashboard/batches/estimate')
+        .set('Cookie', cookie)
+        .set(COOKIE_MODE)
+        .send({ prompts: ['a fox'], model: 'eta-image' })
+        .expect(200);
       const out = await t.http.post('/v1/dashboard/logout').set('Cookie', cookie).set(COOKIE_MODE).expect(204);
       const cleared = ([] as string[]).concat(out.headers['set-cookie'])[0];
       expect(cleared).toMatch(/^kiln_session=;/);
@@ -157,7 +172,12 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
       config.redisPrefix = `${config.redisPrefix}:web-${randomBytes(4).toString('hex')}`;
       const proxied = await bootTestApp(ApiModule, configureApp, [[KILN_CONFIG, config]]);
       try {
-        const res = await proxied.http.post('/v1/dashboard/signup').set(COOKIE_MODE).set('X-Forwarded-Proto', 'https').send({ email, password: PASSWORD }).expect(201);
+        const res = await proxied.http
+          .post('/v1/dashboard/signup')
+          .set(COOKIE_MODE)
+          .set('X-Forwarded-Proto', 'https')
+          .send({ email, password: PASSWORD })
+          .expect(201);
         expect(([] as string[]).concat(res.headers['set-cookie'])[0]).toMatch(/; Secure/);
       } finally {
         await proxied.close();
@@ -168,15 +188,26 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
       const { cookie } = await cookieHolder();
       const email = `w-${randomUUID()}@example.test`;
       const other = await t.http.post('/v1/dashboard/signup').send({ email, password: PASSWORD }).expect(201);
-      const account = await t.http.get('/v1/dashboard/account').set('Cookie', cookie).set('Authorization', `Bearer ${other.body.token}`).expect(200);
+      const account = await t.http
+        .get('/v1/dashboard/account')
+        .set('Cookie', cookie)
+        .set('Authorization', `Bearer ${other.body.token}`)
+        .expect(200);
       expect(account.body.account.email).toBe(email);
-      await t.http.post('/v1/dashboard/batches/estimate').set('Authorization', `Bearer ${other.body.token}`).send({ prompts: ['a fox'], model: 'eta-image' }).expect(200);
+      await t.http
+        .post('/v1/dashboard/batches/estimate')
+        .set('Authorization', `Bearer ${other.body.token}`)
+        .send({ prompts: ['a fox'], model: 'eta-image' })
+        .expect(200);
     });
   });
 
   describe('dashboard routes the web app needs', () => {
     it('GET /v1/dashboard/models answers the catalog of GET /v1/models', async () => {
-      const { body } = await t.http.post('/v1/dashboard/signup').send({ email: `w-${randomUUID()}@example.test`, password: PASSWORD }).expect(201);
+      const { body } = await t.http
+        .post('/v1/dashboard/signup')
+        .send({ email: `w-${randomUUID()}@example.test`, password: PASSWORD })
+        .expect(201);
       const res = await t.http.get('/v1/dashboard/models').set('Authorization', `Bearer ${body.token}`).expect(200);
       expect(res.body.models.map((m: { key: string }) => m.key)).toContain('eta-image');
       expect(res.body.limits.maxPrompts).toBe(1000);
@@ -184,7 +215,10 @@ describe('web app: static files, headers, cookie sessions (docs/web.md)', () => 
     });
 
     it('POST /v1/dashboard/uploads stores a reference for a free-plan holder; refusals use the error object', async () => {
-      const { body } = await t.http.post('/v1/dashboard/signup').send({ email: `w-${randomUUID()}@example.test`, password: PASSWORD }).expect(201);
+      const { body } = await t.http
+        .post('/v1/dashboard/signup')
+        .send({ email: `w-${randomUUID()}@example.test`, password: PASSWORD })
+        .expect(201);
       const auth = { Authorization: `Bearer ${body.token}` };
       const png = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
       const res = await t.http.post('/v1/dashboard/uploads').set(auth).attach('file', png, 'dot.png').expect(200);

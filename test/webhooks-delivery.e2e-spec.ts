@@ -31,7 +31,7 @@ function webhookConfig(overrides: Partial<KilnConfig['webhooks']>): Partial<Kiln
 /** Verification by hand with node:crypto, as docs/webhooks.md shows it. */
 function verifiesByHand(secret: string, hook: ReceivedWebhook): boolean {
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  const signed = `${hook.headers['webhook-id']}.${hook.headers['webhook-timestamp']}.${hook.body}`;
+  const signed = `${String(hook.headers['webhook-id'])}.${String(hook.headers['webhook-timestamp'])}.${hook.body}`;
   const expected = createHmac('sha256', key).update(signed).digest();
   return String(hook.headers['webhook-signature'])
     .split(' ')
@@ -57,7 +57,10 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
   let receiver: WebhookReceiver;
 
   beforeAll(async () => {
-    env = await fileEnvironment('webhooks_delivery', { ...webhookConfig({}), generator: { ...buildConfig(process.env).generator, concurrency: 8 } });
+    env = await fileEnvironment('webhooks_delivery', {
+      ...webhookConfig({}),
+      generator: { ...buildConfig(process.env).generator, concurrency: 8 },
+    });
     api = await bootApi(env.config);
     gen = await bootGenerator(env.config);
     receiver = await new WebhookReceiver().listen();
@@ -72,13 +75,17 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     receiver.reply = () => ({ status: 204 });
   });
 
-  const as = (a: TestAccount, method: 'get' | 'post' | 'delete', path: string) => api.http[method](`/v1${path}`).set('Authorization', bearer(a));
+  const as = (a: TestAccount, method: 'get' | 'post' | 'delete', path: string) =>
+    api.http[method](`/v1${path}`).set('Authorization', bearer(a));
   async function register(a: TestAccount, path: string, events?: string[]): Promise<{ id: string; secret: string }> {
-    const res = await as(a, 'post', '/webhooks').send({ url: receiver.url(path), ...(events ? { events } : {}) }).expect(201);
+    const res = await as(a, 'post', '/webhooks')
+      .send({ url: receiver.url(path), ...(events ? { events } : {}) })
+      .expect(201);
     return { id: res.body.endpoint.id, secret: res.body.secret };
   }
   const at = (path: string) => receiver.received.filter((r) => r.path === path);
-  const deliveries = async (a: TestAccount, endpointId: string) => (await as(a, 'get', `/webhooks/${endpointId}/deliveries?limit=100`).expect(200)).body.deliveries;
+  const deliveries = async (a: TestAccount, endpointId: string) =>
+    (await as(a, 'get', `/webhooks/${endpointId}/deliveries?limit=100`).expect(200)).body.deliveries;
 
   it('a batch: task.succeeded per task and one batch.completed, each the API object, signed so standardwebhooks and node:crypto verify it', async () => {
     const a = await api.account();
@@ -89,7 +96,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
 
     const batchId = await createBatch(api, a, { model: 'eta-image', prompts: ['red fox', 'blue whale', 'green frog'] });
     await waitForBatchDone(api, batchId);
-    await waitFor('4 deliveries to /all and 1 to /done', async () => at('/all').length >= 4 && at('/done').length >= 1, 30_000);
+    await waitFor('4 deliveries to /all and 1 to /done', () => at('/all').length >= 4 && at('/done').length >= 1, 30_000);
     const { batch, tasks } = await getBatch(api, a, batchId);
 
     const bodies = at('/all').map((h) => JSON.parse(h.body));
@@ -98,7 +105,9 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
       [...tasks].sort((x, y) => x.prompt.localeCompare(y.prompt)),
     );
     const completed = bodies.filter((b) => b.type === 'batch.completed');
-    expect(completed).toEqual([{ id: expect.stringMatching(/^evt_[0-9a-f]{32}$/), type: 'batch.completed', createdAt: expect.any(Number), data: batch }]);
+    expect(completed).toEqual([
+      { id: expect.stringMatching(/^evt_[0-9a-f]{32}$/), type: 'batch.completed', createdAt: expect.any(Number), data: batch },
+    ]);
     expect(batch).toMatchObject({ status: 'succeeded', done: true });
     expect(at('/done').map((h) => JSON.parse(h.body).type)).toEqual(['batch.completed']);
     expect(JSON.parse(at('/done')[0].body).data).toEqual(batch);
@@ -117,7 +126,12 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     }
     const log = await deliveries(a, all.id);
     expect(log).toHaveLength(4);
-    expect(log.every((d: any) => d.status === 'delivered' && d.attempts === 1 && d.lastStatusCode === 204 && d.deliveredAt > 0 && d.nextAttemptAt === null)).toBe(true);
+    expect(
+      log.every(
+        (d: any) =>
+          d.status === 'delivered' && d.attempts === 1 && d.lastStatusCode === 204 && d.deliveredAt > 0 && d.nextAttemptAt === null,
+      ),
+    ).toBe(true);
     expect(log.map((d: any) => d.id).sort()).toEqual(bodies.map((b) => b.id).sort());
   });
 
@@ -133,7 +147,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     const plain = await createBatch(api, a, { model: 'eta-image', prompts: ['C', 'D', 'E'], countPerCombo: 3 });
     await waitForBatchDone(api, each);
     await waitForBatchDone(api, plain);
-    await waitFor('17 deliveries to /placed', async () => at('/placed').length >= 17, 30_000);
+    await waitFor('17 deliveries to /placed', () => at('/placed').length >= 17, 30_000);
     const byTask = (tasks: any[]) => [...tasks].sort((x, y) => x.index - y.index);
     const sent = at('/placed').map((h) => JSON.parse(h.body).data);
     for (const id of [each, plain]) {
@@ -163,10 +177,15 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
       await restore();
     }
     await waitForBatchDone(api, batchId);
-    await waitFor('3 deliveries', async () => at('/failed').length >= 3, 30_000);
+    await waitFor('3 deliveries', () => at('/failed').length >= 3, 30_000);
     const { batch, tasks } = await getBatch(api, a, batchId);
     const bodies = at('/failed').map((h) => JSON.parse(h.body));
-    expect(bodies.filter((b) => b.type === 'task.failed').map((b) => b.data).sort((x, y) => x.prompt.localeCompare(y.prompt))).toEqual(tasks);
+    expect(
+      bodies
+        .filter((b) => b.type === 'task.failed')
+        .map((b) => b.data)
+        .sort((x, y) => x.prompt.localeCompare(y.prompt)),
+    ).toEqual(tasks);
     expect(tasks.every((t) => t.status === 'failed' && t.error)).toBe(true);
     expect(bodies.filter((b) => b.type === 'batch.completed').map((b) => b.data)).toEqual([batch]);
     expect(batch.status).toBe('failed');
@@ -177,7 +196,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     const ep = await register(a, '/flaky');
     receiver.reply = (req) => (at('/flaky').indexOf(req) < 2 ? { status: 500 } : { status: 204 });
     const ping = await as(a, 'post', `/webhooks/${ep.id}/test`).expect(202);
-    await waitFor('3 attempts', async () => at('/flaky').length >= 3, 20_000);
+    await waitFor('3 attempts', () => at('/flaky').length >= 3, 20_000);
     const ids = at('/flaky').map((h) => h.headers['webhook-id']);
     expect(ids).toEqual([ping.body.delivery.id, ping.body.delivery.id, ping.body.delivery.id]);
     expect(new Set(at('/flaky').map((h) => h.body)).size).toBe(1);
@@ -194,7 +213,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     const ep = await register(a, '/slow');
     receiver.reply = (req) => (at('/slow').indexOf(req) === 0 ? 'hang' : { status: 204 });
     const ping = await as(a, 'post', `/webhooks/${ep.id}/test`).expect(202);
-    await waitFor('2 attempts', async () => at('/slow').length >= 2, 20_000);
+    await waitFor('2 attempts', () => at('/slow').length >= 2, 20_000);
     expect(at('/slow').map((h) => h.headers['webhook-id'])).toEqual([ping.body.delivery.id, ping.body.delivery.id]);
     const [d] = await waitFor('delivered', async () => {
       const log = await deliveries(a, ep.id);
@@ -213,7 +232,14 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
       return log[0].status === 'failed' ? log : null;
     });
     // One attempt, then one per retry delay (three here).
-    expect(d).toMatchObject({ status: 'failed', attempts: 4, lastStatusCode: 503, lastError: 'HTTP 503', nextAttemptAt: null, deliveredAt: null });
+    expect(d).toMatchObject({
+      status: 'failed',
+      attempts: 4,
+      lastStatusCode: 503,
+      lastError: 'HTTP 503',
+      nextAttemptAt: null,
+      deliveredAt: null,
+    });
     expect(at('/down')).toHaveLength(4);
   });
 
@@ -227,7 +253,8 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
        SELECT 'evt_orphan_' || g, $1, $2, 'task.succeeded', '{}', now() FROM generate_series(1, 120) AS g`,
       [ep.id, a.id],
     );
-    const left = async () => (await api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id]))[0].n as number;
+    const left = async () =>
+      (await api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.id]))[0].n as number;
     await waitFor('the orphaned deliveries dropped', async () => (await left()) === 0, 30_000);
     expect(at('/deleted')).toEqual([]);
   });
@@ -259,7 +286,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     const ep = await register(a, '/rotated');
     const { body } = await as(a, 'post', `/webhooks/${ep.id}/rotate-secret`).expect(200);
     await as(a, 'post', `/webhooks/${ep.id}/test`).expect(202);
-    const [hook] = await waitFor('the ping', async () => (at('/rotated').length > 0 ? at('/rotated') : null));
+    const [hook] = await waitFor('the ping', () => (at('/rotated').length > 0 ? at('/rotated') : null));
     expect(String(hook.headers['webhook-signature']).split(' ')).toHaveLength(2);
     for (const secret of [body.secret, ep.secret]) {
       expect(verifiesWithLibrary(secret, hook)).toBe(true);
@@ -268,7 +295,7 @@ describe('webhook delivery by the generator (WEBHOOK_ALLOW_PRIVATE, receiver on 
     // Once the 24 h are over, only the new secret signs.
     await api.db.query(`UPDATE webhook_endpoints SET previous_secret_expires_at = now() - interval '1 second' WHERE id = $1`, [ep.id]);
     await as(a, 'post', `/webhooks/${ep.id}/test`).expect(202);
-    const later = await waitFor('the second ping', async () => (at('/rotated').length > 1 ? at('/rotated')[1] : null));
+    const later = await waitFor('the second ping', () => (at('/rotated').length > 1 ? at('/rotated')[1] : null));
     expect(String(later.headers['webhook-signature']).split(' ')).toHaveLength(1);
     expect(verifiesWithLibrary(body.secret, later)).toBe(true);
     expect(verifiesWithLibrary(ep.secret, later)).toBe(false);
@@ -306,19 +333,29 @@ describe('webhook delivery egress checks (no WEBHOOK_ALLOW_PRIVATE at delivery)'
     ['private', () => 'https://10.1.2.3/hook'],
   ])('%s: refused at delivery without connecting, retried later (the address may change), never sent', async (_, url) => {
     const a = await api.account();
-    const created = await as(a, 'post', '/webhooks').send({ url: url(receiver) }).expect(201);
+    const created = await as(a, 'post', '/webhooks')
+      .send({ url: url(receiver) })
+      .expect(201);
     const before = receiver.received.length;
     await as(a, 'post', `/webhooks/${created.body.endpoint.id}/test`).expect(202);
     expect(await strict.deliverDue()).toBeGreaterThanOrEqual(1);
     const [d] = (await as(a, 'get', `/webhooks/${created.body.endpoint.id}/deliveries`).expect(200)).body.deliveries;
-    expect(d).toMatchObject({ status: 'pending', attempts: 1, lastStatusCode: null, lastError: expect.stringMatching(/^forbidden_address: /) });
+    expect(d).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      lastStatusCode: null,
+      lastError: expect.stringMatching(/^forbidden_address: /),
+    });
     expect(receiver.received.length).toBe(before);
   });
 
   it('a redirect (to 127.0.0.1) is not followed: the attempt fails and is retried', async () => {
     const a = await api.account();
-    receiver.reply = (req) => (req.path === '/redirect' ? { status: 302, headers: { location: receiver.url('/target') } } : { status: 204 });
-    const created = await as(a, 'post', '/webhooks').send({ url: receiver.url('/redirect') }).expect(201);
+    receiver.reply = (req) =>
+      req.path === '/redirect' ? { status: 302, headers: { location: receiver.url('/target') } } : { status: 204 };
+    const created = await as(a, 'post', '/webhooks')
+      .send({ url: receiver.url('/redirect') })
+      .expect(201);
     await as(a, 'post', `/webhooks/${created.body.endpoint.id}/test`).expect(202);
     expect(await lenient.deliverDue()).toBeGreaterThanOrEqual(1);
     const [d] = (await as(a, 'get', `/webhooks/${created.body.endpoint.id}/deliveries`).expect(200)).body.deliveries;

@@ -14,7 +14,10 @@ function webhooks(overrides: Partial<KilnConfig['webhooks']>): KilnConfig['webho
 }
 
 /** An api to register endpoints and read the log, and a sender driven by the test (no renders in the way). */
-async function boot(name: string, config: KilnConfig['webhooks']): Promise<{ env: FileEnvironment; api: TestApp; sender: WebhookSender; metrics: KilnMetrics }> {
+async function boot(
+  name: string,
+  config: KilnConfig['webhooks'],
+): Promise<{ env: FileEnvironment; api: TestApp; sender: WebhookSender; metrics: KilnMetrics }> {
   const env = await fileEnvironment(name, { webhooks: config });
   const api = await bootApi(env.config);
   const metrics = new KilnMetrics();
@@ -30,7 +33,10 @@ describe('webhook delivery: one dead endpoint delays only its own deliveries', (
   let receiver: WebhookReceiver;
 
   beforeAll(async () => {
-    ({ env, api, sender } = await boot('webhooks_isolation', webhooks({ timeoutMs: TIMEOUT_MS, retryDelaysMs: [1000, 2000, 1000], maxInFlight: 50, endpointConcurrency: 8 })));
+    ({ env, api, sender } = await boot(
+      'webhooks_isolation',
+      webhooks({ timeoutMs: TIMEOUT_MS, retryDelaysMs: [1000, 2000, 1000], maxInFlight: 50, endpointConcurrency: 8 }),
+    ));
     receiver = await new WebhookReceiver().listen();
     // Everything under /dead is accepted and never answered: each attempt holds its slot for the whole timeout.
     receiver.reply = (req) => (req.path.startsWith('/dead') ? 'hang' : req.path === '/erroring' ? { status: 500 } : { status: 204 });
@@ -44,7 +50,11 @@ describe('webhook delivery: one dead endpoint delays only its own deliveries', (
 
   const as = (a: TestAccount, method: 'get' | 'post', path: string) => api.http[method](`/v1${path}`).set('Authorization', bearer(a));
   const register = async (a: TestAccount, path: string): Promise<string> =>
-    (await as(a, 'post', '/webhooks').send({ url: receiver.url(path), events: ['ping'] }).expect(201)).body.endpoint.id;
+    (
+      await as(a, 'post', '/webhooks')
+        .send({ url: receiver.url(path), events: ['ping'] })
+        .expect(201)
+    ).body.endpoint.id;
   const at = (path: string) => receiver.received.filter((r) => r.path === path);
 
   /** Another tenant: three endpoints that never answer, each with more deliveries due than a whole old round. */
@@ -63,7 +73,7 @@ describe('webhook delivery: one dead endpoint delays only its own deliveries', (
   it('a healthy endpoint beside three that never answer: every delivery within 2 s of its event; each success written when it happens', async () => {
     await deadNeighbour();
     await sender.start();
-    await waitFor('the dead endpoints to hold attempts', async () => at('/dead/1').length > 0 && at('/dead/3').length > 0);
+    await waitFor('the dead endpoints to hold attempts', () => at('/dead/1').length > 0 && at('/dead/3').length > 0);
 
     const a = await api.account();
     const healthy = await register(a, '/healthy');
@@ -71,7 +81,12 @@ describe('webhook delivery: one dead endpoint delays only its own deliveries', (
     for (let i = 0; i < 12; i++) {
       const ping = await as(a, 'post', `/webhooks/${healthy}/test`).expect(202);
       const sentAt = Date.now();
-      const hook = await waitFor(`ping ${i}`, async () => at('/healthy').find((h) => h.headers['webhook-id'] === ping.body.delivery.id), 15_000, 20);
+      const hook = await waitFor(
+        `ping ${i}`,
+        () => at('/healthy').find((h) => h.headers['webhook-id'] === ping.body.delivery.id),
+        15_000,
+        20,
+      );
       lags.push(hook.at - sentAt);
       // Written as it happened, while the dead endpoints' attempts are still in flight.
       await waitFor(`ping ${i} recorded`, async () => {
@@ -92,7 +107,7 @@ describe('webhook delivery: one dead endpoint delays only its own deliveries', (
     const a = await api.account();
     const erroring = await register(a, '/erroring');
     await as(a, 'post', `/webhooks/${erroring}/test`).expect(202);
-    await waitFor('3 attempts', async () => at('/erroring').length >= 3, 20_000);
+    await waitFor('3 attempts', () => at('/erroring').length >= 3, 20_000);
     const [first, second, third] = at('/erroring').map((h) => h.at);
     // The delay, plus the poll interval and a wide margin for a loaded machine; with rounds this was the timeout's multiple.
     expect(second - first).toBeGreaterThanOrEqual(950);
@@ -133,39 +148,58 @@ describe('webhook delivery: the circuit of an endpoint that fails everything', (
     let answer = 500;
     receiver.reply = () => ({ status: answer });
     const a = await api.account();
-    const id = (await as(a, 'post', '/webhooks').send({ url: receiver.url('/down'), events: ['ping'] }).expect(201)).body.endpoint.id;
+    const id = (
+      await as(a, 'post', '/webhooks')
+        .send({ url: receiver.url('/down'), events: ['ping'] })
+        .expect(201)
+    ).body.endpoint.id;
     for (let i = 0; i < 4; i++) await as(a, 'post', `/webhooks/${id}/test`).expect(202);
 
     const opened = await waitFor('the circuit to open', async () => {
       const page = await log(a, id);
       return page.endpoint.circuitOpenUntil ? page : null;
     });
+    // A delivery claimed beside the third failure may still be on its way when the circuit
+    // opens (4 received, 3 counted, in a loaded Node 24 run): it was sent before, so let it land.
+    await new Promise((r) => setTimeout(r, 200));
     const sentWhenOpened = receiver.received.length;
     expect(opened.endpoint.consecutiveFailures).toBe(3);
     expect(opened.endpoint.circuitOpenUntil - Date.now()).toBeLessThanOrEqual(COOLDOWN_MS);
     expect(opened.deliveries.every((d: any) => d.status === 'pending')).toBe(true);
-    expect((await as(a, 'get', '/webhooks').expect(200)).body.endpoints[0]).toMatchObject({ id, consecutiveFailures: 3, circuitOpenUntil: expect.any(Number) });
+    expect((await as(a, 'get', '/webhooks').expect(200)).body.endpoints[0]).toMatchObject({
+      id,
+      consecutiveFailures: 3,
+      circuitOpenUntil: expect.any(Number),
+    });
     const scrape = await api.http.get('/metrics').set('Authorization', ADMIN).expect(200);
     expect(scrape.text).toMatch(/^kiln_webhook_circuits_open 1$/m);
-    expect((await metrics.registry.getSingleMetricAsString('kiln_webhook_circuit_opened_total'))).toMatch(/ 1$/m);
+    expect(await metrics.registry.getSingleMetricAsString('kiln_webhook_circuit_opened_total')).toMatch(/ 1$/m);
 
     // Open: nothing more is sent until the cooldown ends, then one probe, which fails and reopens the circuit for 2x.
-    await new Promise((r) => setTimeout(r, COOLDOWN_MS / 2));
+    await new Promise((r) => setTimeout(r, COOLDOWN_MS / 2 - 200));
     expect(receiver.received.length).toBe(sentWhenOpened);
-    const reopened = await waitFor('the failed probe', async () => {
-      const page = await log(a, id);
-      return page.endpoint.consecutiveFailures === 4 ? page : null;
-    }, 10_000);
+    const reopened = await waitFor(
+      'the failed probe',
+      async () => {
+        const page = await log(a, id);
+        return page.endpoint.consecutiveFailures === 4 ? page : null;
+      },
+      10_000,
+    );
     expect(receiver.received.length).toBe(sentWhenOpened + 1);
     expect(reopened.endpoint.circuitOpenUntil - Date.now()).toBeGreaterThan(COOLDOWN_MS);
     expect(reopened.endpoint.circuitOpenUntil - Date.now()).toBeLessThanOrEqual(2 * COOLDOWN_MS);
 
     // The endpoint comes back: the next probe succeeds, the circuit closes, every held delivery goes.
     answer = 204;
-    const closed = await waitFor('all delivered', async () => {
-      const page = await log(a, id);
-      return page.deliveries.every((d: any) => d.status === 'delivered') ? page : null;
-    }, 20_000);
+    const closed = await waitFor(
+      'all delivered',
+      async () => {
+        const page = await log(a, id);
+        return page.deliveries.every((d: any) => d.status === 'delivered') ? page : null;
+      },
+      20_000,
+    );
     expect(closed.endpoint).toMatchObject({ consecutiveFailures: 0, circuitOpenUntil: null });
     expect(closed.deliveries).toHaveLength(4);
     expect((await api.http.get('/metrics').set('Authorization', ADMIN).expect(200)).text).toMatch(/^kiln_webhook_circuits_open 0$/m);

@@ -17,7 +17,10 @@ const CHILD_ENV = {
 };
 
 describe('webhook delivery across generator processes (the built generator)', () => {
-  const kiln = useGeneratorProcesses('webhooks_process', { childEnv: CHILD_ENV, overrides: (base) => ({ webhooks: { ...base.webhooks, allowPrivate: true } }) });
+  const kiln = useGeneratorProcesses('webhooks_process', {
+    childEnv: CHILD_ENV,
+    overrides: (base) => ({ webhooks: { ...base.webhooks, allowPrivate: true } }),
+  });
   let receiver: WebhookReceiver;
   const as = (a: TestAccount, method: 'get' | 'post', path: string) => kiln.api.http[method](`/v1${path}`).set('Authorization', bearer(a));
 
@@ -30,21 +33,27 @@ describe('webhook delivery across generator processes (the built generator)', ()
 
   it('a generator SIGKILLed between the event commit and its delivery: another delivers it, with the same webhook-id', async () => {
     const a = await kiln.api.account();
-    const ep = await as(a, 'post', '/webhooks').send({ url: receiver.url('/killed'), events: ['task.succeeded'] }).expect(201);
+    const ep = await as(a, 'post', '/webhooks')
+      .send({ url: receiver.url('/killed'), events: ['task.succeeded'] })
+      .expect(201);
     // The first attempt never gets an answer: the generator is killed while it waits.
     receiver.reply = (req) => (receiver.received.filter((r) => r.path === '/killed').indexOf(req) === 0 ? 'hang' : { status: 204 });
     const first = kiln.start();
     const batchId = await createBatch(kiln.api, a, { model: 'eta-image', prompts: ['killed mid-delivery'] });
-    await waitFor('the first attempt', async () => receiver.received.some((r) => r.path === '/killed'), 60_000);
+    await waitFor('the first attempt', () => receiver.received.some((r) => r.path === '/killed'), 60_000);
     await kiln.kill(first, 'SIGKILL');
 
     const [row] = await kiln.api.db.query(`SELECT status, attempts FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
     expect(row).toEqual({ status: 'pending', attempts: 1 });
     kiln.start();
-    const hooks = await waitFor('the second attempt', async () => {
-      const got = receiver.received.filter((r) => r.path === '/killed');
-      return got.length >= 2 ? got : null;
-    }, 60_000);
+    const hooks = await waitFor(
+      'the second attempt',
+      () => {
+        const got = receiver.received.filter((r) => r.path === '/killed');
+        return got.length >= 2 ? got : null;
+      },
+      60_000,
+    );
     expect(hooks[1].headers['webhook-id']).toBe(hooks[0].headers['webhook-id']);
     expect(hooks[1].body).toBe(hooks[0].body);
     expect(JSON.parse(hooks[1].body)).toMatchObject({ type: 'task.succeeded', data: { batchId, status: 'succeeded' } });
@@ -58,20 +67,29 @@ describe('webhook delivery across generator processes (the built generator)', ()
   it('two generators: every delivery made, each attempt once', async () => {
     while (kiln.running().length < 2) kiln.start();
     const a = await kiln.api.account();
-    const ep = await as(a, 'post', '/webhooks').send({ url: receiver.url('/pair') }).expect(201);
+    const ep = await as(a, 'post', '/webhooks')
+      .send({ url: receiver.url('/pair') })
+      .expect(201);
     // Both poll every 20 ms, so their rounds overlap on the same due rows.
     receiver.reply = () => ({ status: 204 });
     const pings = await Promise.all(Array.from({ length: 60 }, () => as(a, 'post', `/webhooks/${ep.body.endpoint.id}/test`).expect(202)));
     const ids = pings.map((p) => p.body.delivery.id as string);
-    await waitFor('60 deliveries', async () => {
-      const [{ n }] = await kiln.api.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, [
-        ep.body.endpoint.id,
-      ]);
-      return n === 60;
-    }, 60_000);
+    await waitFor(
+      '60 deliveries',
+      async () => {
+        const [{ n }] = await kiln.api.db.query(
+          `SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`,
+          [ep.body.endpoint.id],
+        );
+        return n === 60;
+      },
+      60_000,
+    );
     const received = receiver.received.filter((r) => r.path === '/pair').map((r) => r.headers['webhook-id'] as string);
     expect(received.sort()).toEqual([...ids].sort());
-    const [{ max }] = await kiln.api.db.query(`SELECT max(attempts)::int AS max FROM webhook_deliveries WHERE endpoint_id = $1`, [ep.body.endpoint.id]);
+    const [{ max }] = await kiln.api.db.query(`SELECT max(attempts)::int AS max FROM webhook_deliveries WHERE endpoint_id = $1`, [
+      ep.body.endpoint.id,
+    ]);
     expect(max).toBe(1);
   });
 });

@@ -27,13 +27,16 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     await env?.teardown();
   });
 
-  const as = (a: TestAccount, method: 'get' | 'post' | 'delete', path: string) => t.http[method](`/v1${path}`).set('Authorization', bearer(a));
+  const as = (a: TestAccount, method: 'get' | 'post' | 'delete', path: string) =>
+    t.http[method](`/v1${path}`).set('Authorization', bearer(a));
   const endpointCount = async (accountId: string) =>
     (await t.db.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1`, [accountId]))[0].n as number;
 
   it('a cancel that finishes the batch (nothing was running) writes its batch.completed event with the cancel, like a last task settling', async () => {
     const a = await t.account();
-    await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, events: ['batch.completed'] }).expect(201);
+    await as(a, 'post', '/webhooks')
+      .send({ url: PUBLIC_URL, events: ['batch.completed'] })
+      .expect(201);
     // No generator here: every task is still pending when the cancel takes them all.
     const batchId = await createBatch(t, a, { model: 'eta-image', prompts: ['a', 'b'] });
     const cancelled = await as(a, 'post', `/batches/${batchId}/cancel`).expect(200);
@@ -47,7 +50,16 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     const a = await t.account();
     const res = await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, description: 'orders' }).expect(201);
     expect(res.body).toEqual({
-      endpoint: { id: expect.any(String), url: PUBLIC_URL, events: ['batch.completed'], description: 'orders', createdAt: expect.any(Number), disabledAt: null, consecutiveFailures: 0, circuitOpenUntil: null },
+      endpoint: {
+        id: expect.any(String),
+        url: PUBLIC_URL,
+        events: ['batch.completed'],
+        description: 'orders',
+        createdAt: expect.any(Number),
+        disabledAt: null,
+        consecutiveFailures: 0,
+        circuitOpenUntil: null,
+      },
       secret: expect.stringMatching(SECRET),
     });
     const { secret } = res.body;
@@ -68,7 +80,9 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
 
   it('events: any of the four types; unknown, empty or duplicated lists and bad bodies -> 400 invalid_request, nothing written', async () => {
     const a = await t.account();
-    const ok = await as(a, 'post', '/webhooks').send({ url: PUBLIC_URL, events: ['task.succeeded', 'task.failed', 'batch.completed', 'ping'] }).expect(201);
+    const ok = await as(a, 'post', '/webhooks')
+      .send({ url: PUBLIC_URL, events: ['task.succeeded', 'task.failed', 'batch.completed', 'ping'] })
+      .expect(201);
     expect(ok.body.endpoint.events).toEqual(['task.succeeded', 'task.failed', 'batch.completed', 'ping']);
     for (const body of [
       { url: PUBLIC_URL, events: ['task.started'] },
@@ -176,7 +190,11 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     expect(page1.body.deliveries.map((d: { id: string }) => d.id)).toEqual([pings[2].id, pings[1].id]);
     expect(page1.body.nextCursor).toEqual(expect.any(String));
     const page2 = await as(a, 'get', `/webhooks/${id}/deliveries?limit=2&cursor=${page1.body.nextCursor}`).expect(200);
-    expect(page2.body).toEqual({ endpoint: expect.objectContaining({ id, consecutiveFailures: 0, circuitOpenUntil: null }), deliveries: [pings[0]], nextCursor: null });
+    expect(page2.body).toEqual({
+      endpoint: expect.objectContaining({ id, consecutiveFailures: 0, circuitOpenUntil: null }),
+      deliveries: [pings[0]],
+      nextCursor: null,
+    });
     const bad = await as(a, 'get', `/webhooks/${id}/deliveries?limit=0`).expect(400);
     expect(bad.body.error.code).toBe('invalid_request');
     const badCursor = await as(a, 'get', `/webhooks/${id}/deliveries?cursor=nope`).expect(400);
@@ -220,7 +238,10 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     const cutoff = new Date(Date.now() - 30 * 86_400_000);
     // Rounds of 4: the last round is short, and the sweep stops there.
     expect(await sweepWebhookDeliveries(t.db, cutoff, 4)).toBe(10);
-    const left = await t.db.query(`SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`, [id]);
+    const left = await t.db.query(
+      `SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`,
+      [id],
+    );
     expect(left).toEqual([
       { status: 'delivered', n: 4 },
       { status: 'pending', n: 2 },
@@ -283,7 +304,10 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
 
     const other = await t.account();
     expect((await as(other, 'get', '/webhooks').expect(200)).body).toEqual({ endpoints: [] });
-    const signup = await t.http.post('/v1/dashboard/signup').send({ email: `w-${Date.now()}@example.test`, password: 'correct horse battery' }).expect(201);
+    const signup = await t.http
+      .post('/v1/dashboard/signup')
+      .send({ email: `w-${Date.now()}@example.test`, password: 'correct horse battery' })
+      .expect(201);
     const session = { Authorization: `Bearer ${signup.body.token}` };
     expect((await t.http.get('/v1/dashboard/webhooks').set(session).expect(200)).body).toEqual({ endpoints: [] });
 
@@ -296,7 +320,13 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
     ] as const) {
       const viaKey = await as(other, method, path);
       const viaSession = await t.http[method](`/v1/dashboard${path}`).set(session);
-      expect([path, viaKey.status, viaKey.body.error?.code, viaSession.status, viaSession.body.error?.code]).toEqual([path, 404, 'not_found', 404, 'not_found']);
+      expect([path, viaKey.status, viaKey.body.error?.code, viaSession.status, viaSession.body.error?.code]).toEqual([
+        path,
+        404,
+        'not_found',
+        404,
+        'not_found',
+      ]);
     }
     expect(await t.db.query(`SELECT * FROM webhook_endpoints WHERE id = $1`, [id])).toEqual(before);
     const [{ n }] = await t.db.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`, [id]);
@@ -304,9 +334,15 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
   });
 
   it('the dashboard routes: create, list, rotate, test, deliveries and delete for a signed-in holder', async () => {
-    const signup = await t.http.post('/v1/dashboard/signup').send({ email: `d-${Date.now()}@example.test`, password: 'correct horse battery' }).expect(201);
-    const dash = (method: 'get' | 'post' | 'delete', path: string) => t.http[method](`/v1/dashboard${path}`).set({ Authorization: `Bearer ${signup.body.token}` });
-    const created = await dash('post', '/webhooks').send({ url: PUBLIC_URL, events: ['task.failed'] }).expect(201);
+    const signup = await t.http
+      .post('/v1/dashboard/signup')
+      .send({ email: `d-${Date.now()}@example.test`, password: 'correct horse battery' })
+      .expect(201);
+    const dash = (method: 'get' | 'post' | 'delete', path: string) =>
+      t.http[method](`/v1/dashboard${path}`).set({ Authorization: `Bearer ${signup.body.token}` });
+    const created = await dash('post', '/webhooks')
+      .send({ url: PUBLIC_URL, events: ['task.failed'] })
+      .expect(201);
     expect(created.body.secret).toMatch(SECRET);
     const id = created.body.endpoint.id;
     expect((await dash('get', '/webhooks').expect(200)).body.endpoints.map((e: { id: string }) => e.id)).toEqual([id]);
@@ -354,7 +390,14 @@ describe('webhook endpoints (the api; no WEBHOOK_ALLOW_PRIVATE)', () => {
       );
       await ds.runMigrations();
       const scopes = async (id: string) => (await ds.query(`SELECT scopes FROM api_keys WHERE id = $1`, [id]))[0].scopes;
-      expect(await scopes(full[0].id)).toEqual(['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage']);
+      expect(await scopes(full[0].id)).toEqual([
+        'models:read',
+        'account:read',
+        'batches:read',
+        'batches:write',
+        'uploads:write',
+        'webhooks:manage',
+      ]);
       expect(await scopes(fewer[0].id)).toEqual(['batches:read', 'batches:write']);
     } finally {
       await ds.destroy();

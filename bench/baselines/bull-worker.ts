@@ -28,7 +28,7 @@ process.on('message', (m: { type: string; n: number }) => {
   }
 });
 
-void queue.process('render', concurrency, async () => undefined);
+void queue.process('render', concurrency, () => Promise.resolve());
 void queue.isReady().then(() => process.send?.({ type: 'ready' }));
 process.on('SIGTERM', () => {
   void queue.close().finally(() => process.exit(0));

@@ -13,10 +13,17 @@ const PREPARED = process.env.PREPARED === '1';
 const VERSION_SQL = `SELECT version FROM batches WHERE id = $1 AND account_id = $2`;
 const ROUTE = /^\/v1\/batches\/([0-9a-f-]{36})$/i;
 
+/** VERSION_SQL's row: a bigint, which node-postgres gives as a string. */
+interface VersionRow {
+  version: string;
+}
+
 async function conditional(req: http.IncomingMessage, res: http.ServerResponse, batchId: string): Promise<void> {
   const key = await authenticate(db, req, 'batches:read', PREPARED);
   const values = [batchId, key.accountId];
-  const { rows } = await db.query(PREPARED ? { name: 'baseline_version', text: VERSION_SQL, values } : { text: VERSION_SQL, values });
+  const { rows } = await db.query<VersionRow>(
+    PREPARED ? { name: 'baseline_version', text: VERSION_SQL, values } : { text: VERSION_SQL, values },
+  );
   if (!rows[0]) throw new HttpError(404, 'not_found');
   const etag = `W/"${batchId}-${rows[0].version}"`;
   if (req.headers['if-none-match'] === etag) {

@@ -17,6 +17,17 @@ const queue = new Bull('bench-create', process.env.REDIS_URL ?? '', {
   defaultJobOptions: { removeOnComplete: true },
 });
 
+/** The price read's row (jsonb comes back parsed). */
+interface ModelPriceRow {
+  credit_cost: Record<string, number>;
+  provider: unknown;
+}
+
+/** The charge's RETURNING row: a bigint, which node-postgres gives as a string. */
+interface ChargedRow {
+  balance: string;
+}
+
 async function create(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   const key = await authenticate(db, req, 'batches:write');
   const input = JSON.parse(await readBody(req)) as { prompts?: unknown; model?: unknown };
@@ -25,7 +36,7 @@ async function create(req: http.IncomingMessage, res: http.ServerResponse): Prom
     throw new HttpError(400, 'invalid_request');
   }
   if (typeof input.model !== 'string') throw new HttpError(400, 'invalid_request');
-  const models = await db.query(`SELECT credit_cost, provider FROM models WHERE key = $1 AND enabled`, [input.model]);
+  const models = await db.query<ModelPriceRow>(`SELECT credit_cost, provider FROM models WHERE key = $1 AND enabled`, [input.model]);
   const model = models.rows[0];
   if (!model) throw new HttpError(400, 'unknown_model');
   const unitCost: number = model.credit_cost['1K'];
@@ -37,7 +48,7 @@ async function create(req: http.IncomingMessage, res: http.ServerResponse): Prom
   const client = await db.connect();
   try {
     await client.query('BEGIN');
-    const charged = await client.query(
+    const charged = await client.query<ChargedRow>(
       `UPDATE accounts SET balance = balance - $2 WHERE id = $1 AND balance >= $2 AND status = 'active' RETURNING balance`,
       [key.accountId, cost],
     );

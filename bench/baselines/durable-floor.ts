@@ -63,7 +63,12 @@ UPDATE ${table} t SET status = 'succeeded', progress = 100, result_url = 'http:/
  * file involved. Kiln's PostgreSQL CPU per task over this says what Kiln's statements add, and
  * the floor at other group sizes what statements per task cost (bench/findings.md, 2026-11-27).
  */
-export async function runDurableFloor(stack: KilnStack, images: number, indexes: FloorIndexes, groupSize = FLOOR_GROUP_SIZE): Promise<DurableFloorRun> {
+export async function runDurableFloor(
+  stack: KilnStack,
+  images: number,
+  indexes: FloorIndexes,
+  groupSize = FLOOR_GROUP_SIZE,
+): Promise<DurableFloorRun> {
   const table = `bench_floor_${indexes.replace('-', '_')}`;
   const pool = new Pool({ connectionString: stack.databaseUrl, max: FLOOR_WRITERS });
   try {

@@ -17,6 +17,29 @@ const BATCH_COLUMNS = FULL_ROWS
      ref_images, total, note, preview_url, created_via_api, status, credits_charged, credits_refunded, cancelled_at`;
 const TASK_COLUMNS = FULL_ROWS ? '*' : 'id, batch_id, prompt, status, progress, result_url, error';
 
+/** The batch columns read (BATCH_COLUMNS; FULL_ROWS reads more, unused), as node-postgres gives them: jsonb parsed, timestamps as Date. */
+interface BatchRow {
+  id: string;
+  created_at: Date;
+  prompts: string[];
+  model: string;
+  aspect_ratio: string;
+  resolution: string;
+  quality: string;
+  background: string | null;
+  count_per_combo: number;
+  ref_mode: string;
+  ref_images: string[];
+  total: number;
+  note: string | null;
+  preview_url: string | null;
+  created_via_api: boolean;
+  status: string;
+  credits_charged: number;
+  credits_refunded: number;
+  cancelled_at: Date | null;
+}
+
 interface TaskRow {
   id: string;
   batch_id: string;
@@ -29,13 +52,13 @@ interface TaskRow {
 
 async function detail(req: http.IncomingMessage, res: http.ServerResponse, batchId: string): Promise<void> {
   const key = await authenticate(db, req, 'batches:read');
-  const batches = await db.query(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = $1 AND account_id = $2`, [batchId, key.accountId]);
+  const batches = await db.query<BatchRow>(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = $1 AND account_id = $2`, [
+    batchId,
+    key.accountId,
+  ]);
   const b = batches.rows[0];
   if (!b) throw new HttpError(404, 'not_found');
-  const { rows: tasks } = await db.query<TaskRow>(
-    `SELECT ${TASK_COLUMNS} FROM tasks WHERE batch_id = $1 ORDER BY seq`,
-    [batchId],
-  );
+  const { rows: tasks } = await db.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE batch_id = $1 ORDER BY seq`, [batchId]);
   const counts = { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
   for (const t of tasks) {
     if (t.status === 'pending' || t.status === 'queued') counts.pending++;
@@ -82,7 +105,11 @@ async function detail(req: http.IncomingMessage, res: http.ServerResponse, batch
 }
 
 /** The same derivation as libs/tasks batchStatusFromCounts. */
-function status(stored: string, c: { pending: number; running: number; succeeded: number; failed: number; cancelled: number }, total: number): string {
+function status(
+  stored: string,
+  c: { pending: number; running: number; succeeded: number; failed: number; cancelled: number },
+  total: number,
+): string {
   if (total === 0) return stored;
   if (c.pending + c.running === 0) {
     if (c.cancelled > 0) return 'cancelled';

@@ -24,6 +24,17 @@ export class HttpError extends Error {
   }
 }
 
+/** What the key check's statement returns, as node-postgres gives it (timestamps as Date). */
+interface KeyCheckRow {
+  id: string;
+  account_id: string;
+  scopes: string[];
+  revoked_at: Date | null;
+  expires_at: Date | null;
+  status: string;
+  api_access: boolean;
+}
+
 export async function authenticate(db: Pool, req: http.IncomingMessage, scope: string, prepared = false): Promise<RawKey> {
   const header = req.headers.authorization ?? '';
   const token = header.startsWith('Bearer ') ? header.slice(7) : '';
@@ -33,7 +44,9 @@ export async function authenticate(db: Pool, req: http.IncomingMessage, scope: s
        FROM api_keys k JOIN accounts a ON a.id = k.account_id JOIN plans p ON p.key = a.plan_key
       WHERE k.key_hash = $1`;
   // prepared: a named statement, parsed and planned once per connection (as Kiln's own is).
-  const { rows } = await db.query(prepared ? { name: 'baseline_authenticate', text, values: [hash] } : { text, values: [hash] });
+  const { rows } = await db.query<KeyCheckRow>(
+    prepared ? { name: 'baseline_authenticate', text, values: [hash] } : { text, values: [hash] },
+  );
   const row = rows[0];
   if (!row) throw new HttpError(401, 'invalid_api_key');
   if (row.revoked_at) throw new HttpError(401, 'key_revoked');

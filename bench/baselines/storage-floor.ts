@@ -32,7 +32,8 @@ export async function runStorageFloor(dataDir: string, image: Buffer, images: nu
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < images; i = next++) await driver.put(resultObjectKey(newObjectToken(), batchId, i + 1, 'png'), image, 'image/png');
+      for (let i = next++; i < images; i = next++)
+        await driver.put(resultObjectKey(newObjectToken(), batchId, i + 1, 'png'), image, 'image/png');
     }),
   );
   const wallSec = Number(process.hrtime.bigint() - started) / 1e9;

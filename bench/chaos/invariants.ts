@@ -42,10 +42,13 @@ const SQL_INVARIANTS: SqlInvariant[] = [
   },
   {
     name: 'never negative',
-    rule: 'no balance is negative, now or after any ledger row',
-    sql: `SELECT id::text, balance FROM accounts WHERE balance < 0
+    rule: 'no debit but a purchase refund leaves a balance below zero; only an account with a purchase refund is below zero',
+    // A card refund takes back credits already spent (docs/billing.md): the debt is the one
+    // way below zero. Charges and adjustments are conditional on the balance.
+    sql: `SELECT id::text, balance FROM accounts a WHERE balance < 0
+             AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.account_id = a.id AND l.kind = 'purchase_refund')
           UNION ALL
-          SELECT account_id::text, balance_after FROM ledger_entries WHERE balance_after < 0`,
+          SELECT account_id::text, balance_after FROM ledger_entries WHERE balance_after < 0 AND amount < 0 AND kind <> 'purchase_refund'`,
   },
   {
     name: 'ledger history',

@@ -17,6 +17,8 @@ export interface LoadOptions {
   baseUrls: string[];
   accounts: BenchAccount[];
   model: string;
+  /** With --upstreams: other models (and the economy tier) take this share of the batches each. */
+  upstreamModels?: { model: string; share: number; tier?: 'economy' }[];
   /** Every request gives up after this long (counted as a timeout). */
   requestTimeoutMs: number;
 }
@@ -121,6 +123,16 @@ export class LoadClient {
     }
   }
 
+  /** The simulated model, or (--upstreams) one of the upstream models by its share. */
+  private drawModel(): { model: string; tier?: 'economy' } {
+    let r = Math.random();
+    for (const m of this.opts.upstreamModels ?? []) {
+      if (r < m.share) return m;
+      r -= m.share;
+    }
+    return { model: this.opts.model };
+  }
+
   private drawSize(): { prompts: number; copies: number } {
     return { prompts: 1 + Math.floor(Math.random() * MAX_PROMPTS), copies: 1 + Math.floor(Math.random() * MAX_COPIES) };
   }
@@ -131,6 +143,7 @@ export class LoadClient {
     this.seq += 1;
     const key = `chaos-${process.pid}-${this.seq}`;
     const prompts = Array.from({ length: size.prompts }, (_, i) => `chaos ${this.seq}.${i + 1}: a brick kiln at dusk`);
+    const { model, tier } = this.drawModel();
     try {
       // Sent again with the same key until an answer says what became of it: a crash of
       // PostgreSQL or the api mid-create must neither lose the batch nor make a second one.
@@ -139,11 +152,19 @@ export class LoadClient {
           this.retriedCreates += 1;
           await sleep(CREATE_RETRY_MS);
         }
-        const res = await this.request<{ id: string; total: number }>('create', 'POST', '/v1/batches', account.key, {
-          model: this.opts.model,
-          prompts,
-          countPerCombo: size.copies,
-        }, { 'idempotency-key': key });
+        const res = await this.request<{ id: string; total: number }>(
+          'create',
+          'POST',
+          '/v1/batches',
+          account.key,
+          {
+            model,
+            ...(tier ? { tier } : {}),
+            prompts,
+            countPerCombo: size.copies,
+          },
+          { 'idempotency-key': key },
+        );
         if (res?.status === 201) {
           const ids = this.idempotency.get(key) ?? new Set<string>();
           ids.add(res.body.id);
@@ -191,7 +212,15 @@ export class LoadClient {
       const [key, id] = entry.split(' ');
       const timeoutMs = (LONG_POLL_WAIT_S + 15) * 1000;
       const sentAt = Date.now();
-      const res = await this.request('longpoll', 'GET', `/v1/batches/${id}`, key, undefined, { prefer: `wait=${LONG_POLL_WAIT_S}` }, timeoutMs);
+      const res = await this.request(
+        'longpoll',
+        'GET',
+        `/v1/batches/${id}`,
+        key,
+        undefined,
+        { prefer: `wait=${LONG_POLL_WAIT_S}` },
+        timeoutMs,
+      );
       if (!res && Date.now() - sentAt >= timeoutMs - 100) this.longPollsHung.push(sentAt);
     }
   }
@@ -203,7 +232,16 @@ export class LoadClient {
       const ids = [...this.owners.keys()];
       const id = ids[Math.floor(Math.random() * ids.length)];
       if (!id) continue;
-      const res = await this.request<Buffer>('archive', 'GET', `/v1/batches/${id}/archive`, this.owners.get(id)!, undefined, {}, this.opts.requestTimeoutMs, true);
+      const res = await this.request<Buffer>(
+        'archive',
+        'GET',
+        `/v1/batches/${id}/archive`,
+        this.owners.get(id)!,
+        undefined,
+        {},
+        this.opts.requestTimeoutMs,
+        true,
+      );
       if (res?.status !== 200) continue;
       // The end of central directory closes a whole zip; a zip cut short must never look whole.
       if (res.body.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06])) >= 0) this.archivesWhole += 1;

@@ -20,6 +20,11 @@
  *   --tasks=N     tasks to create (CHAOS_TASKS too; default 3000, quick 600)
  *   --keep        keep the run directory: logs of every process, the data
  *   --log-level=L LOG_LEVEL of Kiln's processes (default info)
+ *   --upstreams   the upstream paths too (CHAOS_UPSTREAMS=1): models routed to fake fal,
+ *                 Replicate and BFL queues behind a fault proxy (held submits, 503 bursts, hung
+ *                 submits), the OpenAI door, the economy tier on a fake OpenAI Batch API, and
+ *                 Stripe purchases; invariants one submit per task per route, one batch line per
+ *                 task, one credit per payment session (bench/chaos/upstreams.ts)
  *   --pgbouncer   Kiln reaches PostgreSQL through a PgBouncer of the run's own in transaction
  *                 mode, with DATABASE_PREPARED_STATEMENTS=false (npm run test:pgbouncer
  *                 runs the quick run so)
@@ -36,10 +41,13 @@ import { checkInvariants, InvariantResult, unreferencedResultObjects } from './i
 import { ApiEvent, LoadClient } from './load';
 import { ChaosReceiver, pendingDeliveries, registerEndpoints, webhookInvariants } from './webhooks';
 import { PrivatePgBouncer, PrivatePostgres, PrivateRedis } from './services';
+import { StrandedTracer } from './timeline';
+import { ChaosUpstreams, DOOR_MODEL, ECONOMY_MODEL, QUEUE_MODELS } from './upstreams';
 
 const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 
-type FaultKind = 'generator-sigkill' | 'generator-sigterm' | 'redis-kill' | 'redis-freeze' | 'postgres-immediate' | 'postgres-kill' | 'postgres-freeze';
+type FaultKind =
+  'generator-sigkill' | 'generator-sigterm' | 'redis-kill' | 'redis-freeze' | 'postgres-immediate' | 'postgres-kill' | 'postgres-freeze';
 
 interface FaultSpec {
   kind: FaultKind;
@@ -142,28 +150,46 @@ interface Crash {
   code: number | null;
 }
 
-function parseArgs(argv: string[]): { profile: Profile; quick: boolean; keep: boolean; logLevel: string; pgbouncer: boolean } {
+function parseArgs(argv: string[]): {
+  profile: Profile;
+  quick: boolean;
+  keep: boolean;
+  logLevel: string;
+  pgbouncer: boolean;
+  upstreams: boolean;
+} {
   const flags = new Map<string, string>();
   for (const arg of argv) {
     if (!arg.startsWith('--')) throw new Error(`Unknown argument "${arg}"`);
     const [k, v] = arg.slice(2).split('=', 2);
     flags.set(k, v ?? 'true');
   }
-  for (const k of flags.keys()) if (!['quick', 'tasks', 'keep', 'log-level', 'pgbouncer'].includes(k)) throw new Error(`Unknown flag --${k}`);
+  for (const k of flags.keys())
+    if (!['quick', 'tasks', 'keep', 'log-level', 'pgbouncer', 'upstreams'].includes(k)) throw new Error(`Unknown flag --${k}`);
   const quick = flags.has('quick') || process.env.CHAOS_QUICK === '1';
   const profile = { ...PROFILES[quick ? 'quick' : 'full'] };
   const tasks = flags.get('tasks') ?? process.env.CHAOS_TASKS;
   if (tasks !== undefined) {
     profile.tasks = Number(tasks);
-    if (!Number.isInteger(profile.tasks) || profile.tasks < 50) throw new Error('--tasks (CHAOS_TASKS) takes a whole number of at least 50');
+    if (!Number.isInteger(profile.tasks) || profile.tasks < 50)
+      throw new Error('--tasks (CHAOS_TASKS) takes a whole number of at least 50');
   }
-  return { profile, quick, keep: flags.has('keep'), logLevel: flags.get('log-level') ?? 'info', pgbouncer: flags.has('pgbouncer') };
+  return {
+    profile,
+    quick,
+    keep: flags.has('keep'),
+    logLevel: flags.get('log-level') ?? 'info',
+    pgbouncer: flags.has('pgbouncer'),
+    upstreams: flags.has('upstreams') || process.env.CHAOS_UPSTREAMS === '1',
+  };
 }
 
 /** Restarts a Kiln process that died on its own, as a container's restart policy would. */
 class Processes {
   readonly generators: (NodeChild | null)[] = [null, null];
   readonly crashes: Crash[] = [];
+  /** When a generator was killed or told to stop (ms epoch). */
+  readonly kills: number[] = [];
   /** The second api process (the stack's own is the first), on a port of its own. */
   secondApi: NodeChild | null = null;
   private readonly deliberate = new Set<NodeChild>();
@@ -200,6 +226,7 @@ class Processes {
     const child = this.generators[i];
     if (!child) throw new Error(`generator-${i} is not running`);
     this.deliberate.add(child);
+    this.kills.push(Date.now());
     child.proc.kill(signal);
     void child.exited.then(() =>
       setTimeout(() => {
@@ -254,7 +281,7 @@ class Processes {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    await Promise.all(this.generators.map((g) => g?.stop(40_000)));
+    await Promise.all(this.generators.filter((g) => g !== null).map((g) => g.stop(40_000)));
     await Promise.all([this.stack.api?.stop(), this.secondApi?.stop()]);
   }
 }
@@ -300,7 +327,7 @@ class Monitor {
 }
 
 async function main(): Promise<void> {
-  const { profile, quick, keep, logLevel, pgbouncer } = parseArgs(process.argv.slice(2));
+  const { profile, quick, keep, logLevel, pgbouncer, upstreams: withUpstreams } = parseArgs(process.argv.slice(2));
   const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-chaos-'));
   // PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir.
   fs.chmodSync(runDir, 0o755);
@@ -311,9 +338,12 @@ async function main(): Promise<void> {
   fs.mkdirSync(redisDir);
   const redis = new PrivateRedis(await freePort(), redisDir, path.join(logDir, 'redis.log'));
   // Kiln's default DATABASE_QUERY_TIMEOUT_MS, set by the pooler as Kiln sets it without one.
-  const pooler = pgbouncer ? new PrivatePgBouncer(await freePort(), path.join(runDir, 'pgbouncer'), pg.port, 10_000, path.join(logDir, 'pgbouncer.log')) : null;
+  const pooler = pgbouncer
+    ? new PrivatePgBouncer(await freePort(), path.join(runDir, 'pgbouncer'), pg.port, 10_000, path.join(logDir, 'pgbouncer.log'))
+    : null;
   // Every process the stack starts inherits it.
   if (pooler) process.env.DATABASE_PREPARED_STATEMENTS = 'false';
+  const upstreams = withUpstreams ? new ChaosUpstreams() : null;
   const started = Date.now();
 
   let stack: KilnStack | null = null;
@@ -321,14 +351,21 @@ async function main(): Promise<void> {
   let client: LoadClient | null = null;
   let monitor: Monitor | null = null;
   let monitorDb: Pool | null = null;
+  let tracer: StrandedTracer | null = null;
   let cleaned = false;
+  let upstreamsStopped = false;
+  let upstreamLoops: Promise<void>[] = [];
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
     log('stopping Kiln, PostgreSQL and Redis');
     monitor?.stop();
+    tracer?.stop();
     await client?.stop().catch(() => undefined);
+    upstreamsStopped = true;
+    await Promise.all(upstreamLoops).catch(() => undefined);
     await processes?.stop().catch(() => undefined);
+    await upstreams?.stop();
     await monitorDb?.end().catch(() => undefined);
     await stack?.db?.end().catch(() => undefined);
     await redis.shutdown();
@@ -350,16 +387,37 @@ async function main(): Promise<void> {
     await pg.start();
     await redis.start();
     await pooler?.start();
-    log(`private PostgreSQL on 127.0.0.1:${pg.port}, Redis on 127.0.0.1:${redis.port}${pooler ? `, PgBouncer (transaction mode) on 127.0.0.1:${pooler.port}` : ''}`);
-    stack = new KilnStack({ repoRoot: REPO_ROOT, serverDatabaseUrl: pooler?.url ?? pg.url, redisUrl: redis.url, runDir, logLevel, profile: false });
+    if (upstreams) {
+      await upstreams.start();
+      // Every process the stack starts inherits them: the fakes' keys, Stripe on its fake.
+      Object.assign(process.env, upstreams.env());
+    }
+    log(
+      `private PostgreSQL on 127.0.0.1:${pg.port}, Redis on 127.0.0.1:${redis.port}${pooler ? `, PgBouncer (transaction mode) on 127.0.0.1:${pooler.port}` : ''}`,
+    );
+    stack = new KilnStack({
+      repoRoot: REPO_ROOT,
+      serverDatabaseUrl: pooler?.url ?? pg.url,
+      redisUrl: redis.url,
+      runDir,
+      logLevel,
+      profile: false,
+    });
     await stack.setup();
     // Idle connections see PostgreSQL die too; an unhandled 'error' would end the run.
     stack.db.on('error', () => undefined);
-    monitorDb = new Pool({ connectionString: stack.databaseUrl, max: 3, connectionTimeoutMillis: 2000, query_timeout: 5000, idleTimeoutMillis: 5000 });
+    monitorDb = new Pool({
+      connectionString: stack.databaseUrl,
+      max: 3,
+      connectionTimeoutMillis: 2000,
+      query_timeout: 5000,
+      idleTimeoutMillis: 5000,
+    });
     monitorDb.on('error', () => undefined);
 
     await stack.liftScalePlanLimits();
     await stack.routeModel(FAST_MODEL, SIMULATED_ROUTE);
+    if (upstreams) await upstreams.route(stack);
     const accounts: BenchAccount[] = [];
     for (let i = 0; i < RICH_ACCOUNTS; i++) accounts.push(await stack.createAccount('chaos'));
     accounts.push(await tightAccount(stack, tightAccountCredits(profile.tasks)));
@@ -374,12 +432,29 @@ async function main(): Promise<void> {
     await registerEndpoints(stack.baseUrl, accounts.slice(0, RICH_ACCOUNTS), receiver);
     const secondApiPort = await freePort();
     await processes.startSecondApi(secondApiPort);
-    client = new LoadClient({ baseUrls: [stack.baseUrl, `http://127.0.0.1:${secondApiPort}`], accounts, model: FAST_MODEL, requestTimeoutMs: REQUEST_TIMEOUT_MS });
+    const baseUrls = [stack.baseUrl, `http://127.0.0.1:${secondApiPort}`];
+    client = new LoadClient({
+      baseUrls,
+      accounts,
+      model: FAST_MODEL,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      // Half the batches on the upstream paths: a tenth on each queue type, a tenth economy, a tenth the OpenAI route.
+      upstreamModels: upstreams
+        ? [
+            ...Object.values(QUEUE_MODELS).map((model) => ({ model, share: 0.1 })),
+            { model: ECONOMY_MODEL, share: 0.1, tier: 'economy' as const },
+            { model: DOOR_MODEL, share: 0.1 },
+          ]
+        : undefined,
+    });
     const windows: Window[] = [];
     let current: Window | null = null;
     const db = monitorDb;
+    tracer = new StrandedTracer(db, redis.url, stack.redisPrefix);
+    await tracer.start();
     monitor = new Monitor(db, async () => {
-      if (current) await measure(db, current, monitor!);
+      if (current) await measure(db, current, monitor!, tracer!);
+      await tracer!.tick();
     });
     monitor.start();
 
@@ -393,6 +468,7 @@ async function main(): Promise<void> {
     };
     paceFor(0);
     client.start();
+    if (upstreams) upstreamLoops = upstreams.loops(stack, baseUrls, accounts[0], () => upstreamsStopped);
     log(`warm-up: ${round(profile.warmupMs / 1000, 0)} s of load`);
     await sleep(profile.warmupMs);
     const receiverKill = sleep(RECEIVER_KILL_AFTER_MS).then(() => {
@@ -414,6 +490,7 @@ async function main(): Promise<void> {
     }
 
     client.stopCreating();
+    upstreamsStopped = true;
     log(`faults done; waiting up to ${profile.settleMs / 1000} s for every batch to settle`);
     const settleStart = Date.now();
     let settledAt: number | null = null;
@@ -425,6 +502,8 @@ async function main(): Promise<void> {
       }
       await sleep(1000);
     }
+    // The door's last request and every purchase event's delivery.
+    await Promise.all(upstreamLoops);
     if (settledAt === null) log('some batches did not settle in time: the invariants will say which');
     await client.stop();
     monitor.stop();
@@ -435,7 +514,11 @@ async function main(): Promise<void> {
     await receiver.stop();
 
     const invariants = [
-      ...(await checkInvariants(db, { acknowledged: [...client.acknowledged.keys()], dataDir: stack.dataDir, idempotency: client.idempotency })),
+      ...(await checkInvariants(db, {
+        acknowledged: [...client.acknowledged.keys()],
+        dataDir: stack.dataDir,
+        idempotency: client.idempotency,
+      })),
       ...(await webhookInvariants(db, receiver, accounts.slice(0, RICH_ACCOUNTS))),
       {
         name: 'long polls answered',
@@ -450,6 +533,15 @@ async function main(): Promise<void> {
         examples: [],
       },
     ];
+    let upstreamLine = '';
+    if (upstreams) {
+      const checked = await upstreams.invariants(db, processes.kills);
+      invariants.push(...checked.results);
+      upstreamLine =
+        `${upstreams.summary()} Submits again in the crash window (a submit in flight at a generator kill, issue 46 item 1): ` +
+        `${checked.crashWindow.length}${checked.crashWindow.length ? ` (${checked.crashWindow.map((c) => `${c.route} ${c.taskId} x${c.submits}`).join(', ')})` : ''}.`;
+      for (const c of checked.crashWindow) log(`crash window: ${c.route} task ${c.taskId} submitted ${c.submits} times`);
+    }
     const events = receiver.received.size;
     const webhookLine =
       `Webhooks: ${receiver.requests} deliveries received for ${events} events (${receiver.requests - events} received again, under the same webhook-id), ` +
@@ -461,6 +553,7 @@ async function main(): Promise<void> {
     const unreferenced = await unreferencedResultObjects(db, stack.dataDir);
     const report = renderReport({
       quick,
+      upstreams: upstreams !== null,
       profile,
       windows,
       events: client.events,
@@ -471,11 +564,12 @@ async function main(): Promise<void> {
       acknowledged: client.acknowledged.size,
       retriedCreates: client.retriedCreates,
       cancels: client.cancelled,
-      extra: webhookLine,
+      extra: upstreamLine ? `${webhookLine}\n\n${upstreamLine}` : webhookLine,
       settleSec: settledAt === null ? null : (settledAt - settleStart) / 1000,
       durationSec: (Date.now() - started) / 1000,
     });
     process.stdout.write(report);
+    process.stdout.write(tracer.render());
     for (const inv of invariants.filter((v) => v.violations > 0)) {
       log(`VIOLATION ${inv.name} (${inv.violations}): ${inv.rule}; e.g. ${JSON.stringify(inv.examples)}`);
     }
@@ -584,7 +678,7 @@ async function inject(w: Window, deps: { pg: PrivatePostgres; redis: PrivateRedi
 }
 
 /** Called by the monitor while a window is open and PostgreSQL answers. */
-async function measure(db: Pool, w: Window, monitor: Monitor): Promise<void> {
+async function measure(db: Pool, w: Window, monitor: Monitor, tracer: StrandedTracer): Promise<void> {
   if (w.healedAt === null) return;
   const now = Date.now();
   const healed = w.healedAt;
@@ -598,13 +692,22 @@ async function measure(db: Pool, w: Window, monitor: Monitor): Promise<void> {
   const unfinished = monitor.latestUnfinished();
   if (w.caughtUpAt === null && unfinished !== null && unfinished <= w.baselineUnfinished) w.caughtUpAt = now;
   if (now - healed >= STRANDED_AFTER_MS && (w.stranded === null || (w.stranded > 0 && w.strandedRerunAt === null))) {
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM tasks t JOIN unnest($1::uuid[], $2::int[]) AS s(id, attempts) ON s.id = t.id
-        WHERE t.status = 'running' AND t.attempts = s.attempts`,
+    // Tasks waiting on an upstream (a queue type's request, an economy upstream batch) are
+    // the pollers' and collectors' (UPSTREAM_LEASE_MS), not a worker's: counted apart.
+    const { rows: all } = await db.query<{ id: string; attempts: number; upstream: boolean }>(
+      `SELECT t.id, t.attempts, (t.upstream_poll_at IS NOT NULL OR t.upstream_batch_id IS NOT NULL) AS upstream
+         FROM tasks t JOIN unnest($1::uuid[], $2::int[]) AS s(id, attempts) ON s.id = t.id
+        WHERE t.status = 'running' AND t.attempts = s.attempts ORDER BY t.updated_at`,
       [w.snapshot.ids, w.snapshot.attempts],
     );
-    if (w.stranded === null) w.stranded = rows[0].n;
-    else if (rows[0].n === 0) w.strandedRerunAt = now;
+    const rows = all.filter((r) => !r.upstream);
+    if (w.stranded === null) {
+      const upstream = all.length - rows.length;
+      if (upstream > 0) w.notes.push(`${upstream} waiting on an upstream then (not counted as stranded)`);
+      w.stranded = rows.length;
+      // The first stranded ones (oldest touch first): their timelines say what holds them.
+      tracer.trace(w.n, w.label, healed, rows);
+    } else if (rows.length === 0) w.strandedRerunAt = now;
   }
 }
 
@@ -657,7 +760,7 @@ interface Totals {
 }
 
 async function taskTotals(db: Pool): Promise<Totals> {
-  const { rows } = await db.query(
+  const { rows } = await db.query<Totals>(
     `SELECT (SELECT count(*) FROM batches)::int AS batches,
             count(*)::int AS tasks,
             count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
@@ -674,6 +777,7 @@ async function taskTotals(db: Pool): Promise<Totals> {
 
 interface ReportInput {
   quick: boolean;
+  upstreams: boolean;
   profile: Profile;
   windows: Window[];
   events: ApiEvent[];
@@ -693,7 +797,11 @@ function renderReport(r: ReportInput): string {
   const secs = (from: number | null, to: number | null, cap: number) =>
     from === null ? '-' : to === null ? `>${round(cap / 1000, 0)}` : `${round(Math.max(0, to - from) / 1000, 1)}`;
   const lines: string[] = [];
-  lines.push('', `## Chaos run (${r.quick ? 'quick' : 'full'}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`, '');
+  lines.push(
+    '',
+    `## Chaos run (${r.quick ? 'quick' : 'full'}${r.upstreams ? ', upstreams' : ''}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    '',
+  );
   lines.push(
     `${r.totals.tasks} tasks in ${r.totals.batches} batches (${r.totals.succeeded} succeeded, ${r.totals.failed} failed and refunded, ` +
       `${r.totals.cancelled} cancelled and refunded in ${r.totals.cancelRefunds} cancel_refund rows, ` +
@@ -708,7 +816,9 @@ function renderReport(r: ReportInput): string {
       '`caught up` = unfinished tasks back down to the backlog before the fault. `>N`: not within the window.',
     '',
   );
-  lines.push('| # | fault | api 5xx / requests | api timeouts + conn errors | slowest answer | api errors until: create / poll | progress | stranded | stranded run again | caught up | process exits | notes |');
+  lines.push(
+    '| # | fault | api 5xx / requests | api timeouts + conn errors | slowest answer | api errors until: create / poll | progress | stranded | stranded run again | caught up | process exits | notes |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const w of r.windows) {
     const end = w.end ?? Date.now();

@@ -78,12 +78,18 @@ export class PrivateRedis extends PrivateServer {
   /** Starts redis-server without persistence: a restart comes back empty, as a lost Redis does. */
   async start(): Promise<void> {
     this.spawnServer('redis-server', [
-      '--port', String(this.port),
-      '--bind', '127.0.0.1',
-      '--save', '',
-      '--appendonly', 'no',
-      '--daemonize', 'no',
-      '--dir', this.dir,
+      '--port',
+      String(this.port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'no',
+      '--dir',
+      this.dir,
     ]);
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {

@@ -115,11 +115,14 @@ export async function webhookInvariants(db: Pool, receiver: ChaosReceiver, accou
                           AND d.body::jsonb -> 'data' ->> 'id' = b.id::text)`,
     [ids],
   );
-  const unsettled = await db.query(
+  const unsettled = await db.query<{ event_id: string; type: string; status: string; attempts: number; last_error: string | null }>(
     `SELECT event_id, type, status, attempts, last_error FROM webhook_deliveries WHERE account_id = ANY($1::uuid[]) AND status <> 'delivered'`,
     [ids],
   );
-  const delivered = await db.query<{ event_id: string }>(`SELECT event_id FROM webhook_deliveries WHERE account_id = ANY($1::uuid[]) AND status = 'delivered'`, [ids]);
+  const delivered = await db.query<{ event_id: string }>(
+    `SELECT event_id FROM webhook_deliveries WHERE account_id = ANY($1::uuid[]) AND status = 'delivered'`,
+    [ids],
+  );
   const notReceived = delivered.rows.filter((r) => !receiver.received.has(r.event_id));
   const changedBody = [...receiver.received].filter(([, digests]) => digests.size !== 1).map(([id]) => id);
   const twoIds = [...receiver.completions].filter(([, hooks]) => hooks.size !== 1).map(([batch, hooks]) => ({ batch, hooks: [...hooks] }));

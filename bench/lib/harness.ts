@@ -4,7 +4,7 @@ import { GroupCpuSampler, NodeChild, ProcessFigures, ProcessSampler } from './ch
 import { BenchAccount, KilnStack } from './kiln';
 import { summarizeProfile, ProfileSummary } from './profile';
 import { BenchContext, Figure } from './types';
-import { log, round, sleep, waitFor } from './util';
+import { round, sleep, waitFor } from './util';
 
 /** 1 credit per 1K image: the model every throughput scenario routes to `simulated`. */
 export const FAST_MODEL = 'eta-image';
@@ -114,7 +114,11 @@ export interface WindowFigures {
  * Samples RSS and CPU of the named processes, plus the CPU of PostgreSQL, Redis and the
  * bench, over one measurement window. Call the returned function at the window's end.
  */
-export async function measureWindow(stack: KilnStack, pids: Record<string, number>, intervalMs = 100): Promise<() => Promise<WindowFigures>> {
+export async function measureWindow(
+  stack: KilnStack,
+  pids: Record<string, number>,
+  intervalMs = 100,
+): Promise<() => Promise<WindowFigures>> {
   const sampler = new ProcessSampler(pids, intervalMs).start();
   const pg = await new GroupCpuSampler(async () => (await stack.servicePids()).postgres).begin();
   const redis = await new GroupCpuSampler(async () => (await stack.servicePids()).redis).begin();
@@ -127,7 +131,12 @@ export async function measureWindow(stack: KilnStack, pids: Record<string, numbe
     const wall = Math.max(0.001, (Date.now() - t0) / 1000);
     const processes: Record<string, ProcessFigures> = {};
     for (const [k, v] of Object.entries(sampler.stop())) {
-      processes[k] = { peakRssMb: round(v.peakRssMb, 0), hwmMb: round(v.hwmMb, 0), cpuCores: round(v.cpuCores, 2), systemCores: round(v.systemCores ?? 0, 2) };
+      processes[k] = {
+        peakRssMb: round(v.peakRssMb, 0),
+        hwmMb: round(v.hwmMb, 0),
+        cpuCores: round(v.cpuCores, 2),
+        systemCores: round(v.systemCores ?? 0, 2),
+      };
     }
     result = {
       processes,
@@ -148,9 +157,14 @@ export function cpuPerUnit(label: string, window: WindowFigures, perSec: number)
   if (!(perSec > 0)) return `${label}: no work done`;
   const ms = (cores: number) => round((cores / perSec) * 1000, 2);
   // A process's kernel share in brackets: on a VM's disk the generator's file writes cost more there than in Node.
-  const parts = Object.entries(window.processes).map(([name, p]) => [p.systemCores ? `${name} (system ${ms(p.systemCores)})` : name, ms(p.cpuCores)] as const);
+  const parts = Object.entries(window.processes).map(
+    ([name, p]) => [p.systemCores ? `${name} (system ${ms(p.systemCores)})` : name, ms(p.cpuCores)] as const,
+  );
   parts.push(['PostgreSQL', ms(window.postgresCores)], ['Redis', ms(window.redisCores)]);
-  const total = round(parts.reduce((sum, [, v]) => sum + v, 0), 2);
+  const total = round(
+    parts.reduce((sum, [, v]) => sum + v, 0),
+    2,
+  );
   return `${label} ${parts.map(([n, v]) => `${n} ${v}`).join(' + ')} = ${total}`;
 }
 
@@ -169,6 +183,8 @@ export function absolute(metric: string, unit: string, kiln: number, below?: num
     kiln,
     baseline: null,
     ratio: null,
-    ...(below !== undefined ? { baselineLabel: `limit ${below} ${unit}`, target: `< ${below} ${unit}`, targetOn: 'kiln' as const, met: kiln < below } : {}),
+    ...(below !== undefined
+      ? { baselineLabel: `limit ${below} ${unit}`, target: `< ${below} ${unit}`, targetOn: 'kiln' as const, met: kiln < below }
+      : {}),
   };
 }

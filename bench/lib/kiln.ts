@@ -27,6 +27,12 @@ export const GENERATOR_MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHO
  */
 export const GENERATOR_NODE_ARGS = ['--max-old-space-size=512'] as const;
 
+/**
+ * The api's, as deployed: the same limit. Serving polls at full speed, V8 grew its heap to
+ * ~470 MB over ~55 MB live without it (bench/findings.md, 2026-11-28 session 2).
+ */
+export const API_NODE_ARGS = ['--max-old-space-size=512'] as const;
+
 export interface StackOptions {
   repoRoot: string;
   /** Any database on the PostgreSQL server to use; the bench creates its own beside it. */
@@ -156,7 +162,7 @@ export class KilnStack {
       name: 'api',
       script: this.distPath('apps/api/src/main.js'),
       env: this.env({ ...this.opts.apiEnv, ...prof.env }),
-      execArgv: prof.execArgv,
+      execArgv: [...API_NODE_ARGS, ...prof.execArgv],
       logFile: path.join(this.logDir, 'api.log'),
     });
     await waitFor(
@@ -238,7 +244,7 @@ export class KilnStack {
     await this.stopGenerator().catch(() => undefined);
     await this.api?.stop().catch(() => undefined);
     await this.db?.end().catch(() => undefined);
-    await this.deleteRedisKeys().catch((err) => log(`could not delete Redis keys: ${err.message}`));
+    await this.deleteRedisKeys().catch((err: Error) => log(`could not delete Redis keys: ${err.message}`));
     if (this.created && !keepDatabase) {
       const admin = new Client({ connectionString: withDatabase(this.opts.serverDatabaseUrl, 'postgres') });
       await admin.connect();

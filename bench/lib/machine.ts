@@ -23,7 +23,7 @@ export async function machineInfo(repoRoot: string, db: Pool, redisUrl: string):
   const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? os.cpus()[0]?.model ?? 'unknown';
   const { rows } = await db.query<{ server_version: string }>('SHOW server_version');
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
-  let redisVersion = 'unknown';
+  let redisVersion: string;
   try {
     redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
   } finally {

@@ -98,7 +98,10 @@ function originOf(url: string, repoRoot: string): string {
   }
   if (plain.startsWith('node:')) return 'node:internal';
   if (plain.startsWith(repoRoot)) {
-    const rel = path.relative(repoRoot, plain).replace(/^dist\//, '').split('/');
+    const rel = path
+      .relative(repoRoot, plain)
+      .replace(/^dist\//, '')
+      .split('/');
     return `kiln:${rel.slice(0, 2).join('/')}`;
   }
   return plain ? 'other' : '(native)';

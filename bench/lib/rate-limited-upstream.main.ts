@@ -9,14 +9,30 @@
  * `{type: 'stats'}` with its counters. Ends on SIGTERM, and when the bench goes away (the IPC
  * channel closes), so a bench that dies without cleaning up leaves no upstream behind.
  */
-import { RateLimitedOpenAiFake, StrictLimits } from '../../libs/providers/src/openai/openai-rate-limited.fake';
+import { RateLimitedOpenAiFake, StrictLimits } from '../../libs/testing/src/fakes/openai/openai-rate-limited.fake';
+import type { Outage } from '../../libs/testing/src/fakes/fake-upstream';
 import type { UpstreamStats } from './rate-limited-upstream';
 
 const fake = new RateLimitedOpenAiFake(JSON.parse(process.argv[2] ?? '') as StrictLimits);
+/** When the outage began (calls from then on were answered by it). */
+let outageSince = Infinity;
 
-process.on('message', (m: { type?: string }) => {
+process.on('message', (m: { type?: string; outage?: Outage }) => {
+  // The failover scenario takes the upstream down (every call answered 503) from a moment it picks.
+  if (m.type === 'outage') {
+    fake.outage = m.outage ?? null;
+    outageSince = fake.outage ? Date.now() : Infinity;
+    return;
+  }
   if (m.type !== 'stats') return;
-  const stats: UpstreamStats = { type: 'stats', accepted: fake.accepted, refusedAt: fake.refusedAt, refusedShare: fake.refusedShare, maxInFlight: fake.maxInFlight };
+  const stats: UpstreamStats = {
+    type: 'stats',
+    accepted: fake.accepted,
+    refusedAt: fake.refusedAt,
+    refusedShare: fake.refusedShare,
+    maxInFlight: fake.maxInFlight,
+    downAt: fake.outage ? fake.requests.filter((r) => r.receivedAt >= outageSince).map((r) => r.receivedAt) : [],
+  };
   process.send?.(stats);
 });
 process.on('disconnect', () => process.exit(0));

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import type { StrictLimits } from '../../libs/providers/src/openai/openai-rate-limited.fake';
+import type { StrictLimits } from '../../libs/testing/src/fakes/openai/openai-rate-limited.fake';
 import { NodeChild } from './children';
 import type { KilnStack } from './kiln';
 
@@ -12,6 +12,8 @@ export interface UpstreamStats {
   /** Share of the calls refused, 0..1 (RateLimitedOpenAiFake.refusedShare). */
   refusedShare: number;
   maxInFlight: number;
+  /** When each call the outage answered arrived (empty while up). */
+  downAt: number[];
 }
 
 /**
@@ -51,6 +53,11 @@ export class RateLimitedUpstream {
     const answer = this.child.nextMessage<{ type: string }>((m) => m.type === 'stats', 10_000);
     this.child.send({ type: 'stats' });
     return (await answer) as UpstreamStats;
+  }
+
+  /** From now every call is answered by the outage (503 for 'down'); null: up again. */
+  setOutage(outage: 'down' | 'hang' | 'reset' | null): void {
+    this.child.send({ type: 'outage', outage });
   }
 
   stop(): Promise<void> {

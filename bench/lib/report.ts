@@ -82,7 +82,10 @@ export function renderMarkdown(r: BenchReport, jsonName = 'latest.json'): string
     for (const n of s.notes) out.push(`- **Note:** ${n}`);
     out.push('');
     for (const p of s.profiles) {
-      out.push(`CPU profile \`${path.basename(p.file)}\` (on CPU ${p.busyPct}% of the window, ${p.busySamples} samples). Self time by origin: ${p.byOrigin.map((o) => `${o.frame} ${o.selfPct}%`).join(', ')}.`, '');
+      out.push(
+        `CPU profile \`${path.basename(p.file)}\` (on CPU ${p.busyPct}% of the window, ${p.busySamples} samples). Self time by origin: ${p.byOrigin.map((o) => `${o.frame} ${o.selfPct}%`).join(', ')}.`,
+        '',
+      );
       out.push('| Top frames (self time, % of busy samples) | % |', '|---|---:|');
       for (const f of p.topFrames) out.push(`| \`${escapeCell(f.frame)}\` | ${f.selfPct} |`);
       out.push('');
@@ -94,7 +97,8 @@ export function renderMarkdown(r: BenchReport, jsonName = 'latest.json'): string
 function figureRow(scenario: string, f: Figure): string {
   const fmt = (v: number | null) => (v === null || Number.isNaN(v) ? '' : v.toLocaleString('en-US', { maximumFractionDigits: 2 }));
   const unit = f.unit === 'ms' || f.unit === 's' || f.unit === 'MB' ? ` ${f.unit}` : '';
-  const baseline = f.baseline === null ? (f.baselineLabel ?? '') : `${fmt(f.baseline)}${unit}${f.baselineLabel ? ` (${f.baselineLabel})` : ''}`;
+  const baseline =
+    f.baseline === null ? (f.baselineLabel ?? '') : `${fmt(f.baseline)}${unit}${f.baselineLabel ? ` (${f.baselineLabel})` : ''}`;
   const met = f.met === undefined ? '' : f.met ? 'yes' : '**no**';
   return `| ${scenario} | ${f.metric} | ${fmt(f.kiln)}${unit} | ${baseline} | ${fmt(f.ratio)} | ${f.target ?? ''} | ${met} |`;
 }

@@ -1,11 +1,30 @@
 import type { KilnStack } from './kiln';
 import type { ProfileSummary } from './profile';
 
-export const SCENARIOS = ['polling', 'conditional', 'long-poll', 'archive', 'creation', 'pipeline', 'latency', 'memory', 'webhooks', 'upstream-queue', 'openai-door', 'rate-limited', 'economy'] as const;
+export const SCENARIOS = [
+  'polling',
+  'conditional',
+  'long-poll',
+  'streams',
+  'archive',
+  'creation',
+  'pipeline',
+  'latency',
+  'memory',
+  'webhooks',
+  'upstream-queue',
+  'openai-door',
+  'rate-limited',
+  'failover',
+  'economy',
+  'peer-gateway',
+] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export interface RunOptions {
   scenarios: ScenarioId[];
+  /** Progress streams held at once by the streams scenario (--streams). */
+  streams: number;
   /** Image counts of the pipeline scenario. */
   pipelineSizes: number[];
   /** Alternating baseline/Kiln rounds of the load scenarios; the best round of each side counts. */

@@ -11,12 +11,7 @@ export function round(value: number, digits = 1): number {
 }
 
 /** Polls `check` until it returns a value other than undefined, or throws after `timeoutMs`. */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs: number,
-  intervalMs = 100,
-): Promise<T> {
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number, intervalMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {

@@ -40,7 +40,11 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
   for (let i = 0; i < CONCURRENT / 2; i++) {
     const owner = await stack.createAccount('archive-many');
     owners.push(owner);
-    const b = await stack.createBatch(owner, { model: FAST_MODEL, prompts: prompts(CONCURRENT_IMAGES / 10, `many-${i}`), countPerCombo: 10 });
+    const b = await stack.createBatch(owner, {
+      model: FAST_MODEL,
+      prompts: prompts(CONCURRENT_IMAGES / 10, `many-${i}`),
+      countPerCombo: 10,
+    });
     small.push({ owner, id: b.id }, { owner, id: b.id });
   }
   await waitAllDone(stack, [account, ...owners], 300_000);
@@ -49,9 +53,10 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
   // The simulated provider's images are 64 px; real ones are hundreds of KB to a few MB.
   // Each stored object is overwritten in place (local storage, under DATA_DIR/files) with
   // incompressible bytes, so the zip the api streams is about IMAGES x IMAGE_BYTES.
-  const { rows } = await stack.db.query<{ key: string }>(`SELECT result_key AS key FROM tasks WHERE batch_id = $1 AND result_key IS NOT NULL`, [
-    batch.id,
-  ]);
+  const { rows } = await stack.db.query<{ key: string }>(
+    `SELECT result_key AS key FROM tasks WHERE batch_id = $1 AND result_key IS NOT NULL`,
+    [batch.id],
+  );
   if (rows.length !== IMAGES) throw new Error(`expected ${IMAGES} stored images, found ${rows.length}`);
   log(`archive: replacing ${IMAGES} stored images with ${IMAGE_BYTES / 1024} KiB of random bytes each`);
   const digests = new Map<string, string>();
@@ -84,7 +89,14 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     absolute(`${CONCURRENT} archives at once: api peak RSS growth`, 'MB', many.rssGrowthMb, RSS_GROWTH_TARGET_MB),
     absolute(`${CONCURRENT} archives at once: streamed`, 'requests', many.served),
     absolute(`${CONCURRENT} archives at once: refused (503 + 429, Retry-After)`, 'requests', many.refused),
-    { metric: `${CONCURRENT} archives at once: another client's GET /v1/me p99`, unit: 'ms', kiln: many.meP99Ms, baseline: many.meBaselineP99Ms, baselineLabel: 'no archives (same run)', ratio: many.meBaselineP99Ms > 0 ? round(many.meP99Ms / many.meBaselineP99Ms, 2) : null },
+    {
+      metric: `${CONCURRENT} archives at once: another client's GET /v1/me p99`,
+      unit: 'ms',
+      kiln: many.meP99Ms,
+      baseline: many.meBaselineP99Ms,
+      baselineLabel: 'no archives (same run)',
+      ratio: many.meBaselineP99Ms > 0 ? round(many.meP99Ms / many.meBaselineP99Ms, 2) : null,
+    },
   ];
   const notes: string[] = [];
   if (download.found !== IMAGES) notes.push(`Only ${download.found} of the ${IMAGES} images were found byte-identical in the zip.`);
@@ -93,14 +105,21 @@ export async function archive(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     title: `Archive: a ${IMAGES}-image batch streamed as one zip`,
     method: [
       `A batch of ${IMAGES} images rendered by the real generator (simulated provider, 0 ms); each stored image was then replaced by ${IMAGE_BYTES / 2 ** 20} MiB of random bytes (local storage), so the zip is about ${round((IMAGES * IMAGE_BYTES) / 2 ** 30, 2)} GiB.`,
-      'One client reads GET /v1/batches/{id}/archive as fast as it can, scanning the stream for each image\'s bytes (SHA-256 of every stored entry checked against the files written).',
+      "One client reads GET /v1/batches/{id}/archive as fast as it can, scanning the stream for each image's bytes (SHA-256 of every stored entry checked against the files written).",
       'RSS of the api sampled every 50 ms from /proc during the download; growth is the peak minus the figure just before the request.',
       `Then ${CONCURRENT} archive requests at once (two on each of ${CONCURRENT / 2} accounts, each a ${CONCURRENT_IMAGES}-image batch of ${CONCURRENT_IMAGE_BYTES / 1024} KiB random images), each read by a slow client (about ${SLOW_CLIENT_BYTES_PER_SEC / 2 ** 20} MiB/s) for ${CONCURRENT_SECONDS} s, with the default caps (ARCHIVE_MAX_CONCURRENT 8, ARCHIVE_MAX_PER_ACCOUNT 2): the api's peak RSS growth, how many were streamed and refused, and GET /v1/me p99 of another account (4 connections) against ${CONCURRENT_SECONDS} s of the same load without archives just before.`,
     ],
     figures,
     notes,
     profiles: [],
-    details: { batchId: batch.id, rssBeforeMb: round(rss.before), rssPeakMb: round(rss.peak), bytes: download.bytes, imagesFound: download.found, concurrent: many },
+    details: {
+      batchId: batch.id,
+      rssBeforeMb: round(rss.before),
+      rssPeakMb: round(rss.peak),
+      bytes: download.bytes,
+      imagesFound: download.found,
+      concurrent: many,
+    },
   };
 }
 
@@ -118,10 +137,18 @@ async function concurrentArchives(ctx: BenchContext, requests: { owner: BenchAcc
   const { stack } = ctx;
   const api = stack.api!;
   const ids = [...new Set(requests.map((r) => r.id))];
-  const { rows } = await stack.db.query<{ key: string }>(`SELECT result_key AS key FROM tasks WHERE batch_id = ANY($1::uuid[]) AND result_key IS NOT NULL`, [ids]);
+  const { rows } = await stack.db.query<{ key: string }>(
+    `SELECT result_key AS key FROM tasks WHERE batch_id = ANY($1::uuid[]) AND result_key IS NOT NULL`,
+    [ids],
+  );
   for (const { key } of rows) fs.writeFileSync(resolveLocalPath(stack.dataDir, key)!, randomBytes(CONCURRENT_IMAGE_BYTES));
   const reader = await stack.createAccount('archive-me');
-  const me = { url: `${stack.baseUrl}/v1/me`, headers: { authorization: `Bearer ${reader.key}` }, connections: 4, durationSec: CONCURRENT_SECONDS };
+  const me = {
+    url: `${stack.baseUrl}/v1/me`,
+    headers: { authorization: `Bearer ${reader.key}` },
+    connections: 4,
+    durationSec: CONCURRENT_SECONDS,
+  };
   log(`archive: GET /v1/me alone for ${CONCURRENT_SECONDS} s (baseline)`);
   const baseline = await runLoad(me);
   log(`archive: ${requests.length} archives at once from slow clients, GET /v1/me meanwhile`);
@@ -130,7 +157,10 @@ async function concurrentArchives(ctx: BenchContext, requests: { owner: BenchAcc
   let load: Awaited<ReturnType<typeof runLoad>>;
   try {
     const downloads = requests.map((r) => slowRead(`${stack.baseUrl}/v1/batches/${r.id}/archive`, r.owner.key, CONCURRENT_SECONDS * 1000));
-    [load] = await Promise.all([runLoad(me), ...downloads.map((d) => d.then((status) => (statuses[status] = (statuses[status] ?? 0) + 1)))]);
+    [load] = await Promise.all([
+      runLoad(me),
+      ...downloads.map((d) => d.then((status) => (statuses[status] = (statuses[status] ?? 0) + 1))),
+    ]);
   } finally {
     rss.stop();
   }
@@ -222,7 +252,6 @@ class StoredEntryScanner {
         continue;
       }
       this.buffer = Buffer.concat([this.buffer, data]);
-      data = Buffer.alloc(0);
       const at = this.buffer.indexOf(LOCAL_HEADER);
       if (at < 0 || this.buffer.length < at + 30) {
         this.buffer = this.buffer.subarray(Math.max(0, this.buffer.length - 64 * 1024));

@@ -1,4 +1,14 @@
-import { cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, startBaselineServer, WindowFigures, waitAllDone } from '../lib/harness';
+import {
+  cpuPerUnit,
+  FAST_MODEL,
+  measureWindow,
+  profiled,
+  prompts,
+  shouldProfile,
+  startBaselineServer,
+  WindowFigures,
+  waitAllDone,
+} from '../lib/harness';
 import { LoadFigures, runLoad } from '../lib/load';
 import { BenchContext, latency, ScenarioResult, throughput } from '../lib/types';
 import { log, round } from '../lib/util';
@@ -65,10 +75,16 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
     );
     for (const f of [kiln, baseline]) {
       const other = Object.entries(f.statusCodes).filter(([code]) => code !== '304');
-      if (other.length > 0 || f.errors > 0) notes.push(`Answers other than 304 during a run: ${JSON.stringify(f.statusCodes)}, ${f.errors} errors.`);
+      if (other.length > 0 || f.errors > 0)
+        notes.push(`Answers other than 304 during a run: ${JSON.stringify(f.statusCodes)}, ${f.errors} errors.`);
     }
     // Diagnostic: the same baseline with both statements prepared, as Kiln's are.
-    const prepared = await startBaselineServer(ctx, 'conditional-server-prepared', { DATABASE_URL: stack.databaseUrl, PREPARED: '1' }, 'conditional-server');
+    const prepared = await startBaselineServer(
+      ctx,
+      'conditional-server-prepared',
+      { DATABASE_URL: stack.databaseUrl, PREPARED: '1' },
+      'conditional-server',
+    );
     let preparedFigures: LoadFigures;
     try {
       const url = `http://127.0.0.1:${prepared.port}${path}`;
@@ -94,11 +110,21 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
       latency('p50', kiln.p50Ms, baseline.p50Ms),
       latency('p99', kiln.p99Ms, baseline.p99Ms),
       {
-        ...throughput('304/s against the baseline with prepared statements too (diagnostic)', 'req/s', notModifiedPerSec(kiln), notModifiedPerSec(preparedFigures)),
+        ...throughput(
+          '304/s against the baseline with prepared statements too (diagnostic)',
+          'req/s',
+          notModifiedPerSec(kiln),
+          notModifiedPerSec(preparedFigures),
+        ),
         baselineLabel: 'prepared baseline',
       },
       {
-        ...throughput('304/s with DATABASE_PREPARED_STATEMENTS=false, against Kiln prepared (diagnostic)', 'req/s', notModifiedPerSec(unpreparedKiln), notModifiedPerSec(rounds[rounds.length - 1].kiln)),
+        ...throughput(
+          '304/s with DATABASE_PREPARED_STATEMENTS=false, against Kiln prepared (diagnostic)',
+          'req/s',
+          notModifiedPerSec(unpreparedKiln),
+          notModifiedPerSec(rounds[rounds.length - 1].kiln),
+        ),
         baselineLabel: 'Kiln prepared (last round)',
       },
     ];
@@ -112,7 +138,7 @@ export async function conditional(ctx: BenchContext): Promise<Omit<ScenarioResul
       title: 'Conditional polling: GET /v1/batches/{id} with a current If-None-Match (304) on a finished 100-task batch',
       method: [
         `${CONNECTIONS} connections, ${opts.pollingDurationSec} s per run, after a ${WARMUP_SEC} s warm-up of each server; ${opts.rounds} alternating rounds, best of each side reported.`,
-        'Every answer is a 304: Kiln authenticates the key, counts the request against its rate limit (Redis) and reads the batch row\'s version; no task is read.',
+        "Every answer is a 304: Kiln authenticates the key, counts the request against its rate limit (Redis) and reads the batch row's version; no task is read.",
         'Baseline: a bare node:http server in a child process doing the same key hash lookup and version read with pg (pool of 20), answering the same 304.',
         'Kiln runs both statements as named prepared statements (parsed and planned once per connection); the baseline, as the issue wrote it, sends them unnamed. The diagnostic rows run the same baseline with both statements prepared too, one run after the rounds, and Kiln with DATABASE_PREPARED_STATEMENTS=false (unnamed statements, as behind PgBouncer 1.18 in transaction mode) against its own last round.',
       ],

@@ -1,7 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import Bull from 'bull';
 import { BenchAccount, KilnStack } from '../lib/kiln';
-import { cpuPerUnit, FAST_MODEL, KILN_QUEUE, measureWindow, median, profiled, prompts, shouldProfile, startBaselineServer, WindowFigures } from '../lib/harness';
+import {
+  cpuPerUnit,
+  FAST_MODEL,
+  KILN_QUEUE,
+  measureWindow,
+  median,
+  profiled,
+  prompts,
+  shouldProfile,
+  startBaselineServer,
+  WindowFigures,
+} from '../lib/harness';
 import { LoadFigures, runLoad } from '../lib/load';
 import { BenchContext, Figure, latency, ScenarioResult, throughput } from '../lib/types';
 import { log, round } from '../lib/util';
@@ -69,7 +80,9 @@ export async function creation(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     for (const v of variants) {
       const mine: Round[] = (rounds[v.label] = []);
       for (let r = 1; r <= opts.rounds; r++) {
-        log(`creation (${v.label}): round ${r}/${opts.rounds}: baseline ${opts.creationDurationSec} s, then Kiln ${opts.creationDurationSec} s`);
+        log(
+          `creation (${v.label}): round ${r}/${opts.rounds}: baseline ${opts.creationDurationSec} s, then Kiln ${opts.creationDurationSec} s`,
+        );
         // Every run starts from empty queues and no open batches: nothing consumes the jobs
         // here, and a backlog makes each later enqueue dearer (see the priority diagnostic).
         await discardBatches(stack, all);
@@ -89,7 +102,10 @@ export async function creation(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       notes.push(
         `CPU ms per batch, ${v.label} (best rounds): ${cpuPerUnit('Kiln:', bestRound('kiln').kilnWindow, kiln.reqPerSec)}; ${cpuPerUnit('baseline:', bestRound('baseline').baselineWindow, baseline.reqPerSec)}.`,
       );
-      for (const [who, f] of [['Kiln', kiln], ['baseline', baseline]] as const) {
+      for (const [who, f] of [
+        ['Kiln', kiln],
+        ['baseline', baseline],
+      ] as const) {
         if (f.non2xx > 0 || f.errors > 0) {
           notes.push(`${who} (${v.label}): non-2xx or errors during the best run: ${JSON.stringify(f.statusCodes)}, ${f.errors} errors.`);
         }
@@ -106,7 +122,11 @@ export async function creation(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     const priorityCost = await priorityInsertCost(stack);
     figures.push(
       {
-        ...latency('addBulk of 100 prioritized jobs, 20,000 waiting (diagnostic)', priorityCost.prioritizedBacklog, priorityCost.prioritizedEmpty),
+        ...latency(
+          'addBulk of 100 prioritized jobs, 20,000 waiting (diagnostic)',
+          priorityCost.prioritizedBacklog,
+          priorityCost.prioritizedEmpty,
+        ),
         baselineLabel: 'empty queue',
       },
       {
@@ -116,7 +136,12 @@ export async function creation(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     );
 
     let profiles: ScenarioResult['profiles'] = [];
-    if (shouldProfile(ctx, figures.some((f) => f.met === false))) {
+    if (
+      shouldProfile(
+        ctx,
+        figures.some((f) => f.met === false),
+      )
+    ) {
       log('creation: profiled pass of the api (one account, 5 s, not counted)');
       await discardBatches(stack, all);
       profiles = (await profiled(ctx, [stack.api!], () => run(kilnUrl, kilnAccounts.slice(0, 1), 5))).profiles;
@@ -130,10 +155,10 @@ export async function creation(ctx: BenchContext): Promise<Omit<ScenarioResult, 
         `${CONNECTIONS} connections, ${opts.creationDurationSec} s per run, after a ${WARMUP_SEC} s warm-up of each server; ${opts.rounds} alternating rounds (baseline, then Kiln), best of each side reported.`,
         `"One account": all ${CONNECTIONS} connections use one account's key, so its creations serialize on the account row lock, in Kiln and in the baseline alike (the figure the target applies to). "${CONNECTIONS} accounts": one account per connection, which shows the cost of the work rather than of the lock.`,
         'Accounts are on the scale plan with 10^9 credits, maxConcurrentBatches 10,000 and a rate limit of 10,000,000/min, so no limit refuses a request.',
-        'The generator is stopped during this scenario so it does not compete for CPU; before every run the queued jobs and the batches of earlier runs are discarded (queues emptied, rows deleted), so each run starts from an empty queue; details.rounds[].kilnBacklogAfter is the waiting jobs Kiln\'s run left.',
-        'Priority diagnostic: raw bull on the baseline prefix, the median time of 10 addBulk calls of 100 jobs into an empty queue and into one already holding 20,000 waiting jobs, with priorities 1..100 (as Kiln\'s dispatch gave them until 2026-11-23, seq + 1) and without. It is why Kiln no longer uses Bull priorities (bench/findings.md).',
+        "The generator is stopped during this scenario so it does not compete for CPU; before every run the queued jobs and the batches of earlier runs are discarded (queues emptied, rows deleted), so each run starts from an empty queue; details.rounds[].kilnBacklogAfter is the waiting jobs Kiln's run left.",
+        "Priority diagnostic: raw bull on the baseline prefix, the median time of 10 addBulk calls of 100 jobs into an empty queue and into one already holding 20,000 waiting jobs, with priorities 1..100 (as Kiln's dispatch gave them until 2026-11-23, seq + 1) and without. It is why Kiln no longer uses Bull priorities (bench/findings.md).",
         'Baseline (child process, node:http): key-hash check and model price read, then one pg transaction with the same writes (conditional charge UPDATE that locks the account, ledger row, batch row, 100 task rows in one multi-row INSERT), then one raw bull addBulk of 100 jobs (jobId = task id) under its own Redis prefix.',
-        'Kiln does more by design, all of it measured: a Redis rate-limit call, DTO validation, the plan and concurrency checks under the lock, the key cap lock. It enqueues less at creation, by design too: a batch is enqueued whole only while the queue holds fewer than QUEUE_DEPTH (100) jobs, which no generator consumes here, so after the first batch each gets its first DISPATCH_WINDOW (10) tasks written queued and added to Bull by the request, the other 90 stay pending in PostgreSQL until a generator\'s feeder enqueues them in fair order. Their Redis adds and the UPDATE to queued are thus paid in the pipeline scenario, not here.',
+        "Kiln does more by design, all of it measured: a Redis rate-limit call, DTO validation, the plan and concurrency checks under the lock, the key cap lock. It enqueues less at creation, by design too: a batch is enqueued whole only while the queue holds fewer than QUEUE_DEPTH (100) jobs, which no generator consumes here, so after the first batch each gets its first DISPATCH_WINDOW (10) tasks written queued and added to Bull by the request, the other 90 stay pending in PostgreSQL until a generator's feeder enqueues them in fair order. Their Redis adds and the UPDATE to queued are thus paid in the pipeline scenario, not here.",
       ],
       figures,
       notes,

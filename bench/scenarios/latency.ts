@@ -1,4 +1,14 @@
-import { FAST_MODEL, measureWindow, median, profiled, prompts, shouldProfile, SLOW_MODEL, waitAllDone, WindowFigures } from '../lib/harness';
+import {
+  FAST_MODEL,
+  measureWindow,
+  median,
+  profiled,
+  prompts,
+  shouldProfile,
+  SLOW_MODEL,
+  waitAllDone,
+  WindowFigures,
+} from '../lib/harness';
 import { BenchAccount, KilnStack } from '../lib/kiln';
 import { BenchContext, ScenarioResult } from '../lib/types';
 import { log, round } from '../lib/util';
@@ -87,7 +97,9 @@ export async function latencyBound(ctx: BenchContext): Promise<Omit<ScenarioResu
 
 async function oneRun(stack: KilnStack, accounts: BenchAccount[]): Promise<number> {
   const t0 = Date.now();
-  await Promise.all(accounts.map((a) => stack.createBatch(a, { model: SLOW_MODEL, prompts: prompts(IMAGES / accounts.length, 'latency') })));
+  await Promise.all(
+    accounts.map((a) => stack.createBatch(a, { model: SLOW_MODEL, prompts: prompts(IMAGES / accounts.length, 'latency') })),
+  );
   const end = await waitAllDone(stack, accounts, 120_000, 20);
   return round((end - t0) / 1000, 2);
 }

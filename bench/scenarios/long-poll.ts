@@ -76,7 +76,9 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     const rssHeldGc = readProcStatus(api.pid)?.rssMb ?? NaN;
     // The collection's own after-work (sweeping, the heap shrinking) must not run into the release.
     await untilIdle(api.pid, 10_000);
-    log(`long-poll: ${busy} busy database connection(s) while held; api RSS ${round(rssHeld)} MB, ${round(rssHeldGc)} MB after a full GC; changing the batch`);
+    log(
+      `long-poll: ${busy} busy database connection(s) while held; api RSS ${round(rssHeld)} MB, ${round(rssHeldGc)} MB after a full GC; changing the batch`,
+    );
     changedAt = Date.now();
     const cancel = await stack.request('POST', `${path}/cancel`, account.key);
     const cancelAnsweredAt = Date.now();
@@ -112,8 +114,8 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       method: [
         `${HELD} GET /v1/batches/{id} with Prefer: wait=${WAIT_SECONDS} and the current If-None-Match, one connection each, over ${keys.length} keys of one account (each key may hold ${PER_KEY}) and several loopback addresses (the api caps connections per address).`,
         'No generator runs, so nothing changes the batch until the bench cancels it through the API, once the api has taken every request in (its CPU quiet for half a second).',
-        'Release latency: from just before the cancel request is sent to each held answer\'s end (it includes the cancel request and its transaction, which commits the change somewhere inside it); also from the cancel\'s answer (a later bound on the commit). Busy connections from pg_stat_activity while held.',
-        'Memory: the api\'s RSS (from /proc) after a full garbage collection (the inspector\'s, through the bench\'s preload) just before the requests are sent and again once they are all held; its heap used after both collections, per held request. The peak RSS sampled every 50 ms from /proc without forcing a collection, less the RSS before, is kept as a diagnostic: it depends on how far the api\'s heap had grown before the scenario.',
+        "Release latency: from just before the cancel request is sent to each held answer's end (it includes the cancel request and its transaction, which commits the change somewhere inside it); also from the cancel's answer (a later bound on the commit). Busy connections from pg_stat_activity while held.",
+        "Memory: the api's RSS (from /proc) after a full garbage collection (the inspector's, through the bench's preload) just before the requests are sent and again once they are all held; its heap used after both collections, per held request. The peak RSS sampled every 50 ms from /proc without forcing a collection, less the RSS before, is kept as a diagnostic: it depends on how far the api's heap had grown before the scenario.",
       ],
       figures,
       notes,
@@ -126,7 +128,10 @@ export async function longPoll(ctx: BenchContext): Promise<Omit<ScenarioResult, 
         rssHeldMb: round(rssHeld),
         rssHeldAfterGcMb: round(rssHeldGc),
         rssPeakMb: round(rss.peak),
-        heapUsedAfterGcMb: gcBefore && gcHeld ? { before: round(gcBefore.heapUsed / 1048576), held: round(gcHeld.heapUsed / 1048576) } : null, latenciesMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: latencies[latencies.length - 1] } },
+        heapUsedAfterGcMb:
+          gcBefore && gcHeld ? { before: round(gcBefore.heapUsed / 1048576), held: round(gcHeld.heapUsed / 1048576) } : null,
+        latenciesMs: { p50: pct(50), p90: pct(90), p99: pct(99), max: latencies[latencies.length - 1] },
+      },
     };
   } finally {
     rss.stop();
@@ -169,4 +174,3 @@ function hold(port: number, path: string, key: string, etag: string, localAddres
     req.end();
   });
 }
-

@@ -41,7 +41,19 @@ export async function openaiDoor(ctx: BenchContext): Promise<Omit<ScenarioResult
         'Door: POST /v1/images/generations { model, prompt, n } answered with the URLs once the batch is done. Baseline: POST /v1/batches, then GET /v1/batches/{id} with Prefer: wait=30 and If-None-Match until done.',
         'Median wall time of each (every round in the JSON).',
       ],
-      figures: [{ metric: 'request wall time', unit: 'ms', kiln, baseline, baselineLabel: 'create + long poll', ratio, target: `<= ${TARGET}`, targetOn: 'ratio', met: ratio <= TARGET }],
+      figures: [
+        {
+          metric: 'request wall time',
+          unit: 'ms',
+          kiln,
+          baseline,
+          baselineLabel: 'create + long poll',
+          ratio,
+          target: `<= ${TARGET}`,
+          targetOn: 'ratio',
+          met: ratio <= TARGET,
+        },
+      ],
       notes: [],
       profiles: [],
       details: { viaDoor, byHand },
@@ -53,8 +65,13 @@ export async function openaiDoor(ctx: BenchContext): Promise<Omit<ScenarioResult
 
 async function door(stack: KilnStack, account: BenchAccount, tag: string): Promise<number> {
   const t0 = performance.now();
-  const res = await stack.request<{ data: unknown[] }>('POST', '/v1/images/generations', account.key, { model: FAST_MODEL, prompt: `door ${tag}`, n: IMAGES });
-  if (res.status !== 200 || res.body.data.length !== IMAGES) throw new Error(`images/generations: ${res.status} ${JSON.stringify(res.body)}`);
+  const res = await stack.request<{ data: unknown[] }>('POST', '/v1/images/generations', account.key, {
+    model: FAST_MODEL,
+    prompt: `door ${tag}`,
+    n: IMAGES,
+  });
+  if (res.status !== 200 || res.body.data.length !== IMAGES)
+    throw new Error(`images/generations: ${res.status} ${JSON.stringify(res.body)}`);
   return performance.now() - t0;
 }
 

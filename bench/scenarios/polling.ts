@@ -1,5 +1,15 @@
 import { isDeepStrictEqual } from 'node:util';
-import { cpuPerUnit, FAST_MODEL, measureWindow, profiled, prompts, shouldProfile, startBaselineServer, WindowFigures, waitAllDone } from '../lib/harness';
+import {
+  cpuPerUnit,
+  FAST_MODEL,
+  measureWindow,
+  profiled,
+  prompts,
+  shouldProfile,
+  startBaselineServer,
+  WindowFigures,
+  waitAllDone,
+} from '../lib/harness';
 import { LoadFigures, runLoad } from '../lib/load';
 import { BenchContext, latency, ScenarioResult, throughput } from '../lib/types';
 import { log } from '../lib/util';
@@ -28,7 +38,12 @@ export async function polling(ctx: BenchContext): Promise<Omit<ScenarioResult, '
   }
 
   const base = await startBaselineServer(ctx, 'polling-server', { DATABASE_URL: stack.databaseUrl });
-  const full = await startBaselineServer(ctx, 'polling-server-full-rows', { DATABASE_URL: stack.databaseUrl, FULL_ROWS: '1' }, 'polling-server');
+  const full = await startBaselineServer(
+    ctx,
+    'polling-server-full-rows',
+    { DATABASE_URL: stack.databaseUrl, FULL_ROWS: '1' },
+    'polling-server',
+  );
   const notes: string[] = [];
   try {
     const baseUrl = `http://127.0.0.1:${base.port}${path}`;
@@ -37,7 +52,7 @@ export async function polling(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     const headers = { authorization: `Bearer ${account.key}` };
     const baseBody = (await (await fetch(baseUrl, { headers })).json()) as DetailBody;
     const sameJson = isDeepStrictEqual(baseBody, kilnBody.body);
-    if (!sameJson) notes.push('The baseline JSON differs from Kiln\'s (see details.jsonDiff); the comparison is still reported.');
+    if (!sameJson) notes.push("The baseline JSON differs from Kiln's (see details.jsonDiff); the comparison is still reported.");
 
     const run = (url: string, durationSec: number) => runLoad({ url, headers, connections: CONNECTIONS, durationSec });
     log(`polling: warm-up (${WARMUP_SEC} s each)`);
@@ -98,7 +113,7 @@ export async function polling(ctx: BenchContext): Promise<Omit<ScenarioResult, '
         `${opts.rounds} alternating rounds (baseline, then Kiln); the best round of each side is reported, every round is in the JSON.`,
         'The batch was created through POST /v1/batches and rendered by the real generator (simulated provider, 0 ms); the generator was stopped before measuring.',
         'Baseline: a bare node:http server in a child process (the api is one too) that checks the same key hash against api_keys and reads the same batch and tasks with pg (pool of 20, like Kiln), returning the same JSON.',
-        'Diagnostic row: the same bare server reading every column of the batch and its tasks (SELECT *), as TypeORM\'s find() does in Kiln, against the lean baseline that reads only the columns the response needs.',
+        "Diagnostic row: the same bare server reading every column of the batch and its tasks (SELECT *), as TypeORM's find() does in Kiln, against the lean baseline that reads only the columns the response needs.",
         'The account is on the scale plan with its rate limit raised to 10,000,000/min, so the limiter never refuses; Kiln still does its Redis rate-limit round trip per request.',
       ],
       figures,

@@ -51,7 +51,12 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
       });
       try {
         // A new upstream model id each variant, so no pacing state carries over between them.
-        await stack.routeModel(SLOW_MODEL, { type: 'openai', baseUrl: upstream.baseUrl, model: `bench-${openAiHeaders ? 'headers' : 'plain'}`, maxConcurrency: MAX_CONCURRENCY });
+        await stack.routeModel(SLOW_MODEL, {
+          type: 'openai',
+          baseUrl: upstream.baseUrl,
+          model: `bench-${openAiHeaders ? 'headers' : 'plain'}`,
+          maxConcurrency: MAX_CONCURRENCY,
+        });
         const before = await stack.taskOutcomes(accounts.map((a) => a.id));
         const t0 = Date.now();
         for (let i = 0; i < IMAGES / PER_BATCH; i++) {
@@ -65,13 +70,45 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
         const refused = fake.refusedAt.length;
         const calls = fake.accepted + refused;
         const refusedPct = round(fake.refusedShare * 100, 2);
-        log(`rate-limited (${label}): 429s by ${REFUSAL_BUCKET_MS / 1000} s from the first POST: ${refusalTimeline(fake.refusedAt, t0, REFUSAL_BUCKET_MS)}`);
-        log(`rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${refused} 429s of ${calls} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`);
+        log(
+          `rate-limited (${label}): 429s by ${REFUSAL_BUCKET_MS / 1000} s from the first POST: ${refusalTimeline(fake.refusedAt, t0, REFUSAL_BUCKET_MS)}`,
+        );
+        log(
+          `rate-limited (${label}): ${wall} s (ideal ${IDEAL_SEC} s), ${refused} 429s of ${calls} calls, ${failed} failed, at most ${fake.maxInFlight} in flight`,
+        );
         const ratio = round(wall / IDEAL_SEC, 2);
         figures.push(
-          { metric: `wall time, ${label}`, unit: 's', kiln: wall, baseline: IDEAL_SEC, baselineLabel: 'ideal', ratio, target: `<= ${WALL_TARGET}`, targetOn: 'ratio', met: ratio <= WALL_TARGET },
-          { metric: `429 share, ${label}`, unit: '% of upstream calls', kiln: refusedPct, baseline: null, ratio: null, target: `<= ${REFUSED_TARGET_PCT} %`, targetOn: 'kiln', met: refusedPct <= REFUSED_TARGET_PCT },
-          { metric: `tasks failed, ${label}`, unit: 'tasks', kiln: failed, baseline: null, ratio: null, target: '= 0', targetOn: 'kiln', met: failed === 0 },
+          {
+            metric: `wall time, ${label}`,
+            unit: 's',
+            kiln: wall,
+            baseline: IDEAL_SEC,
+            baselineLabel: 'ideal',
+            ratio,
+            target: `<= ${WALL_TARGET}`,
+            targetOn: 'ratio',
+            met: ratio <= WALL_TARGET,
+          },
+          {
+            metric: `429 share, ${label}`,
+            unit: '% of upstream calls',
+            kiln: refusedPct,
+            baseline: null,
+            ratio: null,
+            target: `<= ${REFUSED_TARGET_PCT} %`,
+            targetOn: 'kiln',
+            met: refusedPct <= REFUSED_TARGET_PCT,
+          },
+          {
+            metric: `tasks failed, ${label}`,
+            unit: 'tasks',
+            kiln: failed,
+            baseline: null,
+            ratio: null,
+            target: '= 0',
+            targetOn: 'kiln',
+            met: failed === 0,
+          },
         );
         details[label] = { wall, accepted: fake.accepted, refused, maxInFlight: fake.maxInFlight, failed };
       } finally {
@@ -104,5 +141,10 @@ function refusalTimeline(refusedAt: readonly number[], t0: number, bucketMs: num
     counts.set(bucket, (counts.get(bucket) ?? 0) + 1);
   }
   const sec = (ms: number): number => ms / 1000;
-  return [...counts].sort(([a], [b]) => a - b).map(([b, n]) => `${sec(b * bucketMs)}-${sec((b + 1) * bucketMs)} s: ${n}`).join(', ') || 'none';
+  return (
+    [...counts]
+      .sort(([a], [b]) => a - b)
+      .map(([b, n]) => `${sec(b * bucketMs)}-${sec((b + 1) * bucketMs)} s: ${n}`)
+      .join(', ') || 'none'
+  );
 }

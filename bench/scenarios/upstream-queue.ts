@@ -1,4 +1,5 @@
-import { FakeQueueUpstream } from '@app/providers';
+// The fakes alone, not @app/testing's whole index (its e2e harness has no business in the bench's process).
+import { FakeQueueUpstream, fakeQueueUpstream } from '../../libs/testing/src/fakes';
 import { ProcessSampler, readProcStatus } from '../lib/children';
 import { FAST_MODEL, prompts, waitAllDone } from '../lib/harness';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
@@ -22,13 +23,13 @@ const WALL_RATIO_LIMIT = 1.2;
  */
 export async function upstreamQueue(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
   const { stack } = ctx;
-  const fake = new FakeQueueUpstream('fal', { queueMs: QUEUE_MS, imageSize: { width: 64, height: 64 } });
+  const fake = fakeQueueUpstream('fal', { queueMs: QUEUE_MS, imageSize: { width: 64, height: 64 } });
   fake.recordBodies = false;
   await fake.start();
   try {
     // The ideal, measured in this run: the same submits and image downloads from a plain
     // client at the route's cap, plus the 10 s every request spends in the queue.
-    const rawQueue = new FakeQueueUpstream('fal', { queueMs: 0, imageSize: { width: 64, height: 64 } });
+    const rawQueue = fakeQueueUpstream('fal', { queueMs: 0, imageSize: { width: 64, height: 64 } });
     rawQueue.recordBodies = false;
     await rawQueue.start();
     let rawSec: number;
@@ -38,14 +39,22 @@ export async function upstreamQueue(ctx: BenchContext): Promise<Omit<ScenarioRes
       await rawQueue.stop();
     }
     const idealSec = QUEUE_MS / 1000 + rawSec;
-    log(`upstream-queue: plain client, ${TASKS} submits + downloads at ${ROUTE_CAP} at once: ${round(rawSec, 2)} s; ideal ${round(idealSec, 2)} s`);
+    log(
+      `upstream-queue: plain client, ${TASKS} submits + downloads at ${ROUTE_CAP} at once: ${round(rawSec, 2)} s; ideal ${round(idealSec, 2)} s`,
+    );
 
     await stack.liftScalePlanLimits();
-    const route = (baseUrl: string) => ({ type: 'fal', baseUrl, model: 'fal-ai/flux/schnell', pollIntervalMs: POLL_INTERVAL_MS, maxConcurrency: ROUTE_CAP });
+    const route = (baseUrl: string) => ({
+      type: 'fal',
+      baseUrl,
+      model: 'fal-ai/flux/schnell',
+      pollIntervalMs: POLL_INTERVAL_MS,
+      maxConcurrency: ROUTE_CAP,
+    });
     const gen = await stack.startGenerator({ GENERATOR_CONCURRENCY: String(GENERATOR_CONCURRENCY) });
     // Warm-up, as every bench generator gets: one batch through a quick fake of its own, so
     // the idle figure is a generator that has run the code paths once, not one just booted.
-    const warmFake = new FakeQueueUpstream('fal', { queueMs: 500, imageSize: { width: 64, height: 64 } });
+    const warmFake = fakeQueueUpstream('fal', { queueMs: 500, imageSize: { width: 64, height: 64 } });
     warmFake.recordBodies = false;
     await warmFake.start();
     try {
@@ -121,7 +130,7 @@ export async function upstreamQueue(ctx: BenchContext): Promise<Omit<ScenarioRes
       method: [
         `A fake fal queue on 127.0.0.1 keeps every request ${QUEUE_MS / 1000} s in queue and answers 64x64 PNGs; the route polls every ${POLL_INTERVAL_MS} ms with maxConcurrency ${ROUTE_CAP}; one generator with GENERATOR_CONCURRENCY=${GENERATOR_CONCURRENCY}; ${TASKS / PER_BATCH} batches of ${PER_BATCH} created back to back.`,
         `Ideal: ${QUEUE_MS / 1000} s plus the time a plain client in the bench process takes for ${TASKS} submits and ${TASKS} image downloads at ${ROUTE_CAP} at once against the same fake (measured in this run: ${round(rawSec, 2)} s).`,
-        'RSS growth: the generator\'s peak RSS (sampled every 100 ms, and VmHWM) minus its RSS when idle after a warm-up batch of 100 tasks through a quick fake of its own. Polls per interval: status checks the fake counted per request, over the time from its submit to its last poll.',
+        "RSS growth: the generator's peak RSS (sampled every 100 ms, and VmHWM) minus its RSS when idle after a warm-up batch of 100 tasks through a quick fake of its own. Polls per interval: status checks the fake counted per request, over the time from its submit to its last poll.",
       ],
       figures: [wall, rss, polls],
       notes,
@@ -134,7 +143,12 @@ export async function upstreamQueue(ctx: BenchContext): Promise<Omit<ScenarioRes
         statusPolls: polling.polls,
         shortestGapBetweenPollsMs: polling.minGapMs,
         rawSubmitAndDownloadSec: round(rawSec, 2),
-        generator: { idleRssMb: round(idleRssMb, 0), peakRssMb: round(figures.peakRssMb, 0), hwmMb: round(figures.hwmMb, 0), cpuCores: round(figures.cpuCores, 2) },
+        generator: {
+          idleRssMb: round(idleRssMb, 0),
+          peakRssMb: round(figures.peakRssMb, 0),
+          hwmMb: round(figures.hwmMb, 0),
+          cpuCores: round(figures.cpuCores, 2),
+        },
       },
     };
   } finally {

@@ -8,7 +8,16 @@ import { Browser, BrowserContext, chromium, ConsoleMessage, Page } from 'playwri
  * it would otherwise try (Google's hosts), which this project's machines refuse.
  */
 export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
-const FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+const FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
+];
 
 export const DESKTOP = { name: 'desktop', width: 1280, height: 800 };
 export const PHONE = { name: 'phone', width: 390, height: 844 };
@@ -54,7 +63,11 @@ export class WatchedPage {
   }
 
   static async open(browser: Browser, viewport: Viewport): Promise<WatchedPage> {
-    const context = await browser.newContext({ viewport: { width: viewport.width, height: viewport.height }, acceptDownloads: true, reducedMotion: 'reduce' });
+    const context = await browser.newContext({
+      viewport: { width: viewport.width, height: viewport.height },
+      acceptDownloads: true,
+      reducedMotion: 'reduce',
+    });
     context.setDefaultTimeout(30_000);
     return new WatchedPage(context, await context.newPage());
   }
@@ -79,7 +92,8 @@ export interface AxeViolation {
  */
 export async function seriousA11yViolations(page: Page): Promise<AxeViolation[]> {
   await page.evaluate(AXE_SOURCE);
-  const result = await page.evaluate(`axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } })
+  const result =
+    await page.evaluate(`axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } })
     .then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) })))`);
   return (result as AxeViolation[]).filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }
@@ -98,5 +112,34 @@ export async function screenshot(page: Page, name: string, opts: { docs?: boolea
 
 /** Layout that fits the viewport: nothing wider than the window (no sideways scrolling). */
 export async function horizontalOverflow(page: Page): Promise<number> {
-  return (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+  return await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+}
+
+/**
+ * Every visible element whose box leaves the window sideways, described: what a user would see
+ * cut off at the edge. An element inside a box that clips or scrolls (overflow other than
+ * visible: an ellipsis, a scrolling table) is that box's business, and visually hidden text
+ * (.sr-only, the skip link off screen) is not seen; the page's own scrollWidth is checked too.
+ */
+export async function offScreenElements(page: Page): Promise<string[]> {
+  return await page.evaluate<string[]>(`(() => {
+    const out = [];
+    const vw = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth > vw) out.push('page scrollWidth ' + document.documentElement.scrollWidth + ' > ' + vw);
+    const clipped = (el) => {
+      for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
+    for (const el of document.body.querySelectorAll('*')) {
+      if (el.closest('.sr-only, .skip, dialog:not([open])')) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) continue;
+      if (r.right <= vw + 0.5 && r.left >= -0.5) continue;
+      if (clipped(el)) continue;
+      out.push(el.tagName.toLowerCase() + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    }
+    return out;
+  })()`);
 }

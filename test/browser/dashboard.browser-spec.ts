@@ -7,7 +7,18 @@ import { buildConfig } from '@app/config';
 import { routeModel, solidPng } from '@app/testing';
 import { LiveKiln, startLiveKiln } from '../helpers/live-kiln';
 import { WebhookReceiver } from '../helpers/webhook-receiver';
-import { DESKTOP, horizontalOverflow, launch, PHONE, requireBuiltApp, screenshot, seriousA11yViolations, Viewport, WatchedPage } from './browser';
+import {
+  DESKTOP,
+  horizontalOverflow,
+  offScreenElements,
+  launch,
+  PHONE,
+  requireBuiltApp,
+  screenshot,
+  seriousA11yViolations,
+  Viewport,
+  WatchedPage,
+} from './browser';
 
 /*
  * The web app (docs/web.md) in Debian's Chromium against a live Kiln (api on a port of
@@ -59,7 +70,9 @@ describe('the web app in Chromium', () => {
     requireBuiltApp();
     receiver = await new WebhookReceiver().listen();
     const base = buildConfig(process.env);
-    kiln = await startLiveKiln('browser', { webhooks: { ...base.webhooks, allowPrivate: true, retryDelaysMs: [300, 300, 300], pollIntervalMs: 100 } });
+    kiln = await startLiveKiln('browser', {
+      webhooks: { ...base.webhooks, allowPrivate: true, retryDelaysMs: [300, 300, 300], pollIntervalMs: 100 },
+    });
     browser = await launch();
     w = await WatchedPage.open(browser, DESKTOP);
     await w.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: kiln.url });
@@ -102,6 +115,8 @@ describe('the web app in Chromium', () => {
     await heading('Overview').waitFor();
     // A new account: free plan, no credits, no API access — each said on the page.
     await page.getByText('No credits.').waitFor();
+    // No dead end: this installation sells no credits, so the page names the operator's command.
+    await page.getByText(`npm run kiln-admin -- grant ${email} 1000`).waitFor();
     await page.getByText('No API access on the free plan.').waitFor();
     await screenshot(page, 'overview-new-account');
 
@@ -117,7 +132,10 @@ describe('the web app in Chromium', () => {
     w.expectFailedLoads.delete(401);
     noConsoleErrors();
 
-    const account = await kiln.api.http.get('/v1/dashboard/account').set(await apiSession()).expect(200);
+    const account = await kiln.api.http
+      .get('/v1/dashboard/account')
+      .set(await apiSession())
+      .expect(200);
     accountId = account.body.account.id;
     await kiln.api.admin('patch', `/v1/admin/accounts/${accountId}`).send({ plan: 'studio' }).expect(200);
     await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 500, reason: 'browser test' }).expect(200);
@@ -181,7 +199,9 @@ describe('the web app in Chromium', () => {
       dt.items.add(new File(['a dropped prompt\\n'], 'dropped.txt', { type: 'text/plain' })); return dt; })()`);
     await page.locator('.drop').dispatchEvent('drop', { dataTransfer: dropped });
     await page.getByTestId('estimate').getByText('30 credits').waitFor(); // 5 images x 6
-    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe('a fox\na lighthouse\na bowl of ramen\na kite\na dropped prompt');
+    expect(await page.getByLabel('Prompts, one per line').inputValue()).toBe(
+      'a fox\na lighthouse\na bowl of ramen\na kite\na dropped prompt',
+    );
     await promptFiles.setInputFiles([{ name: 'bad.jsonl', mimeType: 'application/x-ndjson', buffer: Buffer.from('{"text":"x"}\n') }]);
     await page.getByRole('alert').getByText('bad.jsonl:1: expected a JSON string or {"prompt": "..."}').waitFor();
 
@@ -205,6 +225,7 @@ describe('the web app in Chromium', () => {
     await page.goto(app('batches/new'));
     await heading('New batch').waitFor();
     await page.getByLabel('Model').selectOption('eta-image');
+    await page.getByLabel('Aspect ratio').selectOption('16:9');
     await page.getByLabel('Prompts, one per line').fill('a red fox in the snow\na lighthouse at dusk');
     await page.getByLabel('Images per prompt').fill('2');
     await page.getByLabel('Note (optional)').fill('Foxes and lighthouses');
@@ -231,7 +252,10 @@ describe('the web app in Chromium', () => {
     expect(await page.evaluate('window.__kilnMarker')).toBe(1);
     expect(await page.locator('.tile img').count()).toBe(4);
 
-    const list = await kiln.api.http.get('/v1/dashboard/batches').set(await apiSession()).expect(200);
+    const list = await kiln.api.http
+      .get('/v1/dashboard/batches')
+      .set(await apiSession())
+      .expect(200);
     expect(list.body.batches.map((b: { id: string }) => b.id)).toEqual([firstBatchId]);
     await screenshot(page, 'batch', { docs: true });
     noConsoleErrors();
@@ -242,16 +266,36 @@ describe('the web app in Chromium', () => {
     const viewer = page.getByRole('dialog', { name: 'Image' });
     await viewer.waitFor();
     await waitUntil(page, `document.querySelector('[data-testid=viewer-image]')?.naturalWidth > 0`);
-    expect(await page.evaluate(`document.querySelector('[data-testid=viewer-image]').naturalWidth`)).toBe(1024);
+    expect(await page.evaluate(`document.querySelector('[data-testid=viewer-image]').naturalWidth`)).toBe(1360); // 16:9 at 1K
     await page.keyboard.press('ArrowRight');
     await viewer.getByText(/^#2 ·/).waitFor();
+    // Its details: prompt, seed, size asked and made, format; copy its URL, download it.
+    const details = viewer.getByTestId('image-details');
+    const facts = Object.fromEntries(
+      await details.locator('dt').evaluateAll((dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling?.textContent])),
+    );
+    expect(facts).toEqual({
+      Seed: 'drawn from the batch id',
+      'Size asked': '16:9 at 1K',
+      'Size made': '1360 × 768 px',
+      Format: expect.stringMatching(/^(PNG|JPEG|WEBP)$/),
+      Model: 'eta-image',
+    });
+    await details.getByText('a red fox in the snow').waitFor();
+    const src = await viewer.getByTestId('viewer-image').evaluate((img) => (img as HTMLImageElement).src);
+    await details.getByRole('button', { name: 'Copy URL' }).click();
+    await details.getByRole('button', { name: 'URL copied' }).waitFor();
+    expect(await page.evaluate('navigator.clipboard.readText()')).toBe(src);
+    const [image] = await Promise.all([page.waitForEvent('download'), details.getByRole('link', { name: 'Download' }).click()]);
+    expect(image.suggestedFilename()).toMatch(new RegExp(`^kiln-${firstBatchId}-2\\.(png|jpg|webp)$`));
+    expect(readFileSync(await image.path()).length).toBeGreaterThan(100);
     await screenshot(page, 'image-viewer', { docs: true });
     await page.keyboard.press('Escape');
     await viewer.waitFor({ state: 'hidden' });
 
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download zip' }).click()]);
     expect(download.suggestedFilename()).toBe(`kiln-${firstBatchId}.zip`);
-    const zip = readFileSync((await download.path())!);
+    const zip = readFileSync(await download.path());
     expect(zip.subarray(0, 2).toString('latin1')).toBe('PK');
     expect(zip.includes(Buffer.from('manifest.json'))).toBe(true);
     noConsoleErrors();
@@ -262,16 +306,27 @@ describe('the web app in Chromium', () => {
     try {
       await page.goto(app('batches/new'));
       await page.getByLabel('Model').selectOption('gamma-5-flash');
-      await page.getByLabel('Prompts, one per line').fill(['one', 'two', 'three', 'four', 'five', 'six'].map((p) => `a slow ${p}`).join('\n'));
+      await page
+        .getByLabel('Prompts, one per line')
+        .fill(['one', 'two', 'three', 'four', 'five', 'six'].map((p) => `a slow ${p}`).join('\n'));
       await page.getByTestId('estimate').getByText('18 credits').waitFor();
       await page.getByRole('button', { name: 'Create batch' }).click();
       await page.waitForURL(/\/app\/batches\/[0-9a-f-]{36}$/);
-      await page.getByTestId('progress-text').getByText(/rendering|waiting/).waitFor();
+      await page
+        .getByTestId('progress-text')
+        .getByText(/rendering|waiting/)
+        .waitFor();
       await page.getByRole('button', { name: 'Cancel batch' }).click();
       const dialog = page.getByRole('dialog', { name: 'Cancel this batch?' });
       await dialog.getByRole('button', { name: 'Cancel batch' }).click();
-      await page.getByTestId('progress-text').getByText(/cancelled\. Done\./).waitFor({ timeout: 60_000 });
-      await page.locator('.badge', { hasText: /cancelled/ }).first().waitFor();
+      await page
+        .getByTestId('progress-text')
+        .getByText(/cancelled\. Done\./)
+        .waitFor({ timeout: 60_000 });
+      await page
+        .locator('.badge', { hasText: /cancelled/ })
+        .first()
+        .waitFor();
       expect(await page.getByRole('button', { name: 'Cancel batch' }).count()).toBe(0);
     } finally {
       await restore();
@@ -284,7 +339,11 @@ describe('the web app in Chromium', () => {
     await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 100 }).expect(200);
     const auth = await apiSession();
     for (let i = 1; i <= 21; i++) {
-      await kiln.api.http.post('/v1/dashboard/batches').set(auth).send({ prompts: [`filler ${i}`], model: 'eta-image', note: `Filler ${i}` }).expect(201);
+      await kiln.api.http
+        .post('/v1/dashboard/batches')
+        .set(auth)
+        .send({ prompts: [`filler ${i}`], model: 'eta-image', note: `Filler ${i}` })
+        .expect(201);
     }
     await page.goto(app('batches'));
     await heading('Batches').waitFor();
@@ -300,6 +359,137 @@ describe('the web app in Chromium', () => {
     await page.reload();
     await waitUntil(page, `[...document.querySelectorAll('.batch-item img.thumb')].some((i) => i.naturalWidth > 0)`, 60_000);
     await screenshot(page, 'batches', { docs: true });
+    noConsoleErrors();
+  });
+
+  it('filters batches by text in the note or the prompts, status, model and date, and clears the filters', async () => {
+    await page.goto(app('batches'));
+    await heading('Batches').waitFor();
+    const items = page.locator('.batch-item');
+    await page.getByText('Filler 21').waitFor();
+    const filter = page.getByRole('search', { name: 'Filter batches' });
+    const titles = async () => await items.locator('.batch-title').allTextContents();
+    const apply = async (until: string) => {
+      await filter.getByRole('button', { name: 'Filter', exact: true }).click();
+      await page.getByRole('list', { name: until }).waitFor({ state: 'attached' });
+      await waitUntil(page, `!document.querySelector('.loading')`);
+    };
+    // A prompt's text (not in the note), any case.
+    await filter.getByLabel('Search note and prompts').fill('RED FOX');
+    await apply('Batches matching the filters, newest first');
+    expect(await titles()).toEqual(['Foxes and lighthouses']);
+    // The note's text: Filler 1 and 10 to 19.
+    await filter.getByLabel('Search note and prompts').fill('Filler 1');
+    await apply('Batches matching the filters, newest first');
+    expect((await titles()).sort()).toEqual(['Filler 1', ...Array.from({ length: 10 }, (_, i) => `Filler ${10 + i}`)].sort());
+    // Text and model together; then the model alone.
+    await filter.getByLabel('Model').selectOption('gamma-5-flash');
+    await apply('Batches matching the filters, newest first');
+    await page.getByText('No batch matches these filters.').waitFor();
+    await filter.getByLabel('Search note and prompts').fill('');
+    await apply('Batches matching the filters, newest first');
+    expect(await items.count()).toBe(1);
+    expect(await items.locator('.batch-meta').first().textContent()).toContain('gamma-5-flash');
+    // Status: succeeded batches only; every badge says so.
+    await filter.getByLabel('Model').selectOption('');
+    await filter.getByLabel('Status').selectOption('succeeded');
+    await apply('Batches matching the filters, newest first');
+    expect(await items.count()).toBeGreaterThan(0);
+    expect(new Set(await items.locator('.badge').allTextContents())).toEqual(new Set(['succeeded']));
+    // From tomorrow: nothing.
+    await filter.getByLabel('Status').selectOption('');
+    await filter.getByLabel('From (UTC day)').fill(new Date(Date.now() + 86_400_000).toISOString().slice(0, 10));
+    await apply('Batches matching the filters, newest first');
+    await page.getByText('No batch matches these filters.').waitFor();
+    await screenshot(page, 'batches-filtered');
+    await filter.getByRole('button', { name: 'Clear filters' }).click();
+    await page.getByRole('list', { name: 'Batches, newest first' }).waitFor();
+    await page.getByText('Filler 21').waitFor();
+    expect(await items.count()).toBe(20);
+    noConsoleErrors();
+  });
+
+  it('usage: per key and per model, images made and credits spent, as the batches add up', async () => {
+    const list = await kiln.api.http
+      .get('/v1/dashboard/batches?limit=100')
+      .set(await apiSession())
+      .expect(200);
+    const byModel = new Map<string, { images: number; credits: number }>();
+    for (const b of list.body.batches) {
+      const m = byModel.get(b.model) ?? { images: 0, credits: 0 };
+      m.images += b.counts.succeeded;
+      m.credits += b.creditsCharged - b.creditsRefunded;
+      byModel.set(b.model, m);
+    }
+    await page.goto(app('usage'));
+    await heading('Usage').waitFor();
+    const perModel = page.getByRole('table', { name: 'Per model' });
+    await perModel.waitFor();
+    const rows = Object.fromEntries(
+      await perModel
+        .locator('tbody tr')
+        .evaluateAll((trs) =>
+          trs.map((tr) => [tr.querySelector('th')!.textContent, [...tr.querySelectorAll('td')].map((td) => td.textContent)]),
+        ),
+    );
+    expect(Object.keys(rows).sort()).toEqual([...byModel.keys()].sort());
+    for (const [model, m] of byModel)
+      expect({ model, images: rows[model][1], credits: rows[model][2] }).toEqual({
+        model,
+        images: String(m.images),
+        credits: String(m.credits),
+      });
+    // Every batch so far came from the dashboard: one row, no key.
+    const perKey = page.getByRole('table', { name: 'Per API key' });
+    expect(await perKey.locator('tbody th').allTextContents()).toEqual(['Dashboard (no key)']);
+    noConsoleErrors();
+  });
+
+  it("edits a key's budget and models allowlist, and the account's low-credit alert", async () => {
+    const auth = await apiSession();
+    const created = await kiln.api.http.post('/v1/dashboard/keys').set(auth).send({ name: 'budgeted' }).expect(201);
+    const keyId = created.body.key.id as string;
+    const readKey = async () =>
+      (await kiln.api.http.get('/v1/dashboard/keys').set(auth).expect(200)).body.keys.find((k: { id: string }) => k.id === keyId);
+    await page.goto(app('keys'));
+    await heading('API keys').waitFor();
+    await page.getByRole('button', { name: 'Limits of budgeted' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Limits of “budgeted”' });
+    await dialog.getByLabel('Budget (credits)').fill('0');
+    await dialog.getByRole('button', { name: 'Save limits' }).click();
+    await dialog.getByText('The budget is a whole number of credits, at least 1.').waitFor();
+    await dialog.getByLabel('Budget (credits)').fill('250');
+    await dialog.getByLabel('Per').selectOption('week');
+    await dialog.getByRole('checkbox', { name: 'eta-image', exact: true }).check();
+    await screenshot(page, 'key-limits', { docs: true });
+    await dialog.getByRole('button', { name: 'Save limits' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const row = page.locator('tr', { hasText: 'budgeted' });
+    await row.getByText('0 / 250 per week').waitFor();
+    await row.getByText('eta-image only').waitFor();
+    expect(await readKey()).toMatchObject({ budget: { credits: 250, period: 'week', spent: 0 }, models: ['eta-image'] });
+    // Cleared: no budget, every model.
+    await page.getByRole('button', { name: 'Limits of budgeted' }).click();
+    await dialog.getByLabel('Budget (credits)').fill('');
+    await dialog.getByRole('checkbox', { name: 'eta-image', exact: true }).uncheck();
+    await dialog.getByRole('button', { name: 'Save limits' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await row.getByText('none').waitFor();
+    expect(await readKey()).toMatchObject({ budget: null, models: [] });
+
+    await page.goto(app('usage'));
+    await heading('Usage').waitFor();
+    await page.getByLabel('Alert when the balance falls below (credits)').fill('50');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('Alert below 50 credits saved.').waitFor();
+    const account = async () => (await kiln.api.http.get('/v1/dashboard/account').set(auth).expect(200)).body.account;
+    expect((await account()).lowCreditsThreshold).toBe(50);
+    await page.reload();
+    expect(await page.getByLabel('Alert when the balance falls below (credits)').inputValue()).toBe('50');
+    await page.getByLabel('Alert when the balance falls below (credits)').fill('');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('No low-credit alert.').waitFor();
+    expect((await account()).lowCreditsThreshold).toBeNull();
     noConsoleErrors();
   });
 
@@ -357,7 +547,10 @@ describe('the web app in Chromium', () => {
     page.off('request', onRequest);
     expect(sent).toEqual([expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', countPerCombo: 2, tier: 'economy' })]);
     const id = page.url().split('/').pop()!;
-    const created = await kiln.api.http.get(`/v1/dashboard/batches/${id}`).set(await apiSession()).expect(200);
+    const created = await kiln.api.http
+      .get(`/v1/dashboard/batches/${id}`)
+      .set(await apiSession())
+      .expect(200);
     expect(created.body.batch).toMatchObject({ model: 'gamma-5-pro', tier: 'economy', total: 4, creditsCharged: 12 });
     expect(created.body.batch.expiresAt).toBe(created.body.batch.createdAt + 24 * 3_600_000);
     noConsoleErrors();
@@ -365,7 +558,10 @@ describe('the web app in Chromium', () => {
 
   it('new batch: a .jsonl whose lines choose tiers makes a batch per tier, priced together first; a line without one takes the picker', async () => {
     // gamma-5-pro keeps the economy tier the test above gave it: 1K 6 standard, 3 economy; none at 2K.
-    await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 100, reason: 'browser test, tiers' }).expect(200);
+    await kiln.api
+      .admin('post', `/v1/admin/accounts/${accountId}/credits`)
+      .send({ amount: 100, reason: 'browser test, tiers' })
+      .expect(200);
     await page.goto(app('batches/new'));
     await heading('New batch').waitFor();
     await page.getByLabel('Model').selectOption('gamma-5-pro');
@@ -373,7 +569,8 @@ describe('the web app in Chromium', () => {
     const picker = page.getByRole('group', { name: 'Tier' });
     const estimate = page.getByTestId('estimate');
     const tiers = page.getByTestId('file-settings');
-    const planRows = async () => (await page.getByTestId('batch-plan').locator('tbody tr').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+    const planRows = async () =>
+      (await page.getByTestId('batch-plan').locator('tbody tr').allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
     const textarea = page.getByLabel('Prompts, one per line');
     const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
     const jsonl = (name: string, text: string) => ({ name, mimeType: 'application/x-ndjson', buffer: Buffer.from(text) });
@@ -383,13 +580,19 @@ describe('the web app in Chromium', () => {
     expect(await textarea.inputValue()).toBe('');
 
     await promptFiles.setInputFiles([
-      jsonl('mixed.jsonl', '{"prompt":"a harbour, economy","tier":"economy"}\n"a harbour, picker"\n{"prompt":"a harbour, standard","tier":"standard"}\n'),
+      jsonl(
+        'mixed.jsonl',
+        '{"prompt":"a harbour, economy","tier":"economy"}\n"a harbour, picker"\n{"prompt":"a harbour, standard","tier":"standard"}\n',
+      ),
     ]);
     // Economy first, as it first appears; the line without a tier on the picker's standard.
     await tiers.getByText("The file's lines set their own tier; the pickers give what a line leaves out.").waitFor();
     await estimate.getByText('2 batches: 15 credits', { exact: false }).waitFor(); // 1 x 3 + 2 x 6
     // Prompts, batches, images, credits.
-    expect(await planRows()).toEqual([expect.stringMatching(/^Gamma 5 Pro · \S+ 1K · 1 per prompt · economy 1 1 1 3$/), expect.stringMatching(/· standard 2 1 2 12$/)]);
+    expect(await planRows()).toEqual([
+      expect.stringMatching(/^Gamma 5 Pro · \S+ 1K · 1 per prompt · economy 1 1 1 3$/),
+      expect.stringMatching(/· standard 2 1 2 12$/),
+    ]);
     await screenshot(page, 'new-batch-mixed-tiers', { fullPage: true });
     expect(await textarea.getAttribute('readonly')).not.toBeNull();
     await picker.getByText('For the prompts whose file line chose no tier.').waitFor();
@@ -421,13 +624,34 @@ describe('the web app in Chromium', () => {
     stop();
     expect(sent).toEqual([
       // A key per batch: the form's, then the batch's place as the CLI keys it (group, first prompt, count).
-      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }), key: expect.stringMatching(/^[0-9a-f-]{36}-0-1$/) },
-      { body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'standard', prompts: ['a harbour, picker', 'a harbour, standard'] }), key: expect.stringMatching(/^[0-9a-f-]{36}-g1-0-2$/) },
+      {
+        body: expect.objectContaining({ model: 'gamma-5-pro', resolution: '1K', tier: 'economy', prompts: ['a harbour, economy'] }),
+        key: expect.stringMatching(/^[0-9a-f-]{36}-0-1$/),
+      },
+      {
+        body: expect.objectContaining({
+          model: 'gamma-5-pro',
+          resolution: '1K',
+          tier: 'standard',
+          prompts: ['a harbour, picker', 'a harbour, standard'],
+        }),
+        key: expect.stringMatching(/^[0-9a-f-]{36}-g1-0-2$/),
+      },
     ]);
     expect(sent[0].key!.slice(0, 36)).toBe(sent[1].key!.slice(0, 36));
     expect(created).toHaveLength(2);
     const session = await apiSession();
-    const batches = await Promise.all(created.map(async (id) => (await kiln.api.http.get(`/v1/dashboard/batches/${await id}`).set(session).expect(200)).body.batch));
+    const batches = await Promise.all(
+      created.map(
+        async (id) =>
+          (
+            await kiln.api.http
+              .get(`/v1/dashboard/batches/${await id}`)
+              .set(session)
+              .expect(200)
+          ).body.batch,
+      ),
+    );
     expect(batches).toEqual([
       expect.objectContaining({ tier: 'economy', total: 1, creditsCharged: 3 }),
       expect.objectContaining({ tier: 'standard', total: 2, creditsCharged: 12 }),
@@ -437,7 +661,10 @@ describe('the web app in Chromium', () => {
   });
 
   it("new batch: a .jsonl whose lines set model, size, count and seed makes a batch per set, each split by the plan's images per batch; shown and priced before any is created", async () => {
-    await kiln.api.admin('post', `/v1/admin/accounts/${accountId}/credits`).send({ amount: 100, reason: 'browser test, line settings' }).expect(200);
+    await kiln.api
+      .admin('post', `/v1/admin/accounts/${accountId}/credits`)
+      .send({ amount: 100, reason: 'browser test, line settings' })
+      .expect(200);
     // Four images a batch on the plan: the file below makes five batches. The page learns the
     // limit with the account (GET /account), so it is loaded afresh.
     await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxImagesPerBatch: 4 }).expect(200);
@@ -446,7 +673,10 @@ describe('the web app in Chromium', () => {
     await page.getByLabel('Model').selectOption('eta-image');
     await page.getByLabel('Aspect ratio').selectOption('1:1');
     await page.getByLabel('Images per prompt').fill('2');
-    await page.locator('#prompts-help').getByText("your plan's batches hold up to 4 images each, more make more batches", { exact: false }).waitFor();
+    await page
+      .locator('#prompts-help')
+      .getByText("your plan's batches hold up to 4 images each, more make more batches", { exact: false })
+      .waitFor();
     const estimate = page.getByTestId('estimate');
     const textarea = page.getByLabel('Prompts, one per line');
     const promptFiles = page.locator('input[type=file][accept=".txt,.jsonl"]');
@@ -468,11 +698,22 @@ describe('the web app in Chromium', () => {
       '{"prompt":"a pier in rain","countPerCombo":3,"seed":40}',
     ].join('\n');
     await promptFiles.setInputFiles([jsonl('pier.jsonl', file)]);
-    await page.getByTestId('file-settings').getByText("The file's lines set their own model, aspect ratio, resolution, images per prompt and seed; the pickers give what a line leaves out.").waitFor();
+    await page
+      .getByTestId('file-settings')
+      .getByText(
+        "The file's lines set their own model, aspect ratio, resolution, images per prompt and seed; the pickers give what a line leaves out.",
+      )
+      .waitFor();
     expect(await textarea.getAttribute('readonly')).not.toBeNull();
     // Eta: 3 prompts x 2 = 6 images, 2 prompts a batch; Gamma 5 Pro 2K: 1 x 12; the seeded x 3: a prompt a batch.
     await estimate.getByText('5 batches: 24 credits', { exact: false }).waitFor();
-    expect(await page.getByTestId('batch-plan').locator('tbody tr').allInnerTexts().then((rows) => rows.map((t) => t.replace(/\s+/g, ' ').trim()))).toEqual([
+    expect(
+      await page
+        .getByTestId('batch-plan')
+        .locator('tbody tr')
+        .allInnerTexts()
+        .then((rows) => rows.map((t) => t.replace(/\s+/g, ' ').trim())),
+    ).toEqual([
       'Eta Image · 1:1 1K · 2 per prompt · standard 3 2 6 6',
       'Gamma 5 Pro · 16:9 2K · 1 per prompt · standard 1 1 1 12',
       'Eta Image · 1:1 1K · 3 per prompt · standard · seed 40 2 2 6 6',
@@ -493,7 +734,10 @@ describe('the web app in Chromium', () => {
     }
     await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 4 }).expect(200);
     await create.click();
-    await page.getByRole('alert').getByText('The prompts make 5 standard batches; your plan runs 4 at a time and 0 are running (nothing was created)').waitFor();
+    await page
+      .getByRole('alert')
+      .getByText('The prompts make 5 standard batches; your plan runs 4 at a time and 0 are running (nothing was created)')
+      .waitFor();
     expect(sent).toEqual([]);
     await kiln.api.admin('patch', '/v1/admin/plans/studio').send({ maxConcurrentBatches: 100 }).expect(200);
 
@@ -505,7 +749,13 @@ describe('the web app in Chromium', () => {
     expect(sent.map((s) => s.body)).toEqual([
       expect.objectContaining({ ...eta, countPerCombo: 2, prompts: ['a pier at dawn', 'a pier at noon'] }),
       expect.objectContaining({ ...eta, countPerCombo: 2, prompts: ['a pier at dusk'] }),
-      expect.objectContaining({ model: 'gamma-5-pro', aspectRatio: '16:9', resolution: '2K', countPerCombo: 1, prompts: ['a gull over the pier'] }),
+      expect.objectContaining({
+        model: 'gamma-5-pro',
+        aspectRatio: '16:9',
+        resolution: '2K',
+        countPerCombo: 1,
+        prompts: ['a gull over the pier'],
+      }),
       // The seed runs on across the split, as in the CLI: the second batch's first image is the group's fourth.
       expect.objectContaining({ ...eta, countPerCombo: 3, seed: 40, prompts: ['a pier in fog'] }),
       expect.objectContaining({ ...eta, countPerCombo: 3, seed: 43, prompts: ['a pier in rain'] }),
@@ -514,7 +764,17 @@ describe('the web app in Chromium', () => {
     expect(new Set(sent.map((s) => s.key!.slice(0, 36))).size).toBe(1);
     expect(created).toHaveLength(5);
     const session = await apiSession();
-    const batches = await Promise.all(created.map(async (id) => (await kiln.api.http.get(`/v1/dashboard/batches/${await id}`).set(session).expect(200)).body.batch));
+    const batches = await Promise.all(
+      created.map(
+        async (id) =>
+          (
+            await kiln.api.http
+              .get(`/v1/dashboard/batches/${await id}`)
+              .set(session)
+              .expect(200)
+          ).body.batch,
+      ),
+    );
     expect(batches).toEqual([
       expect.objectContaining({ model: 'eta-image', resolution: '1K', countPerCombo: 2, total: 4, creditsCharged: 4 }),
       expect.objectContaining({ model: 'eta-image', resolution: '1K', countPerCombo: 2, total: 2, creditsCharged: 2 }),
@@ -560,8 +820,11 @@ describe('the web app in Chromium', () => {
       const seen: string[] = [];
       for (let i = 0; i < 40; i++) {
         await page.keyboard.press(key);
-        const focused = (await page.evaluate(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
-          return { label: (e.getAttribute('aria-label') || e.textContent || e.id || e.tagName).trim(), outline: s.outlineStyle }; })()`)) as { label: string; outline: string };
+        const focused = await page.evaluate<{
+          label: string;
+          outline: string;
+        }>(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
+          return { label: (e.getAttribute('aria-label') || e.textContent || e.id || e.tagName).trim(), outline: s.outlineStyle }; })()`);
         expect({ label: focused.label, outline: focused.outline }).not.toEqual({ label: focused.label, outline: 'none' });
         seen.push(focused.label);
         if (focused.label === until) break;
@@ -571,17 +834,28 @@ describe('the web app in Chromium', () => {
     expect(await walk('Tab', 'Create key')).toEqual(expect.arrayContaining(['key-name', 'key-cap', 'Create key']));
     await heading('API keys').focus();
     const back = await walk('Shift+Tab', 'Skip to content');
-    expect(back).toEqual(['Sign out', 'Webhooks', 'API keys', 'New batch', 'Batches', 'Overview', 'Kiln overview', 'Skip to content']);
+    expect(back).toEqual([
+      'Sign out',
+      'Webhooks',
+      'API keys',
+      'Usage',
+      'New batch',
+      'Batches',
+      'Overview',
+      'Kiln overview',
+      'Skip to content',
+    ]);
     noConsoleErrors();
   });
 
-  it('loads at most 150 KB of JS and CSS (gzipped) for the first page', async () => {
+  it('loads at most 30 KB of JS and CSS (gzipped) for the first page', async () => {
     const fresh = await WatchedPage.open(browser, DESKTOP);
     fresh.expectFailedLoads.add(401);
     const loaded: Array<Promise<{ url: string; gzipped: number }>> = [];
     fresh.page.on('response', (res) => {
       const type = res.request().resourceType();
-      if (type === 'script' || type === 'stylesheet') loaded.push(res.body().then((b) => ({ url: res.url(), gzipped: gzipSync(b, { level: 9 }).length })));
+      if (type === 'script' || type === 'stylesheet')
+        loaded.push(res.body().then((b) => ({ url: res.url(), gzipped: gzipSync(b, { level: 9 }).length })));
     });
     await fresh.page.goto(app());
     await fresh.page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
@@ -591,13 +865,18 @@ describe('the web app in Chromium', () => {
     expect(files.length).toBeGreaterThanOrEqual(2);
     const total = files.reduce((s, f) => s + f.gzipped, 0);
     console.log(`first page JS + CSS: ${(total / 1024).toFixed(1)} KB gzipped in ${files.length} files`);
-    expect(total).toBeLessThanOrEqual(150 * 1024);
+    expect(total).toBeLessThanOrEqual(30 * 1024);
   });
 
   it('says so when the api answers 503, and recovers on retry', async () => {
     w.expectFailedLoads.add(503);
     await page.route('**/v1/dashboard/batches?**', (route) =>
-      route.fulfill({ status: 503, contentType: 'application/json', headers: { 'Retry-After': '1' }, body: JSON.stringify({ error: { code: 'service_unavailable', message: 'PostgreSQL did not answer' } }) }),
+      route.fulfill({
+        status: 503,
+        contentType: 'application/json',
+        headers: { 'Retry-After': '1' },
+        body: JSON.stringify({ error: { code: 'service_unavailable', message: 'PostgreSQL did not answer' } }),
+      }),
     );
     await page.goto(app('batches'));
     await page.getByRole('alert').getByText('Kiln is temporarily unavailable (503)').waitFor();
@@ -608,7 +887,11 @@ describe('the web app in Chromium', () => {
 
     // At start: the app cannot even tell who is signed in.
     const unavailable = (route: import('playwright-core').Route) =>
-      route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'service_unavailable', message: 'Redis is not reachable' } }) });
+      route.fulfill({
+        status: 503,
+        contentType: 'application/json',
+        body: JSON.stringify({ error: { code: 'service_unavailable', message: 'Redis is not reachable' } }),
+      });
     await page.route('**/v1/dashboard/account', unavailable);
     await page.reload();
     await page.getByRole('alert').getByText('Kiln is temporarily unavailable (503)').waitFor();
@@ -625,16 +908,97 @@ describe('the web app in Chromium', () => {
     await heading('Overview').waitFor();
     const cookie = (await w.context.cookies()).find((c) => c.name === 'kiln_session')!;
     // The session ends elsewhere (another tab signs out): the next request learns it.
-    await kiln.api.http.post('/v1/dashboard/logout').set('Cookie', `kiln_session=${cookie.value}`).set('X-Kiln-Session', 'cookie').expect(204);
+    await kiln.api.http
+      .post('/v1/dashboard/logout')
+      .set('Cookie', `kiln_session=${cookie.value}`)
+      .set('X-Kiln-Session', 'cookie')
+      .expect(204);
     // The next request learns it: this navigation's, or a background refresh's that came first
     // (then the app is already on the sign-in page and the link is gone).
     const signedOut = page.getByText('You were signed out. Sign in again.');
-    await page.getByRole('link', { name: 'Batches' }).click({ timeout: 5_000 }).catch(() => undefined);
+    await page
+      .getByRole('link', { name: 'Batches' })
+      .click({ timeout: 5_000 })
+      .catch(() => undefined);
     await signedOut.waitFor();
     await signIn(page);
     w.expectFailedLoads.delete(401);
     noConsoleErrors();
   });
+
+  /** Issue 45's findings, each measured on the page at this viewport. */
+  async function checkFindings(p: Page, name: string, viewport: Viewport) {
+    const box = async (selector: string) => (await p.locator(selector).first().boundingBox())!;
+    // A compact header: one row on a phone (brand, balance, menu), the nav behind "Menu".
+    const header = await box('header.top');
+    if (viewport === PHONE) {
+      expect(header.height).toBeLessThanOrEqual(60);
+      await p.getByRole('button', { name: 'Menu' }).click();
+      await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Batches' }).waitFor();
+      expect(await offScreenElements(p)).toEqual([]);
+      await p.getByRole('button', { name: 'Menu' }).click();
+      await p.getByRole('navigation', { name: 'Main' }).waitFor({ state: 'hidden' });
+    } else {
+      expect(header.height).toBeLessThanOrEqual(64);
+    }
+    if (name === 'overview') {
+      // The last bar whole, the legend showing a day's figure at rest, one y-axis.
+      const chart = p.locator('.chart-box');
+      const [lastBarRight, plotRight] = [
+        Number(await chart.getAttribute('data-last-bar-right')),
+        Number(await chart.getAttribute('data-plot-right')),
+      ];
+      expect(plotRight).toBeGreaterThan(0);
+      expect(lastBarRight).toBeLessThanOrEqual(plotRight);
+      const values = await p.locator('.chart .u-legend .u-value').allTextContents();
+      expect(values.length).toBe(2);
+      expect(values.filter((t) => t.trim() === '' || t.includes('--'))).toEqual([]);
+      expect(await p.locator('.chart .u-axis').count()).toBe(2);
+    }
+    if (name === 'batches') {
+      // Each batch's status and counts are seen at every width.
+      for (const item of await p.locator('.batch-item').all()) {
+        expect(await item.locator('.badge').isVisible()).toBe(true);
+        expect(await item.locator('.counts').isVisible()).toBe(true);
+        expect(await item.locator('.counts').textContent()).toMatch(/\d+\/\d+ done/);
+      }
+    }
+    if (name === 'keys') {
+      // The key hint on one line.
+      const hint = p.locator('.key-hint:visible').first();
+      const lineHeight = await hint.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight));
+      expect((await hint.boundingBox())!.height).toBeLessThan(lineHeight * 1.5);
+      expect(await hint.textContent()).toMatch(/^kiln_/);
+    }
+    if (name === 'batch') {
+      // Tiles keep the images' 16:9 framing (no square crop).
+      const tile = await box('.tile');
+      expect(tile.width / tile.height).toBeCloseTo(16 / 9, 1);
+      const fit = await p
+        .locator('.tile img')
+        .first()
+        .evaluate((el) => getComputedStyle(el).objectFit);
+      expect(fit).toBe('contain');
+    }
+    if (name === 'new-batch') {
+      // The resolution picker shows its whole label.
+      const fits = await p.getByLabel('Resolution').evaluate((el) => {
+        const select = el as HTMLSelectElement;
+        const probe = document.createElement('span');
+        probe.style.font = getComputedStyle(select).font;
+        probe.style.whiteSpace = 'pre';
+        probe.style.position = 'absolute';
+        probe.textContent = select.selectedOptions[0].textContent;
+        document.body.append(probe);
+        const text = probe.getBoundingClientRect().width;
+        probe.remove();
+        const cs = getComputedStyle(select);
+        // The arrow takes about 1.5rem of the padding box.
+        return { text, room: select.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20 };
+      });
+      expect(fits.text).toBeLessThanOrEqual(fits.room);
+    }
+  }
 
   describe.each([DESKTOP, PHONE])('every page at $width x $height: axe-core, fit, screenshots', (viewport: Viewport) => {
     it('has no serious or critical accessibility violations and no sideways scrolling', async () => {
@@ -644,6 +1008,13 @@ describe('the web app in Chromium', () => {
         await v.page.goto(`${kiln.url}/app/signin`);
         await v.page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
         const report: Record<string, unknown> = { signin: await seriousA11yViolations(v.page) };
+        // Sign-up states the password rule in text, not only in the browser's tooltip.
+        await v.page.goto(`${kiln.url}/app/signup`);
+        await v.page.getByText('At least 10 characters').waitFor();
+        expect(await v.page.getByLabel('Password').getAttribute('aria-describedby')).toBe('password-help');
+        report.signup = await seriousA11yViolations(v.page);
+        await screenshot(v.page, `signup-${viewport.name}`, { docs: true });
+        expect(await offScreenElements(v.page)).toEqual([]);
         await signIn(v.page);
         v.expectFailedLoads.delete(401);
         const pages: Array<[string, string, string]> = [
@@ -652,6 +1023,7 @@ describe('the web app in Chromium', () => {
           ['batch', `batches/${firstBatchId}`, 'Foxes and lighthouses'],
           ['new-batch', 'batches/new', 'New batch'],
           ['keys', 'keys', 'API keys'],
+          ['usage', 'usage', 'Usage'],
           ['webhooks', 'webhooks', 'Webhooks'],
         ];
         for (const [name, path, title] of pages) {
@@ -661,7 +1033,10 @@ describe('the web app in Chromium', () => {
           if (name === 'batch') await v.page.getByText('4 of 4 images ready. Done.').waitFor();
           report[name] = await seriousA11yViolations(v.page);
           expect({ name, overflow: await horizontalOverflow(v.page) }).toEqual({ name, overflow: 0 });
-          await screenshot(v.page, `${name}-${viewport.name}`, { docs: viewport === DESKTOP ? name === 'overview' : name === 'batch' || name === 'overview' });
+          expect({ name, offScreen: await offScreenElements(v.page) }).toEqual({ name, offScreen: [] });
+          await checkFindings(v.page, name, viewport);
+          // Every page at both sizes goes to docs/img (npm run docs:screenshots).
+          await screenshot(v.page, `${name}-${viewport.name}`, { docs: true });
         }
         expect(Object.entries(report).filter(([, v]) => (v as unknown[]).length > 0)).toEqual([]);
         expect(v.errors).toEqual([]);

@@ -33,10 +33,17 @@ describe('web app performance (reported, not asserted)', () => {
     const account = await kiln.api.http.get('/v1/dashboard/account').set(auth).expect(200);
     await kiln.api.admin('patch', '/v1/admin/plans/scale').send({ maxImagesPerBatch: IMAGES }).expect(200);
     await kiln.api.admin('patch', `/v1/admin/accounts/${account.body.account.id}`).send({ plan: 'scale' }).expect(200);
-    await kiln.api.admin('post', `/v1/admin/accounts/${account.body.account.id}/credits`).send({ amount: IMAGES, reason: 'perf' }).expect(200);
+    await kiln.api
+      .admin('post', `/v1/admin/accounts/${account.body.account.id}/credits`)
+      .send({ amount: IMAGES, reason: 'perf' })
+      .expect(200);
     await routeModel(kiln.api, 'eta-image', { type: 'simulated', latencyMs: 0, failureRate: 0.01 });
     const prompts = Array.from({ length: IMAGES / 10 }, (_, i) => `perf prompt ${i + 1}`);
-    const created = await kiln.api.http.post('/v1/dashboard/batches').set(auth).send({ prompts, model: 'eta-image', countPerCombo: 10, note: 'A thousand images' }).expect(201);
+    const created = await kiln.api.http
+      .post('/v1/dashboard/batches')
+      .set(auth)
+      .send({ prompts, model: 'eta-image', countPerCombo: 10, note: 'A thousand images' })
+      .expect(201);
     batchId = created.body.id;
     for (let i = 0; i < 600; i++) {
       const res = await kiln.api.http.get(`/v1/dashboard/batches/${batchId}`).set(auth).set('Prefer', 'wait=10');
@@ -67,10 +74,10 @@ describe('web app performance (reported, not asserted)', () => {
   async function timeToInteractive(page: Page, url: string, title: string): Promise<Record<string, number>> {
     await page.goto(url, { waitUntil: 'commit' });
     await page.getByRole('heading', { level: 1, name: title }).waitFor();
-    return (await page.evaluate(`new Promise((resolve) => requestAnimationFrame(() => {
+    return await page.evaluate<Record<string, number>>(`new Promise((resolve) => requestAnimationFrame(() => {
       const nav = performance.getEntriesByType('navigation')[0];
       resolve({ interactiveMs: Math.round(performance.now()), domContentLoadedMs: Math.round(nav.domContentLoadedEventEnd), loadMs: Math.round(nav.loadEventEnd) });
-    }))`)) as Record<string, number>;
+    }))`);
   }
 
   it('time to interactive of /app/ (signed out and signed in)', async () => {
@@ -92,17 +99,20 @@ describe('web app performance (reported, not asserted)', () => {
     const cdp = await page.context().newCDPSession(page);
     await cdp.send('Performance.enable');
     const metrics = async () => {
-      const { metrics: list } = (await cdp.send('Performance.getMetrics')) as { metrics: Array<{ name: string; value: number }> };
+      const { metrics: list } = await cdp.send('Performance.getMetrics');
       const m = Object.fromEntries(list.map((x) => [x.name, x.value]));
       return { jsHeapMB: +(m.JSHeapUsedSize / 1048576).toFixed(1), domNodes: m.Nodes, layouts: m.LayoutCount };
     };
     report.batchPageOpen = await timeToInteractive(page, `${kiln.url}/app/batches/${batchId}`, 'A thousand images');
-    await page.getByTestId('progress-text').getByText(/Done\.$/).waitFor();
+    await page
+      .getByTestId('progress-text')
+      .getByText(/Done\.$/)
+      .waitFor();
     const tilesAtFirst = await page.locator('.tile').count();
     const before = await metrics();
 
     // Scroll a screen every frame until the end stays put, timing every frame in the page.
-    const scroll = (await page.evaluate(`new Promise((resolve) => {
+    const scroll = await page.evaluate<Record<string, number>>(`new Promise((resolve) => {
       const frames = []; let last = performance.now(); let still = 0; let lastY = -1;
       const started = last;
       function step(now) {
@@ -119,9 +129,11 @@ describe('web app performance (reported, not asserted)', () => {
         requestAnimationFrame(step);
       }
       requestAnimationFrame(step);
-    })`)) as Record<string, number>;
+    })`);
     const tilesAtEnd = await page.locator('.tile').count();
-    const imagesLoaded = (await page.evaluate(`[...document.querySelectorAll('.tile img')].filter((i) => i.complete && i.naturalWidth > 0).length`)) as number;
+    const imagesLoaded = await page.evaluate<number>(
+      `[...document.querySelectorAll('.tile img')].filter((i) => i.complete && i.naturalWidth > 0).length`,
+    );
     const after = await metrics();
     report.batchPage = { images: IMAGES, tilesAtFirst, tilesAtEnd, imagesLoadedAtEnd: imagesLoaded, scroll, before, after };
 

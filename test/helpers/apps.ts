@@ -8,7 +8,16 @@ import { Repository } from 'typeorm';
 import { CatalogService } from '@app/catalog';
 import { buildConfig, KILN_CONFIG, KilnConfig } from '@app/config';
 import { ModelEntity } from '@app/database';
-import { bootTestApp, bootTestContext, ConfigOverrides, fileEnvironment, FileEnvironment, GeneratorProcess, spawnGenerator, TestApp } from '@app/testing';
+import {
+  bootTestApp,
+  bootTestContext,
+  ConfigOverrides,
+  fileEnvironment,
+  FileEnvironment,
+  GeneratorProcess,
+  spawnGenerator,
+  TestApp,
+} from '@app/testing';
 import { ApiModule } from '../../apps/api/src/api.module';
 import { configureApp } from '../../apps/api/src/app.setup';
 import { GeneratorModule } from '../../apps/generator/src/generator.module';
@@ -38,7 +47,10 @@ export const TEST_MODELS: Record<string, Partial<ModelEntity>> = {
 };
 
 class TestCatalogService extends CatalogService {
-  constructor(private readonly repo: Repository<ModelEntity>, config: KilnConfig) {
+  constructor(
+    private readonly repo: Repository<ModelEntity>,
+    config: KilnConfig,
+  ) {
     super(repo, config);
   }
 
@@ -46,7 +58,7 @@ class TestCatalogService extends CatalogService {
     const extra = TEST_MODELS[key];
     if (!extra) return super.requireEnabled(key);
     const base = await super.requireEnabled('eta-image');
-    return { ...base, key, ...extra, resolutionsByRatio: { '1:1': ['1K'] } } as ModelEntity;
+    return { ...base, key, ...extra, resolutionsByRatio: { '1:1': ['1K'] } };
   }
 }
 

@@ -5,7 +5,11 @@ import { createBatch, TestAccount, TestApp } from '@app/testing';
 
 /** A simulated route with its local batch API enabled; short intervals for tests. */
 export function simulatedBatchRoute(batch: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): ProviderRoute {
-  return { type: 'simulated', batch: { enabled: true, collectMs: 0, maxRequests: 1000, pollIntervalMs: 100, delayMs: 200, ...batch }, ...extra } as unknown as ProviderRoute;
+  return {
+    type: 'simulated',
+    batch: { enabled: true, collectMs: 0, maxRequests: 1000, pollIntervalMs: 100, delayMs: 200, ...batch },
+    ...extra,
+  } as unknown as ProviderRoute;
 }
 
 /**
@@ -21,12 +25,17 @@ export async function economyBatch(
   opts: { model?: string; economyCreditCost?: number } = {},
 ): Promise<string> {
   const model = opts.model ?? 'eta-image';
-  const res = await api.admin('patch', `/v1/admin/models/${model}`).send({ provider: route, economyCreditCost: { '1K': opts.economyCreditCost ?? 1 }, economyWindowHours: 24 });
+  const res = await api
+    .admin('patch', `/v1/admin/models/${model}`)
+    .send({ provider: route, economyCreditCost: { '1K': opts.economyCreditCost ?? 1 }, economyWindowHours: 24 });
   if (res.status !== 200) throw new Error(`PATCH /v1/admin/models/${model} answered ${res.status}: ${JSON.stringify(res.body)}`);
   try {
     return await createBatch(api, a, { model, prompts, tier: 'economy' });
   } finally {
-    await api.admin('patch', `/v1/admin/models/${model}`).send({ provider: { type: 'builtin' }, economyCreditCost: null }).expect(200);
+    await api
+      .admin('patch', `/v1/admin/models/${model}`)
+      .send({ provider: { type: 'builtin' }, economyCreditCost: null })
+      .expect(200);
   }
 }
 
@@ -67,13 +76,19 @@ export function simulatedBatchesCreated(dataDir: string): number {
  * given minus the charge plus one refund of the unit cost per failed task, each refunded once.
  */
 export async function expectMoneyExact(api: TestApp, a: TestAccount, batchId: string, granted: number): Promise<void> {
-  const [batch] = await api.db.query(`SELECT unit_cost, credits_charged, credits_refunded, failed_count FROM batches WHERE id = $1`, [batchId]);
-  const refunds: { task_id: string; amount: string }[] = await api.db.query(`SELECT task_id, amount FROM ledger_entries WHERE batch_id = $1 AND kind = 'task_refund'`, [batchId]);
+  const [batch] = await api.db.query(`SELECT unit_cost, credits_charged, credits_refunded, failed_count FROM batches WHERE id = $1`, [
+    batchId,
+  ]);
+  const refunds: { task_id: string; amount: string }[] = await api.db.query(
+    `SELECT task_id, amount FROM ledger_entries WHERE batch_id = $1 AND kind = 'task_refund'`,
+    [batchId],
+  );
   const [{ failed }] = await api.db.query(`SELECT count(*)::int AS failed FROM tasks WHERE batch_id = $1 AND status = 'failed'`, [batchId]);
   if (refunds.length !== failed) throw new Error(`${refunds.length} refunds for ${failed} failed tasks`);
   if (new Set(refunds.map((r) => r.task_id)).size !== refunds.length) throw new Error('a task was refunded twice');
   if (refunds.some((r) => Number(r.amount) !== batch.unit_cost)) throw new Error(`a refund is not the unit cost ${batch.unit_cost}`);
-  if (Number(batch.credits_refunded) !== failed * batch.unit_cost) throw new Error(`credits_refunded ${batch.credits_refunded} != ${failed} x ${batch.unit_cost}`);
+  if (Number(batch.credits_refunded) !== failed * batch.unit_cost)
+    throw new Error(`credits_refunded ${batch.credits_refunded} != ${failed} x ${batch.unit_cost}`);
   if (batch.failed_count !== failed) throw new Error(`failed_count ${batch.failed_count} != ${failed}`);
   const balance = await api.balance(a.id);
   const ledger = await api.ledgerSum(a.id);

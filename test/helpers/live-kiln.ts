@@ -30,7 +30,14 @@ export async function freePort(): Promise<number> {
 export async function startLiveKiln(name: string, overrides: ConfigOverrides = {}): Promise<LiveKiln> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const env = await fileEnvironment(name, { ...overrides, publicBaseUrl: url, generator: { concurrency: 4, ...overrides.generator } });
+  // Stripe Checkout sends the buyer back to this Kiln, whose port is only known here.
+  const stripe = overrides.stripe && { ...overrides.stripe, returnUrlBase: `${url}/app/credits` };
+  const env = await fileEnvironment(name, {
+    ...overrides,
+    ...(stripe ? { stripe } : {}),
+    publicBaseUrl: url,
+    generator: { concurrency: 4, ...overrides.generator },
+  });
   const api = await bootApi(env.config);
   await api.app.listen(port, '127.0.0.1');
   const generator = await bootGenerator(env.config);

@@ -17,7 +17,11 @@ export async function generateTypes(document: object): Promise<string> {
     const input = path.join(dir, 'openapi.json');
     const output = path.join(dir, 'openapi.d.ts');
     fs.writeFileSync(input, JSON.stringify(document));
-    await run(process.execPath, [path.join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), input, '-o', output, '--default-non-nullable', 'false'], { cwd: ROOT, timeout: 60_000 });
+    await run(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), input, '-o', output, '--default-non-nullable', 'false'],
+      { cwd: ROOT, timeout: 60_000 },
+    );
     return fs.readFileSync(output, 'utf8');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
@@ -29,11 +33,28 @@ export async function typeCheck(files: Record<string, string>): Promise<string> 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-tsc-'));
   try {
     for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text);
-    const names = Object.keys(files).filter((n) => n.endsWith('.ts')).map((n) => path.join(dir, n));
+    const names = Object.keys(files)
+      .filter((n) => n.endsWith('.ts'))
+      .map((n) => path.join(dir, n));
     try {
       await run(
         process.execPath,
-        [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--noEmit', '--strict', '--target', 'ES2022', '--module', 'commonjs', '--lib', 'ES2022,DOM', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), ...names],
+        [
+          path.join(ROOT, 'node_modules/typescript/bin/tsc'),
+          '--noEmit',
+          '--strict',
+          '--target',
+          'ES2022',
+          '--module',
+          'commonjs',
+          '--lib',
+          'ES2022,DOM',
+          '--types',
+          'node',
+          '--typeRoots',
+          path.join(ROOT, 'node_modules/@types'),
+          ...names,
+        ],
         { cwd: dir, timeout: 120_000 },
       );
       return '';
@@ -57,12 +78,16 @@ export async function redoclyLint(document: object): Promise<{ ruleId: string; s
     fs.writeFileSync(input, JSON.stringify(document));
     fs.writeFileSync(path.join(dir, 'redocly.yaml'), 'extends:\n  - recommended\n');
     const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' };
-    const { stdout } = await run(process.execPath, [path.join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', input, '--format', 'json'], {
-      cwd: dir,
-      env,
-      timeout: 120_000,
-      maxBuffer: 16 * 1024 * 1024,
-    }).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
+    const { stdout } = await run(
+      process.execPath,
+      [path.join(ROOT, 'node_modules/@redocly/cli/bin/cli.js'), 'lint', input, '--format', 'json'],
+      {
+        cwd: dir,
+        env,
+        timeout: 120_000,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    ).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
     const report = JSON.parse(stdout) as { problems: { ruleId: string; severity: string; message: string; location: unknown }[] };
     return report.problems;
   } finally {

@@ -40,9 +40,13 @@ export class PrivateRedis {
 
   async restart(): Promise<void> {
     if (this.child) throw new Error('redis-server is already running');
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], {
-      stdio: 'ignore',
-    });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
     this.child = child;
     child.once('exit', () => {
       if (this.child === child) this.child = null;

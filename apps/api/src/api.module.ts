@@ -13,11 +13,13 @@ import { appLogDestination, KILN_CONFIG, KilnConfig, KilnConfigModule } from '@a
 import { DatabaseModule } from '@app/database';
 import { KeysModule } from '@app/keys';
 import { MetricsModule } from '@app/metrics';
+import { PaymentsModule } from '@app/payments';
 import { RedisModule } from '@app/redis';
 import { StorageModule } from '@app/storage';
 import { UploadsModule } from '@app/uploads';
 import { WebhooksModule } from '@app/webhooks';
 import { AdminAccountsController } from './admin/admin-accounts.controller';
+import { AdminCreditPacksController } from './admin/admin-credit-packs.controller';
 import { AdminGuard } from './admin/admin.guard';
 import { AdminModelsController } from './admin/admin-models.controller';
 import { AdminProvidersController } from './admin/admin-providers.controller';
@@ -39,6 +41,7 @@ import { MeController } from './me/me.controller';
 import { ApiMetricsCollector } from './metrics/api-metrics';
 import { MetricsController } from './metrics/metrics.controller';
 import { ModelsController } from './models/models.controller';
+import { StripeWebhookController } from './stripe/stripe-webhook.controller';
 import { UploadsController } from './uploads/uploads.controller';
 import { WebhooksController } from './webhooks/webhooks.controller';
 
@@ -90,6 +93,7 @@ function accessLogResponse(res: { statusCode: number }) {
     UploadsModule,
     MetricsModule,
     WebhooksModule,
+    PaymentsModule,
   ],
   controllers: [
     HealthController,
@@ -107,14 +111,10 @@ function accessLogResponse(res: { statusCode: number }) {
     AdminQueuesController,
     AdminUsageController,
     AdminSupportController,
+    AdminCreditPacksController,
+    StripeWebhookController,
     MetricsController,
   ],
-  providers: [
-    { provide: APP_FILTER, useClass: ErrorFilter },
-    ApiKeyStrategy,
-    ApiKeyGuard,
-    AdminGuard,
-    ApiMetricsCollector,
-  ],
+  providers: [{ provide: APP_FILTER, useClass: ErrorFilter }, ApiKeyStrategy, ApiKeyGuard, AdminGuard, ApiMetricsCollector],
 })
 export class ApiModule {}

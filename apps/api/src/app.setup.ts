@@ -4,7 +4,7 @@ import { OpenAPIObject } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { ConfigurationError, KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { DeferredBodyErrorInterceptor, jsonBodyParser } from './errors/body-parser.middleware';
+import { DeferredBodyErrorInterceptor, jsonBodyParser, rawBodyParser } from './errors/body-parser.middleware';
 import { assignRequestId } from './http/request-id';
 import { limitHttpServer, securityHeaders } from './http/http-server-limits';
 import { kilnValidationPipe } from './errors/validation';
@@ -41,6 +41,7 @@ export function configureApp(app: NestExpressApplication): OpenAPIObject {
   app.use(httpMetricsMiddleware(app.get(KilnMetrics)));
   app.use(securityHeaders);
   app.use(webAppMiddleware(config));
+  app.use(rawBodyParser());
   app.use(jsonBodyParser());
   app.setGlobalPrefix('v1', { exclude: UNVERSIONED_PATHS });
   app.useGlobalInterceptors(new DeferredBodyErrorInterceptor());

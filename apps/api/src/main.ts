@@ -25,10 +25,12 @@ async function bootstrap(): Promise<void> {
   // dashboard), so it starts, but says loudly that it is not ready until Redis answers.
   const redis = app.get(RedisService);
   if (!redis.connected) {
-    app.get(Logger).error(
-      `Started NOT READY: Redis at ${redis.host} is not reachable; /readyz answers 503 and no task reaches a generator until it is`,
-      'Api',
-    );
+    app
+      .get(Logger)
+      .error(
+        `Started NOT READY: Redis at ${redis.host} is not reachable; /readyz answers 503 and no task reaches a generator until it is`,
+        'Api',
+      );
   }
 }
 

@@ -1,6 +1,8 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { Batch, BatchDetail, Kiln, KilnApiError, KilnConnectionError, SDK_VERSION } from '@app/sdk';
 import { ExitCode, InterruptedError, UsageError } from './cli.errors';
+import { parseDeadline } from './deadline';
+import { waitForBatch } from './follow';
 import { progressReporter } from './progress';
 import { estimateSubmission, resultOf, submit, SubmitOptions } from './submit';
 
@@ -54,7 +56,6 @@ function print(json: boolean, value: unknown, human: () => string): void {
   io.out(json ? JSON.stringify(value, null, 2) : human());
 }
 
-/** An economy batch says so, and by when its images are due. */
 /** The tier an estimate priced: one of the two, or both when the file's lines chose per prompt. */
 function tierPhrase(tier: string, windowHours: number | null): string {
   const within = windowHours ? ` within ${windowHours} h` : '';
@@ -62,12 +63,18 @@ function tierPhrase(tier: string, windowHours: number | null): string {
   return `at the ${tier} tier${within ? ` (every image${within})` : ''}`;
 }
 
+/** An economy batch says so, and by when its images are due. */
 function tierNote(batch: Batch): string {
-  return batch.tier === 'economy' ? ` economy${batch.expiresAt && !batch.done ? ` (due by ${new Date(batch.expiresAt).toISOString()})` : ''}` : '';
+  return batch.tier === 'economy'
+    ? ` economy${batch.expiresAt && !batch.done ? ` (due by ${new Date(batch.expiresAt).toISOString()})` : ''}`
+    : '';
 }
 
 /** Credits by resolution: "1K=6 2K=12". */
-const prices = (cost: Record<string, number>) => Object.entries(cost).map(([r, c]) => `${r}=${c}`).join(' ');
+const prices = (cost: Record<string, number>) =>
+  Object.entries(cost)
+    .map(([r, c]) => `${r}=${c}`)
+    .join(' ');
 
 function batchLine(detail: BatchDetail): string {
   const { batch } = detail;
@@ -93,9 +100,11 @@ async function batchId(kiln: Kiln, given: string): Promise<string> {
   const matches: string[] = [];
   for await (const b of kiln.batches.list({ pageSize: 100 })) {
     if (b.id.startsWith(prefix)) matches.push(b.id);
-    if (matches.length > 1) throw new UsageError(`${given} is the start of more than one batch (${matches.join(', ')}...): give more of the id`);
+    if (matches.length > 1)
+      throw new UsageError(`${given} is the start of more than one batch (${matches.join(', ')}...): give more of the id`);
   }
-  if (matches.length === 0) throw new KilnApiError('not_found', `No batch of this account has an id starting with ${given}`, 404, undefined, undefined);
+  if (matches.length === 0)
+    throw new KilnApiError('not_found', `No batch of this account has an id starting with ${given}`, 404, undefined, undefined);
   return matches[0];
 }
 
@@ -104,13 +113,28 @@ function exitFor(detail: BatchDetail): ExitCode {
   return r.succeeded === r.total ? ExitCode.Ok : ExitCode.Incomplete;
 }
 
-export function buildProgram(setExit: (code: ExitCode) => void): Command {
+type SetExit = (code: ExitCode) => void;
+
+export function buildProgram(setExit: SetExit): Command {
   const program = new Command('kiln')
     .description('Kiln from the command line: bulk image generation from a prompts file')
     .version(SDK_VERSION)
     .showHelpAfterError('(kiln --help for usage)')
     .exitOverride();
+  // The help lists the commands in the order they are added.
+  addModels(program);
+  addMe(program);
+  addSubmit(program, setExit);
+  addStatus(program);
+  addWait(program, setExit);
+  addDownload(program);
+  addCancel(program);
+  addLs(program);
+  addMcp(program);
+  return program;
+}
 
+function addModels(program: Command): void {
   program
     .command('models')
     .description('the models: credits per image by resolution on each tier (standard, and economy with its window), aspect ratios')
@@ -127,7 +151,9 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         ].join('\n'),
       );
     });
+}
 
+function addMe(program: Command): void {
   program
     .command('me')
     .description("the account, its balance, the plan's limits and this key's usage today")
@@ -144,7 +170,9 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         ].join('\n'),
       );
     });
+}
 
+function addSubmit(program: Command, setExit: SetExit): void {
   program
     .command('submit')
     .description('submit a prompts file (.txt: a prompt a line; .jsonl: a JSON string or {"prompt", options...} a line); resumable')
@@ -157,9 +185,17 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
     .addOption(new Option('--ref-mode <mode>', 'how references pair with prompts (default combined)').choices(['each', 'combined']))
     .option('--note <text>', 'a label shown in the dashboard')
     .option('--seed <n>', 'image n of the file renders with seed + n - 1, so the same command makes the same images', seedInt)
-    .addOption(new Option('--format <format>', 'the images\' format (default png)').choices(['png', 'jpeg', 'webp']))
+    .addOption(new Option('--format <format>', "the images' format (default png)").choices(['png', 'jpeg', 'webp']))
     .addOption(
-      new Option('--tier <tier>', "standard (default), or economy: the model's economy price, every image within its window (kiln models); a .jsonl line's \"tier\" wins for its prompt").choices(['standard', 'economy']),
+      new Option(
+        '--tier <tier>',
+        'standard (default), or economy: the model\'s economy price, every image within its window (kiln models); a .jsonl line\'s "tier" wins for its prompt',
+      ).choices(['standard', 'economy']),
+    )
+    .option(
+      '--deadline <when>',
+      "a duration from now (10m, 2h) or an ISO time: each batch's images not started by then are cancelled and refunded (not with economy)",
+      (value: string) => parseDeadline(value),
     )
     .option('--estimate', 'price the whole file and exit; charges nothing')
     .option('--partial', 'when the balance or the daily cap cannot cover the whole file, submit the batches they cover instead of refusing')
@@ -167,41 +203,52 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
     .option('--out <dir>', 'download images here as batches finish; the state file goes here too')
     .option('--json', 'print one JSON document on stdout')
     .action(async (file: string, opts: SubmitOptions & { estimate?: boolean; json?: boolean }) => {
-      const kiln = client();
-      if (opts.estimate) {
-        const e = await estimateSubmission(kiln, file, opts);
-        print(!!opts.json, e, () =>
-          [
-            `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
-            `credits required ${e.creditsRequired} ${tierPhrase(e.tier, e.windowHours)}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
-            ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
-          ].join('\n'),
-        );
-        return;
-      }
-      const progress = progressReporter(process.stderr);
-      const outcome = await submit(kiln, file, opts, progress, interruptSignal());
-      const { images, credits } = outcome;
-      print(!!opts.json, outcome, () =>
-        [
-          outcome.refusal ? `Refused: ${outcome.refusal.code}: ${outcome.refusal.message}` : '',
-          `${images.succeeded}/${images.total} images succeeded, ${images.failed} failed, ${images.cancelled} cancelled${images.pending ? `, ${images.pending} not finished` : ''}`,
-          `credits charged ${credits.charged}, refunded ${credits.refunded}`,
-          `batches: ${outcome.batches.map((b) => b.id ?? '(not created)').join(' ')}`,
-          outcome.outDir ? `${outcome.files} new files in ${outcome.outDir}` : '',
-          `time ${(outcome.durationMs / 1000).toFixed(1)} s; state in ${outcome.stateFile}`,
-          outcome.interrupted ? 'Interrupted: run the same command again to resume.' : '',
-        ]
-          .filter(Boolean)
-          .join('\n'),
-      );
-      if (outcome.refusal) {
-        io.err(`${outcome.refusal.code}: ${outcome.refusal.message}`);
-        setExit(ExitCode.Refused);
-      } else if (outcome.interrupted) setExit(ExitCode.Interrupted);
-      else if (images.succeeded < images.total && (outcome.waited || images.pending === 0)) setExit(ExitCode.Incomplete);
+      if (opts.estimate) await printEstimate(file, opts);
+      else setExit(await runSubmit(file, opts));
     });
+}
 
+/** `kiln submit --estimate`: prices the whole file, creates nothing. */
+async function printEstimate(file: string, opts: SubmitOptions & { json?: boolean }): Promise<void> {
+  const e = await estimateSubmission(client(), file, opts);
+  print(!!opts.json, e, () =>
+    [
+      `${e.prompts} prompts -> ${e.images} images in ${e.batches} batch${e.batches === 1 ? '' : 'es'}`,
+      `credits required ${e.creditsRequired} ${tierPhrase(e.tier, e.windowHours)}, balance ${e.balance}${e.affordable ? '' : ' (not enough)'}`,
+      ...(e.refusal ? [`would be refused now: ${e.refusal.code}: ${e.refusal.message}`] : []),
+    ].join('\n'),
+  );
+}
+
+/** `kiln submit`: runs the file, prints the summary; the exit code docs/cli.md gives. */
+async function runSubmit(file: string, opts: SubmitOptions & { json?: boolean }): Promise<ExitCode> {
+  const kiln = client();
+  const progress = progressReporter(process.stderr);
+  const outcome = await submit(kiln, file, opts, progress, interruptSignal());
+  const { images, credits } = outcome;
+  print(!!opts.json, outcome, () =>
+    [
+      outcome.refusal ? `Refused: ${outcome.refusal.code}: ${outcome.refusal.message}` : '',
+      `${images.succeeded}/${images.total} images succeeded, ${images.failed} failed, ${images.cancelled} cancelled${images.pending ? `, ${images.pending} not finished` : ''}`,
+      `credits charged ${credits.charged}, refunded ${credits.refunded}`,
+      `batches: ${outcome.batches.map((b) => b.id ?? '(not created)').join(' ')}`,
+      outcome.outDir ? `${outcome.files} new files in ${outcome.outDir}` : '',
+      `time ${(outcome.durationMs / 1000).toFixed(1)} s; state in ${outcome.stateFile}`,
+      outcome.interrupted ? 'Interrupted: run the same command again to resume.' : '',
+    ]
+      .filter(Boolean)
+      .join('\n'),
+  );
+  if (outcome.refusal) {
+    io.err(`${outcome.refusal.code}: ${outcome.refusal.message}`);
+    return ExitCode.Refused;
+  }
+  if (outcome.interrupted) return ExitCode.Interrupted;
+  if (images.succeeded < images.total && (outcome.waited || images.pending === 0)) return ExitCode.Incomplete;
+  return ExitCode.Ok;
+}
+
+function addStatus(program: Command): void {
   program
     .command('status')
     .description('a batch: status, counts, credits')
@@ -212,7 +259,9 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
       const detail = await kiln.batches.get(await batchId(kiln, id));
       print(!!opts.json, detail, () => batchLine(detail));
     });
+}
 
+function addWait(program: Command, setExit: SetExit): void {
   program
     .command('wait')
     .description('wait for a batch to finish; with --out, download its images')
@@ -224,19 +273,28 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
       const id = await batchId(kiln, given);
       const progress = progressReporter(process.stderr);
       const signal = interruptSignal();
-      const detail = await kiln.batches.wait(id, {
+      const detail = await waitForBatch(kiln, id, {
         signal,
         onProgress: (d) => {
           const r = resultOf(d);
-          progress.update({ total: r.total, finished: r.succeeded + r.failed + r.cancelled, failed: r.failed + r.cancelled, credits: r.creditsCharged - r.creditsRefunded });
+          progress.update({
+            total: r.total,
+            finished: r.succeeded + r.failed + r.cancelled,
+            failed: r.failed + r.cancelled,
+            credits: r.creditsCharged - r.creditsRefunded,
+          });
         },
       });
       progress.stop();
       const files = opts.out ? await kiln.batches.download(id, opts.out, { detail, signal }) : [];
-      print(!!opts.json, { ...detail, files: files.map((f) => f.path) }, () => [batchLine(detail), ...(opts.out ? [`${files.length} files in ${opts.out}`] : [])].join('\n'));
+      print(!!opts.json, { ...detail, files: files.map((f) => f.path) }, () =>
+        [batchLine(detail), ...(opts.out ? [`${files.length} files in ${opts.out}`] : [])].join('\n'),
+      );
       setExit(exitFor(detail));
     });
+}
 
+function addDownload(program: Command): void {
   program
     .command('download')
     .description("download a batch's images (files already there are skipped)")
@@ -247,12 +305,18 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
       const kiln = client();
       const files = await kiln.batches.download(await batchId(kiln, id), opts.out, { signal: interruptSignal() });
       const fresh = files.filter((f) => !f.skipped).length;
-      print(!!opts.json, { files: files.map((f) => ({ task: f.task.id, path: f.path, skipped: f.skipped })) }, () => `${fresh} downloaded, ${files.length - fresh} already there, in ${opts.out}`);
+      print(
+        !!opts.json,
+        { files: files.map((f) => ({ task: f.task.id, path: f.path, skipped: f.skipped })) },
+        () => `${fresh} downloaded, ${files.length - fresh} already there, in ${opts.out}`,
+      );
     });
+}
 
+function addCancel(program: Command): void {
   program
     .command('cancel')
-    .description('cancel what has not started (refunded); running images finish')
+    .description('cancel what has not started (refunded), and what fal or Replicate have queued but not run; other running images finish')
     .argument('<id>', 'a batch id, or its first characters (the 8 in file names)')
     .option('--json', 'print JSON')
     .action(async (id: string, opts: { json?: boolean }) => {
@@ -260,7 +324,9 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
       const batch = await kiln.batches.cancel(await batchId(kiln, id));
       print(!!opts.json, batch, () => `${batch.id} ${batch.status}; refunded so far ${batch.creditsRefunded}`);
     });
+}
 
+function addLs(program: Command): void {
   program
     .command('ls')
     .description('batches, newest first')
@@ -272,12 +338,31 @@ export function buildProgram(setExit: (code: ExitCode) => void): Command {
         batches.push(b);
         if (batches.length >= opts.limit) break;
       }
-      print(!!opts.json, { batches }, () =>
-        batches.map((b) => `${b.id}  ${new Date(b.createdAt).toISOString()}  ${b.status.padEnd(9)} ${b.model}${tierNote(b)}  ${b.counts.succeeded}/${b.total}`).join('\n') || 'no batches',
+      print(
+        !!opts.json,
+        { batches },
+        () =>
+          batches
+            .map(
+              (b) =>
+                `${b.id}  ${new Date(b.createdAt).toISOString()}  ${b.status.padEnd(9)} ${b.model}${tierNote(b)}  ${b.counts.succeeded}/${b.total}`,
+            )
+            .join('\n') || 'no batches',
       );
     });
+}
 
-  return program;
+function addMcp(program: Command): void {
+  program
+    .command('mcp')
+    .description(
+      'serve the tools for agents (Model Context Protocol over stdio): list_models, estimate, generate_images, batch_status, cancel_batch',
+    )
+    .action(async () => {
+      // Loaded on use: the other commands do not pay for the MCP SDK's start-up.
+      const { runMcpServer } = await import('./mcp/mcp.server');
+      await runMcpServer();
+    });
 }
 
 export async function main(argv: string[]): Promise<ExitCode> {

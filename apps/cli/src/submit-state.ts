@@ -32,6 +32,8 @@ export interface ChunkState {
 export interface SubmissionState {
   file: string;
   startedAt: number;
+  /** Unix ms: the --deadline of the run that started the submission, sent with each of its batches. */
+  deadline?: number;
   /** Reference file content hash -> uploaded URL, so a re-run sends the same body. */
   refs: Record<string, string>;
   chunks: ChunkState[];

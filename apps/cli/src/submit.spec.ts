@@ -57,7 +57,13 @@ describe('a .jsonl file with options per line', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-plan-'));
     try {
       const file = path.join(dir, 'p.jsonl');
-      const lines = ['"a"', '{"prompt": "b", "seed": 7}', '{"prompt": "c", "countPerCombo": 2, "model": "m2"}', '{"prompt": "d"}', '{"prompt": "e", "seed": 7}'];
+      const lines = [
+        '"a"',
+        '{"prompt": "b", "seed": 7}',
+        '{"prompt": "c", "countPerCombo": 2, "model": "m2"}',
+        '{"prompt": "d"}',
+        '{"prompt": "e", "seed": 7}',
+      ];
       fs.writeFileSync(file, lines.join('\n'));
       const plan = planSubmission(file, { model: 'm', note: 'all' });
       expect(plan.promptCount).toBe(5);
@@ -68,7 +74,13 @@ describe('a .jsonl file with options per line', () => {
       ]);
       // Each group is split on its own; chunk keys differ across groups.
       const chunks = chunkPlan(plan, 1, 1000);
-      expect(chunks.map((c) => [c.group, c.first, c.count, c.images])).toEqual([[0, 0, 1, 1], [0, 1, 1, 1], [1, 0, 1, 1], [1, 1, 1, 1], [2, 0, 1, 2]]);
+      expect(chunks.map((c) => [c.group, c.first, c.count, c.images])).toEqual([
+        [0, 0, 1, 1],
+        [0, 1, 1, 1],
+        [1, 0, 1, 1],
+        [1, 1, 1, 1],
+        [2, 0, 1, 2],
+      ]);
       expect(new Set(chunks.map((c) => chunkKey(plan.fingerprint, c))).size).toBe(5);
       // Without --model every line must name one.
       expect(() => planSubmission(file, {})).toThrow('prompt 1 has no model');
@@ -91,7 +103,7 @@ describe('a .jsonl file with a tier per line', () => {
   };
   const lines = ['"a"', '{"prompt": "b", "tier": "economy"}', '{"prompt": "c", "tier": "standard"}', '{"prompt": "d", "tier": "economy"}'];
 
-  it('a line\'s tier wins over --tier for its prompt; standard is sent as no tier, grouped with lines that name none', () => {
+  it("a line's tier wins over --tier for its prompt; standard is sent as no tier, grouped with lines that name none", () => {
     const standardRun = plan(lines, { model: 'm' });
     expect(standardRun.groups.map((g) => [g.prompts, g.body])).toEqual([
       [['a', 'c'], { model: 'm' }],

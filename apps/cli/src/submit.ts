@@ -1,16 +1,26 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { BaseOptions, chunkGroups, chunkPlace, chunkRequest, groupPromptLines, parsePromptsFile, PromptGroup, PromptsFileError } from '@app/prompts-file';
-import { BatchDetail, CreateBatchRequest, Kiln, KilnApiError } from '@app/sdk';
+import {
+  BaseOptions,
+  chunkGroups,
+  chunkPlace,
+  chunkRequest,
+  groupPromptLines,
+  parsePromptsFile,
+  PromptGroup,
+  PromptsFileError,
+} from '@app/prompts-file';
+import { BatchDetail, BatchResolution, BatchTier, Catalog, CreateBatchRequest, Kiln, KilnApiError, Me } from '@app/sdk';
 import { UsageError } from './cli.errors';
+import { waitForBatch } from './follow';
 import type { ProgressReporter } from './progress';
 import { ChunkResult, ChunkState, SubmissionState, SubmitStateStore } from './submit-state';
 
 export interface SubmitOptions {
   model?: string;
   ratio?: string;
-  resolution?: '1K' | '2K' | '4K';
+  resolution?: BatchResolution;
   count?: number;
   ref?: string[];
   refMode?: 'each' | 'combined';
@@ -18,11 +28,13 @@ export interface SubmitOptions {
   seed?: number;
   format?: 'png' | 'jpeg' | 'webp';
   /** economy: the models' economy price, each image within the model's window; standard by default. */
-  tier?: 'standard' | 'economy';
+  tier?: BatchTier;
   wait?: boolean;
   out?: string;
   /** Submit what the balance and the daily cap cover instead of refusing the whole file. */
   partial?: boolean;
+  /** Unix ms (--deadline, parseDeadline): each batch's tasks not started by then are cancelled and refunded. */
+  deadline?: number;
 }
 
 export interface SubmitOutcome {
@@ -109,13 +121,26 @@ export function groupIsEconomy(plan: SubmissionPlan, group = 0): boolean {
 }
 
 /** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
-export function chunkPlan(plan: SubmissionPlan, maxImagesPerBatch: number, maxPrompts: number): { group: number; first: number; count: number; images: number }[] {
+export function chunkPlan(
+  plan: SubmissionPlan,
+  maxImagesPerBatch: number,
+  maxPrompts: number,
+): { group: number; first: number; count: number; images: number }[] {
   return chunkGroups(plan.groups, maxImagesPerBatch, maxPrompts);
 }
 
 /** The create body of one chunk of the plan. */
-function chunkBody(plan: SubmissionPlan, chunk: { group?: number; first: number; count: number }, refImages: string[]): CreateBatchRequest {
-  return { ...chunkRequest(plan.groups, chunk), ...(refImages.length && { refImages }) } as CreateBatchRequest;
+function chunkBody(
+  plan: SubmissionPlan,
+  chunk: { group?: number; first: number; count: number },
+  refImages: string[],
+  deadline: number | undefined,
+): CreateBatchRequest {
+  return {
+    ...chunkRequest(plan.groups, chunk),
+    ...(refImages.length && { refImages }),
+    ...(deadline !== undefined && { deadline }),
+  } as CreateBatchRequest;
 }
 
 /**
@@ -129,6 +154,35 @@ export function chunkKey(fingerprint: string, chunk: { group?: number; first: nu
 
 /** When the plan's concurrent limit is taken by batches other than ours, ask again after this. */
 const SLOT_RETRY_MS = 2000;
+
+/** One run of `kiln submit`: what its steps share, and what its workers add to as they go. */
+interface SubmitRun {
+  kiln: Kiln;
+  plan: SubmissionPlan;
+  options: SubmitOptions;
+  outDir: string | null;
+  store: SubmitStateStore;
+  submission: SubmissionState;
+  /** The references' uploaded URLs, in the plan's order. */
+  refImages: string[];
+  progress: ProgressReporter;
+  signal: AbortSignal;
+  /** The last progress seen of each batch being followed. */
+  live: Map<ChunkState, BatchDetail>;
+  /** The service's refusal, once there is one: no further batch starts. */
+  refusal: SubmitOutcome['refusal'];
+  /** Images downloaded that were not on disk yet. */
+  files: number;
+}
+
+/** The batches of one tier still to run, taken in order by at most `concurrency` workers. */
+interface Pool {
+  economy: boolean;
+  concurrency: number;
+  queue: ChunkState[];
+  next: number;
+  slotNoted: boolean;
+}
 
 /**
  * `kiln submit`: splits the file by the plan's batch limit, keeps as many batches running as
@@ -147,135 +201,243 @@ export async function submit(
   const outDir = options.out ? path.resolve(options.out) : null;
   const store = new SubmitStateStore(outDir ?? process.cwd());
   const [me, catalog] = await Promise.all([kiln.me(), kiln.models()]);
-  // Economy batches have their own cap on the plan, apart from standard ones: each tier's
-  // batches run in their own pool, so standard batches never wait for an economy slot (nor
-  // behind an economy batch followed to its end) when a file mixes the two.
-  const slotsOf = (economy: boolean) => (economy ? me.limits.maxConcurrentEconomyBatches : me.limits.maxConcurrentBatches);
-  const anyEconomy = plan.groups.some((_, g) => groupIsEconomy(plan, g));
+  const submission = submissionState(store, plan, file, started, me, catalog, options);
+  const refImages = await uploadedRefs(kiln, plan, submission, store);
+  const run: SubmitRun = {
+    kiln,
+    plan,
+    options,
+    outDir,
+    store,
+    submission,
+    refImages,
+    progress,
+    signal,
+    live: new Map(),
+    refusal: null,
+    files: 0,
+  };
+  run.refusal = await refusalBeforeAny(run, me);
+  reportProgress(run);
+  await runBatches(run, me.limits);
+  return outcomeOf(run, started);
+}
 
-  let state = store.get(plan.fingerprint);
-  if (!state) {
-    const maxPrompts = (catalog.limits as { maxPrompts?: number }).maxPrompts ?? 1000;
-    state = {
-      file: path.basename(file),
-      startedAt: started,
-      refs: {},
-      chunks: chunkPlan(plan, me.limits.maxImagesPerBatch, maxPrompts).map((c) => ({
-        ...c,
-        idempotencyKey: chunkKey(plan.fingerprint, c),
-        batchId: null,
-        result: null,
-        downloaded: false,
-      })),
-    };
-    store.put(plan.fingerprint, state);
-  }
-  const submission: SubmissionState = state;
+/**
+ * Economy batches have their own cap on the plan, apart from standard ones: each tier's
+ * batches run in their own pool, so standard batches never wait for an economy slot (nor
+ * behind an economy batch followed to its end) when a file mixes the two.
+ */
+function slotsOf(limits: Me['limits'], economy: boolean): number {
+  return economy ? limits.maxConcurrentEconomyBatches : limits.maxConcurrentBatches;
+}
 
-  // Upload each reference once per submission: a re-run must send the very same body.
+/** The submission as an earlier run of the same command recorded it, or split afresh and recorded. */
+function submissionState(
+  store: SubmitStateStore,
+  plan: SubmissionPlan,
+  file: string,
+  started: number,
+  me: Me,
+  catalog: Catalog,
+  options: SubmitOptions,
+): SubmissionState {
+  // A deadline is not part of the fingerprint: a resumed run keeps the first run's (so a
+  // retried create sends the very same body) whatever --deadline it is given.
+  const recorded = store.get(plan.fingerprint);
+  if (recorded) return recorded;
+  const maxPrompts = (catalog.limits as { maxPrompts?: number }).maxPrompts ?? 1000;
+  const state: SubmissionState = {
+    file: path.basename(file),
+    startedAt: started,
+    ...(options.deadline !== undefined && { deadline: options.deadline }),
+    refs: {},
+    chunks: chunkPlan(plan, me.limits.maxImagesPerBatch, maxPrompts).map((c) => ({
+      ...c,
+      idempotencyKey: chunkKey(plan.fingerprint, c),
+      batchId: null,
+      result: null,
+      downloaded: false,
+    })),
+  };
+  store.put(plan.fingerprint, state);
+  return state;
+}
+
+/** The references' URLs, each uploaded once per submission: a re-run must send the very same body. */
+async function uploadedRefs(kiln: Kiln, plan: SubmissionPlan, submission: SubmissionState, store: SubmitStateStore): Promise<string[]> {
   const missing = plan.refs.filter((r) => !submission.refs[r.hash]);
   if (missing.length) {
     const uploaded = await kiln.uploads.create(missing.map((r) => r.file));
     missing.forEach((r, i) => (submission.refs[r.hash] = uploaded.files[i].url));
     store.save();
   }
-  const refImages = plan.refs.map((r) => submission.refs[r.hash]);
+  return plan.refs.map((r) => submission.refs[r.hash]);
+}
 
+/** Why the file is refused before any batch is created, if it is (without --partial, the whole file is priced first). */
+async function refusalBeforeAny(run: SubmitRun, me: Me): Promise<SubmitOutcome['refusal']> {
+  const { plan, options } = run;
   // A plan without economy batches would answer every create concurrent_limit_exceeded, which
   // otherwise means "wait for a slot": refused here instead of waiting for ever.
-  const economyHint = options.tier === 'economy' ? 'submit without --tier economy' : 'submit the file without its "tier": "economy" lines';
-  let refusal: SubmitOutcome['refusal'] =
-    anyEconomy && slotsOf(true) < 1
-      ? { code: 'concurrent_limit_exceeded', status: 403, message: `The ${me.user.plan} plan runs no economy batches (maxConcurrentEconomyBatches is 0); ${economyHint}`, details: { tier: 'economy', limit: 0 } }
-      : options.partial
-        ? null
-        : await priceWhole(kiln, plan, submission.chunks.filter((c) => !c.batchId), refImages);
-
-  const live = new Map<ChunkState, BatchDetail>();
-  let files = 0;
-  const report = () => progress.update(snapshot(submission.chunks, live));
-  report();
-
-  const toRun = refusal ? [] : submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
-  const pools = [false, true]
-    .map((economy) => ({ economy, concurrency: Math.max(1, slotsOf(economy)), queue: toRun.filter((c) => groupIsEconomy(plan, c.group) === economy), next: 0, slotNoted: false }))
-    .filter((p) => p.queue.length > 0);
-  type Pool = (typeof pools)[number];
-
-  const runChunk = async (chunk: ChunkState, pool: Pool): Promise<void> => {
-    const { economy, concurrency } = pool;
-    if (!chunk.batchId) {
-      for (;;) {
-        try {
-          // Not aborted by Ctrl-C: an answered create must reach the state file.
-          const created = await kiln.batches.create(chunkBody(plan, chunk, refImages), { idempotencyKey: chunk.idempotencyKey });
-          chunk.batchId = created.id;
-          store.save();
-          break;
-        } catch (err) {
-          if (err instanceof KilnApiError && err.code === 'concurrent_limit_exceeded' && !signal.aborted) {
-            if (!pool.slotNoted) progress.note(`Waiting for a batch slot (the plan runs ${concurrency}${economy ? ' economy batches' : ''} at a time)`);
-            pool.slotNoted = true;
-            await sleepUnlessAborted(SLOT_RETRY_MS, signal);
-            if (signal.aborted) return;
-            continue;
-          }
-          throw err;
-        }
-      }
-    }
-    // Without --wait, a batch is followed only while later ones of its tier still wait for its slot.
-    if (!options.wait && !pool.queue.some((c) => !c.batchId)) return;
-    const detail = chunk.result
-      ? await kiln.batches.get(chunk.batchId!)
-      : await kiln.batches.wait(chunk.batchId!, {
-          signal,
-          onProgress: (d) => {
-            live.set(chunk, d);
-            report();
-          },
-        });
-    chunk.result = resultOf(detail);
-    live.delete(chunk);
-    store.save();
-    report();
-    if (outDir) {
-      const got = await kiln.batches.download(chunk.batchId!, outDir, { detail, signal });
-      files += got.filter((f) => !f.skipped).length;
-      chunk.downloaded = true;
-      store.save();
-    }
-  };
-
-  const worker = async (pool: Pool): Promise<void> => {
-    while (pool.next < pool.queue.length && !refusal && !signal.aborted) {
-      const chunk = pool.queue[pool.next++];
-      try {
-        await runChunk(chunk, pool);
-      } catch (err) {
-        if (signal.aborted) return;
-        if (err instanceof KilnApiError && err.status > 0 && !chunk.batchId) {
-          refusal = { code: err.code, message: err.message, status: err.status, ...(err.details && { details: err.details }) };
-          return;
-        }
-        throw err;
-      }
-    }
-  };
-  try {
-    await Promise.all(pools.flatMap((pool) => Array.from({ length: Math.min(pool.concurrency, pool.queue.length) }, () => worker(pool))));
-  } finally {
-    store.save();
-    progress.stop();
+  if (plan.groups.some((_, g) => groupIsEconomy(plan, g)) && slotsOf(me.limits, true) < 1) {
+    const economyHint =
+      options.tier === 'economy' ? 'submit without --tier economy' : 'submit the file without its "tier": "economy" lines';
+    return {
+      code: 'concurrent_limit_exceeded',
+      status: 403,
+      message: `The ${me.user.plan} plan runs no economy batches (maxConcurrentEconomyBatches is 0); ${economyHint}`,
+      details: { tier: 'economy', limit: 0 },
+    };
   }
+  return options.partial
+    ? null
+    : await priceWhole(
+        run.kiln,
+        plan,
+        run.submission.chunks.filter((c) => !c.batchId),
+        run.refImages,
+        run.submission.deadline,
+      );
+}
 
-  // A batch created but not followed to its end (interrupted, or no --wait) was charged all
-  // the same: the summary asks where it stands now rather than counting it as nothing.
-  const now = await Promise.all(submission.chunks.map((c) => c.result ?? (c.batchId ? currentResult(kiln, c.batchId, live.get(c)) : null)));
+function reportProgress(run: SubmitRun): void {
+  run.progress.update(snapshot(run.submission.chunks, run.live));
+}
+
+/**
+ * Runs every batch not done yet (or not downloaded yet, with --out), each tier's in its own
+ * pool of as many workers as the plan runs of that tier at once; the state is saved however
+ * it ends.
+ */
+async function runBatches(run: SubmitRun, limits: Me['limits']): Promise<void> {
+  const { plan, outDir } = run;
+  const toRun = run.refusal ? [] : run.submission.chunks.filter((c) => !(c.result && (c.downloaded || !outDir)));
+  const pools: Pool[] = [false, true]
+    .map((economy) => ({
+      economy,
+      concurrency: Math.max(1, slotsOf(limits, economy)),
+      queue: toRun.filter((c) => groupIsEconomy(plan, c.group) === economy),
+      next: 0,
+      slotNoted: false,
+    }))
+    .filter((p) => p.queue.length > 0);
+  try {
+    await Promise.all(
+      pools.flatMap((pool) => Array.from({ length: Math.min(pool.concurrency, pool.queue.length) }, () => worker(run, pool))),
+    );
+  } finally {
+    run.store.save();
+    run.progress.stop();
+  }
+}
+
+/** Runs the pool's batches one after the other until none is left, the service refuses one or Ctrl-C. */
+async function worker(run: SubmitRun, pool: Pool): Promise<void> {
+  while (pool.next < pool.queue.length && !run.refusal && !run.signal.aborted) {
+    const chunk = pool.queue[pool.next++];
+    try {
+      await runChunk(run, chunk, pool);
+    } catch (err) {
+      if (run.signal.aborted) return;
+      if (err instanceof KilnApiError && err.status > 0 && !chunk.batchId) {
+        run.refusal = { code: err.code, message: err.message, status: err.status, ...(err.details && { details: err.details }) };
+        return;
+      }
+      throw err;
+    }
+  }
+}
+
+/** One batch: created unless recorded, followed to its end when that is wanted, downloaded with --out. */
+async function runChunk(run: SubmitRun, chunk: ChunkState, pool: Pool): Promise<void> {
+  if (!chunk.batchId && !(await createBatch(run, chunk, pool))) return;
+  // Without --wait, a batch is followed only while later ones of its tier still wait for its slot.
+  if (!run.options.wait && !pool.queue.some((c) => !c.batchId)) return;
+  const detail = await followBatch(run, chunk);
+  if (run.outDir) await downloadBatch(run, chunk, detail, run.outDir);
+}
+
+/** Creates the chunk's batch and records its id, waiting for a slot while the plan's are taken; false when Ctrl-C ended the wait. */
+async function createBatch(run: SubmitRun, chunk: ChunkState, pool: Pool): Promise<boolean> {
+  const { kiln, plan, refImages, signal } = run;
+  for (;;) {
+    try {
+      // Not aborted by Ctrl-C: an answered create must reach the state file.
+      const created = await kiln.batches.create(chunkBody(plan, chunk, refImages, run.submission.deadline), {
+        idempotencyKey: chunk.idempotencyKey,
+      });
+      chunk.batchId = created.id;
+      run.store.save();
+      return true;
+    } catch (err) {
+      if (!(err instanceof KilnApiError && err.code === 'concurrent_limit_exceeded' && !signal.aborted)) throw err;
+      if (!pool.slotNoted)
+        run.progress.note(
+          `Waiting for a batch slot (the plan runs ${pool.concurrency}${pool.economy ? ' economy batches' : ''} at a time)`,
+        );
+      pool.slotNoted = true;
+      await sleepUnlessAborted(SLOT_RETRY_MS, signal);
+      if (signal.aborted) return false;
+    }
+  }
+}
+
+/** The batch at its end (as it is, when its result is already recorded), its result recorded. */
+async function followBatch(run: SubmitRun, chunk: ChunkState): Promise<BatchDetail> {
+  const { kiln, live, signal } = run;
+  const detail = chunk.result
+    ? await kiln.batches.get(chunk.batchId!)
+    : await waitForBatch(kiln, chunk.batchId!, {
+        signal,
+        onProgress: (d) => {
+          live.set(chunk, d);
+          reportProgress(run);
+        },
+      });
+  chunk.result = resultOf(detail);
+  live.delete(chunk);
+  run.store.save();
+  reportProgress(run);
+  return detail;
+}
+
+async function downloadBatch(run: SubmitRun, chunk: ChunkState, detail: BatchDetail, outDir: string): Promise<void> {
+  const got = await run.kiln.batches.download(chunk.batchId!, outDir, { detail, signal: run.signal });
+  run.files += got.filter((f) => !f.skipped).length;
+  chunk.downloaded = true;
+  run.store.save();
+}
+
+/**
+ * The summary. A batch created but not followed to its end (interrupted, or no --wait) was
+ * charged all the same: the summary asks where it stands now rather than counting it as nothing.
+ */
+async function outcomeOf(run: SubmitRun, started: number): Promise<SubmitOutcome> {
+  const { kiln, plan, submission, live } = run;
+  const now = await Promise.all(
+    submission.chunks.map(async (c) => c.result ?? (c.batchId ? currentResult(kiln, c.batchId, live.get(c)) : null)),
+  );
+  return {
+    fingerprint: plan.fingerprint,
+    stateFile: run.store.file,
+    outDir: run.outDir,
+    waited: !!run.options.wait,
+    batches: submission.chunks.map((c) => ({ id: c.batchId, prompts: c.count, images: c.images, result: c.result })),
+    ...totals(submission.chunks, now),
+    files: run.files,
+    durationMs: Date.now() - started,
+    refusal: run.refusal,
+    interrupted: run.signal.aborted,
+  };
+}
+
+/** Images and credits over every batch, by each one's result (none: all its images pending). */
+function totals(chunks: ChunkState[], results: (ChunkResult | null)[]): Pick<SubmitOutcome, 'images' | 'credits'> {
   const images = { total: 0, succeeded: 0, failed: 0, cancelled: 0, pending: 0 };
   const credits = { charged: 0, refunded: 0 };
-  submission.chunks.forEach((c, i) => {
-    const r = now[i];
+  chunks.forEach((c, i) => {
+    const r = results[i];
     images.total += c.images;
     if (!r) {
       images.pending += c.images;
@@ -288,19 +450,7 @@ export async function submit(
     credits.charged += r.creditsCharged;
     credits.refunded += r.creditsRefunded;
   });
-  return {
-    fingerprint: plan.fingerprint,
-    stateFile: store.file,
-    outDir,
-    waited: !!options.wait,
-    batches: submission.chunks.map((c) => ({ id: c.batchId, prompts: c.count, images: c.images, result: c.result })),
-    images,
-    credits,
-    files,
-    durationMs: Date.now() - started,
-    refusal,
-    interrupted: signal.aborted,
-  };
+  return { images, credits };
 }
 
 /** Where a batch stands now; the last progress seen when the service does not answer. */
@@ -318,18 +468,31 @@ async function currentResult(kiln: Kiln, batchId: string, lastSeen: BatchDetail 
  * than charging the first batches and refusing the rest). A refusal other than for money or a
  * busy slot (a bad model, a batch over the plan's limit) refuses it too.
  */
-async function priceWhole(kiln: Kiln, plan: SubmissionPlan, toCreate: ChunkState[], refImages: string[]): Promise<SubmitOutcome['refusal']> {
+async function priceWhole(
+  kiln: Kiln,
+  plan: SubmissionPlan,
+  toCreate: ChunkState[],
+  refImages: string[],
+  deadline: number | undefined,
+): Promise<SubmitOutcome['refusal']> {
   if (toCreate.length === 0) return null;
   const estimates = [];
-  for (const c of toCreate) estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages)));
-  const other = estimates.map((e) => e.refusal).find((r) => r && !['concurrent_limit_exceeded', 'insufficient_credits', 'daily_credit_cap_exceeded'].includes(r.code));
+  for (const c of toCreate) estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages, deadline)));
+  const other = estimates
+    .map((e) => e.refusal)
+    .find((r) => r && !['concurrent_limit_exceeded', 'insufficient_credits', 'daily_credit_cap_exceeded'].includes(r.code));
   if (other) return { code: other.code, message: other.message, status: 400, ...(other.details && { details: other.details }) };
   const needed = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const { balance, dailyCap } = estimates[0];
   const hint = 'nothing was charged; --partial submits what they cover';
   const details = { creditsRequired: needed, balance, batches: toCreate.length };
   if (needed > balance) {
-    return { code: 'insufficient_credits', status: 402, message: `The file needs ${needed} credits in ${toCreate.length} batches; the balance is ${balance} (${hint})`, details };
+    return {
+      code: 'insufficient_credits',
+      status: 402,
+      message: `The file needs ${needed} credits in ${toCreate.length} batches; the balance is ${balance} (${hint})`,
+      details,
+    };
   }
   if (dailyCap && needed > dailyCap.remaining) {
     return {
@@ -395,7 +558,7 @@ export async function estimateSubmission(kiln: Kiln, file: string, options: Subm
   const refImages = plan.refs.length ? (await kiln.uploads.create(plan.refs.map((r) => r.file))).files.map((f) => f.url) : [];
   const estimates = [];
   for (const c of chunks) {
-    estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages)));
+    estimates.push(await kiln.batches.estimate(chunkBody(plan, c, refImages, options.deadline)));
   }
   const creditsRequired = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const balance = me.credits.balance;

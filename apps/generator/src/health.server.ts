@@ -39,7 +39,8 @@ export class GeneratorHealthServer implements OnApplicationShutdown {
     if (port === null) return;
     const server = createServer((req, res) => {
       const path = (req.url ?? '').split('?')[0];
-      if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, { error: { code: ErrorCode.InvalidRequest, message: 'Only GET' } });
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        return send(res, 405, { error: { code: ErrorCode.InvalidRequest, message: 'Only GET' } });
       if (path === '/healthz') return send(res, 200, { status: 'ok' });
       if (path === '/metrics') {
         this.metrics.render().then(

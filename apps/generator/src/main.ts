@@ -34,7 +34,10 @@ async function bootstrap(): Promise<void> {
   // Every model's default route is the builtin renderer: without a font its text is tofu.
   const fonts = await builtinFontRenders();
   if (!fonts.ok) {
-    logger.error('Builtin renders will show empty boxes instead of text: no usable font (install fontconfig and fonts-dejavu-core)', 'Generator');
+    logger.error(
+      'Builtin renders will show empty boxes instead of text: no usable font (install fontconfig and fonts-dejavu-core)',
+      'Generator',
+    );
   }
   const health = app.get(GeneratorHealthServer);
   await health.listen();

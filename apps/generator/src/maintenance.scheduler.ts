@@ -1,10 +1,10 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { sweepExpiredIdempotencyKeys } from '@app/batches';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { OrphanSweepService, RetentionService, TaskReconcilerService } from '@app/generation';
-import { retentionCutoff } from '@app/storage';
+import { sweepExpiredIdempotencyKeys } from '@app/idempotency';
+import { olderLayoutObjects, retentionCutoff, StorageDriver } from '@app/storage';
 import { sweepWebhookDeliveries } from '@app/webhooks';
 
 /** Retention, orphan, idempotency-key and webhook delivery log sweeps: soon after start (deploys may restart generators often), then hourly. */
@@ -30,6 +30,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     private readonly reconciler: TaskReconcilerService,
     private readonly retention: RetentionService,
     private readonly orphans: OrphanSweepService,
+    private readonly storage: StorageDriver,
     @InjectDataSource() private readonly db: DataSource,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
@@ -43,6 +44,25 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     this.every('Webhook delivery log sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () =>
       sweepWebhookDeliveries(this.db, retentionCutoff(this.config.storage.retentionDays, new Date())),
     );
+    void this.noteOlderLayout();
+  }
+
+  /**
+   * Said once at start while the local driver still holds objects of its older layout, so an
+   * operator knows when the build that stops reading it may be deployed (docs/operations.md
+   * "Local storage on disk"). A readdir of each prefix, off the boot's path.
+   */
+  private async noteOlderLayout(): Promise<void> {
+    try {
+      const count = await olderLayoutObjects(this.storage);
+      if (count > 0) {
+        this.logger.log(
+          `${count} objects of the local driver's older layout (a directory per object) remain under DATA_DIR/files; the retention sweep removes them`,
+        );
+      }
+    } catch (err) {
+      this.logger.warn(`Could not count the objects of the local driver's older layout: ${(err as Error).message}`);
+    }
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -52,6 +52,8 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
     await this.runner.stopPolling();
     const { finished, interrupted } = await this.runner.drain(this.config.generator.shutdownGraceMs);
     const released = await this.runner.releaseWaiting();
-    this.logger.log(`Drained: ${finished} task(s) finished, ${interrupted} given back to the queue, ${released} waiting upstream given back`);
+    this.logger.log(
+      `Drained: ${finished} task(s) finished, ${interrupted} given back to the queue, ${released} waiting upstream given back`,
+    );
   }
 }

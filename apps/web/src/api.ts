@@ -67,9 +67,14 @@ export async function api<T>(method: string, path: string, opts: RequestOptions 
   return (await res.json()) as T;
 }
 
+/** Kiln's error object, or a proxy's JSON: a string `code` tells which before the rest is read. */
+interface MaybeErrorBody {
+  error?: { code?: unknown; message?: string; details?: Record<string, unknown> } | null;
+}
+
 async function readError(res: Response): Promise<ApiError> {
   try {
-    const body = await res.json();
+    const body = (await res.json()) as MaybeErrorBody | null;
     const e = body?.error;
     if (e && typeof e.code === 'string') return new ApiError(res.status, e.code, String(e.message ?? e.code), e.details ?? {});
   } catch {
@@ -109,10 +114,18 @@ export type Model = Schemas['ModelDto'];
 /** The document leaves `defaults` and `limits` open objects; their fields are docs/api.md#model-catalog's. */
 export type Catalog = Omit<Schemas['CatalogResponseDto'], 'defaults' | 'limits'> & {
   defaults: { aspectRatio: string; resolution: string; countPerCombo: number; refMode: string; quality: string };
-  limits: { countPerCombo: { min: number; max: number }; maxPrompts: number; maxRefImages: number; upload: { maxBytes: number; maxFiles: number; types: string[] } };
+  limits: {
+    countPerCombo: { min: number; max: number };
+    maxPrompts: number;
+    maxRefImages: number;
+    upload: { maxBytes: number; maxFiles: number; types: string[] };
+  };
 };
 export type Estimate = Schemas['BatchEstimateResponseDto'];
 export type Endpoint = Schemas['WebhookEndpointDto'];
+export type CreditPack = Schemas['CreditPackDto'];
+export type CheckoutAnswer = Schemas['CheckoutResponseDto'];
+export type LedgerEntry = Schemas['LedgerEntryDto'];
 export type Delivery = Schemas['WebhookDeliveryDto'];
 
 export const SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'];

@@ -125,8 +125,16 @@ export function SecretOnce({ label, secret, onDone }: { label: string; secret: s
         <strong>{label}.</strong> Copy it now: Kiln shows it only this once and keeps only a hash.
       </p>
       <div class="secret-row">
-        <input ref={input} readOnly value={secret} aria-label={label} class="mono" data-testid="secret" onFocus={(e) => e.currentTarget.select()} />
-        <button type="button" onClick={copy}>
+        <input
+          ref={input}
+          readOnly
+          value={secret}
+          aria-label={label}
+          class="mono"
+          data-testid="secret"
+          onFocus={(e) => e.currentTarget.select()}
+        />
+        <button type="button" onClick={() => void copy()}>
           {copied ? 'Copied' : 'Copy'}
         </button>
       </div>
@@ -142,7 +150,17 @@ export function StatusBadge({ status }: { status: string }) {
 }
 
 /** A fieldset of checkboxes over `options`; the chosen ones stay in the options' order. */
-export function CheckboxGroup({ legend, options, chosen, onChange }: { legend: string; options: string[]; chosen: string[]; onChange: (chosen: string[]) => void }) {
+export function CheckboxGroup({
+  legend,
+  options,
+  chosen,
+  onChange,
+}: {
+  legend: string;
+  options: string[];
+  chosen: string[];
+  onChange: (chosen: string[]) => void;
+}) {
   return (
     <fieldset>
       <legend>{legend}</legend>
@@ -152,7 +170,9 @@ export function CheckboxGroup({ legend, options, chosen, onChange }: { legend: s
             <input
               type="checkbox"
               checked={chosen.includes(o)}
-              onChange={(e) => onChange(e.currentTarget.checked ? options.filter((x) => x === o || chosen.includes(x)) : chosen.filter((x) => x !== o))}
+              onChange={(e) =>
+                onChange(e.currentTarget.checked ? options.filter((x) => x === o || chosen.includes(x)) : chosen.filter((x) => x !== o))
+              }
             />
             <span class="mono">{o}</span>
           </label>

@@ -1,16 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, Repository } from 'typeorm';
-import {
-  AccountEntity,
-  AccountStatus,
-  Cursor,
-  encodeCursor,
-  isUuid,
-  pgError,
-  PlanEntity,
-  PlanKey,
-} from '@app/database';
+import { AccountEntity, AccountStatus, Cursor, encodeCursor, isUuid, pgError, PlanEntity, PlanKey } from '@app/database';
 import { BillingService } from '@app/billing';
 import { ErrorCode, KilnError } from '@app/errors';
 import { hashPassword } from './password';
@@ -32,25 +23,35 @@ export class AccountsService {
     private readonly billing: BillingService,
   ) {}
 
-  async create(input: { email: string; password?: string; plan: PlanKey; credits?: number }): Promise<AccountEntity> {
+  async create(input: {
+    email: string;
+    password?: string;
+    plan: PlanKey;
+    credits?: number;
+    creditsReason?: string;
+  }): Promise<AccountEntity> {
     await this.requirePlan(input.plan);
     const email = input.email.trim();
     const passwordHash = input.password ? await hashPassword(input.password) : null;
-    let account: AccountEntity;
+    // The account and its first credits (SIGNUP_CREDITS) commit together: a crash between
+    // the two cannot leave an account without the grant it was promised.
+    let id: string;
     try {
-      account = await this.accounts.save(
-        this.accounts.create({ email, passwordHash, planKey: input.plan, status: 'active' }),
-      );
+      id = await this.db.transaction(async (m) => {
+        const accounts = m.getRepository(AccountEntity);
+        const account = await accounts.save(accounts.create({ email, passwordHash, planKey: input.plan, status: 'active' }));
+        if (input.credits && input.credits > 0) {
+          await this.billing.adjustIn(m, account.id, input.credits, 'grant', input.creditsReason ?? 'Initial credits');
+        }
+        return account.id;
+      });
     } catch (err) {
       if (pgError(err).code === '23505') {
         throw new KilnError(ErrorCode.EmailTaken, 'An account with this email already exists', { field: 'email' });
       }
       throw err;
     }
-    if (input.credits && input.credits > 0) {
-      await this.billing.adjust(account.id, input.credits, 'grant', 'Initial credits');
-    }
-    return this.get(account.id);
+    return this.get(id);
   }
 
   async get(id: string): Promise<AccountEntity> {
@@ -60,10 +61,7 @@ export class AccountsService {
   }
 
   async findByEmail(email: string): Promise<AccountEntity | null> {
-    return this.accounts
-      .createQueryBuilder('a')
-      .where('lower(a.email) = lower(:email)', { email: email.trim() })
-      .getOne();
+    return this.accounts.createQueryBuilder('a').where('lower(a.email) = lower(:email)', { email: email.trim() }).getOne();
   }
 
   /** Account, plan and the number of unfinished batches of each tier (what counts against the plan's two caps). */
@@ -85,6 +83,19 @@ export class AccountsService {
     }
     if (patch.status !== undefined) account.status = patch.status;
     await this.accounts.update({ id }, { planKey: account.planKey, status: account.status });
+    return this.get(id);
+  }
+
+  /** A new password (the operator's `kiln-admin password`), e.g. for an account made without one. */
+  async setPassword(id: string, password: string): Promise<void> {
+    await this.get(id);
+    await this.accounts.update({ id }, { passwordHash: await hashPassword(password) });
+  }
+
+  /** The holder's `credits.low` line (null: no alert); the next charge that crosses it fires. */
+  async setLowCreditsThreshold(id: string, threshold: number | null): Promise<AccountEntity> {
+    await this.get(id);
+    await this.accounts.update({ id }, { lowCreditsThreshold: threshold });
     return this.get(id);
   }
 
@@ -116,7 +127,12 @@ export class AccountsService {
 
   async updatePlan(
     key: string,
-    patch: Partial<Pick<PlanEntity, 'maxKeys' | 'maxImagesPerBatch' | 'maxConcurrentBatches' | 'maxConcurrentEconomyBatches' | 'requestsPerMinute' | 'apiAccess'>>,
+    patch: Partial<
+      Pick<
+        PlanEntity,
+        'maxKeys' | 'maxImagesPerBatch' | 'maxConcurrentBatches' | 'maxConcurrentEconomyBatches' | 'requestsPerMinute' | 'apiAccess'
+      >
+    >,
   ): Promise<PlanEntity> {
     await this.requirePlan(key);
     await this.plans.update({ key: key as PlanKey }, patch);

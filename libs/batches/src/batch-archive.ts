@@ -6,9 +6,8 @@ import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ErrorCode, KilnError } from '@app/errors';
 import { StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-import { selectResultKeys } from '@app/tasks';
+import { BatchView, selectResultKeys } from '@app/tasks';
 import { BatchesService, BatchTask } from './batches.service';
-import { BatchView } from './batch-view';
 
 /**
  * The zip's stream buffers at most this much ahead of a slow client (archiver's default is
@@ -104,15 +103,23 @@ export class BatchArchiveService {
     const { archiveMaxConcurrent, archiveMaxPerAccount } = this.config.storage;
     const mine = this.streamingFor.get(accountId) ?? 0;
     if (mine >= archiveMaxPerAccount) {
-      throw new KilnError(ErrorCode.RateLimited, `At most ${archiveMaxPerAccount} archives at once per account; retry after the Retry-After delay`, {
-        retryAfter: ARCHIVE_RETRY_AFTER_S,
-        limit: archiveMaxPerAccount,
-      });
+      throw new KilnError(
+        ErrorCode.RateLimited,
+        `At most ${archiveMaxPerAccount} archives at once per account; retry after the Retry-After delay`,
+        {
+          retryAfter: ARCHIVE_RETRY_AFTER_S,
+          limit: archiveMaxPerAccount,
+        },
+      );
     }
     if (this.streaming >= archiveMaxConcurrent) {
-      throw new KilnError(ErrorCode.ServiceUnavailable, 'The server is streaming as many archives as it can; retry after the Retry-After delay', {
-        retryAfter: ARCHIVE_RETRY_AFTER_S,
-      });
+      throw new KilnError(
+        ErrorCode.ServiceUnavailable,
+        'The server is streaming as many archives as it can; retry after the Retry-After delay',
+        {
+          retryAfter: ARCHIVE_RETRY_AFTER_S,
+        },
+      );
     }
     this.streaming++;
     this.streamingFor.set(accountId, mine + 1);

@@ -3,13 +3,13 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { BATCH_DONE_SQL, isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { notFound } from '@app/errors';
-import { BatchView } from './batch-view';
+import { BatchView } from '@app/tasks';
 import { BatchesService, BatchTask } from './batches.service';
 import { BatchWatcher } from './batch-watcher';
 
 /** Longest `Prefer: wait` honoured, in seconds; a larger one is cut to it. */
 export const MAX_WAIT_SECONDS = 60;
-/** Held polls one holder (an API key, a dashboard session) may have at once, per api process. */
+/** Held polls and progress streams one holder (an API key, a dashboard session) may have at once, per api process. */
 export const MAX_HELD_PER_HOLDER = 20;
 /** Without Redis announcements, how often a held poll re-reads its batch's version. */
 const FALLBACK_POLL_MS = 1000;
@@ -193,14 +193,16 @@ export class BatchPolling {
     return entry.read;
   }
 
-  private take(holder: string): boolean {
+  /** Takes one of the holder's held slots (held polls and progress streams share them); false when all are taken. */
+  take(holder: string): boolean {
     const n = this.held.get(holder) ?? 0;
     if (n >= MAX_HELD_PER_HOLDER) return false;
     this.held.set(holder, n + 1);
     return true;
   }
 
-  private give(holder: string): void {
+  /** Gives back a slot taken with take(). */
+  give(holder: string): void {
     const n = (this.held.get(holder) ?? 1) - 1;
     if (n <= 0) this.held.delete(holder);
     else this.held.set(holder, n);

@@ -17,6 +17,12 @@ export const MAX_NOTE_LENGTH = 1000;
 export const OUTPUT_FORMATS = ['png', 'jpeg', 'webp'] as const satisfies readonly OutputFormat[];
 /** Seeds are 31-bit: task n's (seed + n - 1) wraps to 0 past this, so it always fits. */
 export const SEED_MAX = 2 ** 31 - 1;
+/**
+ * How far ahead a deadline may be: 7 days. A deadline is for an interactive caller's "not
+ * after this"; one further out would outlive the work it bounds (and, with a short
+ * RETENTION_DAYS, the results themselves).
+ */
+export const MAX_DEADLINE_AHEAD_MS = 7 * 24 * 60 * 60_000;
 
 /** Body of `POST /v1/batches` (and of the dashboard's equivalent), as the caller sent it. */
 export interface CreateBatchInput {
@@ -36,6 +42,8 @@ export interface CreateBatchInput {
   outputFormat?: OutputFormat;
   /** standard (default) or economy: the model's economy price, results within its economyWindowHours. */
   tier?: BatchTier;
+  /** Unix ms: tasks not sent to their upstream by then are cancelled and refunded. Absent or null: none. */
+  deadline?: number | null;
 }
 
 /** The request with every default applied. */
@@ -53,6 +61,7 @@ export interface BatchRequest {
   seed: number | null;
   outputFormat: OutputFormat;
   tier: BatchTier;
+  deadline: Date | null;
 }
 
 /**
@@ -61,7 +70,7 @@ export interface BatchRequest {
  * for callers that skip it: the charge is computed from these fields, so they are never
  * trusted blindly.
  */
-export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
+export function normalizeBatchRequest(input: CreateBatchInput, now: number = Date.now()): BatchRequest {
   const { prompts } = input;
   if (!Array.isArray(prompts)) throw invalidRequest('prompts', 'isArray', 'prompts must be an array of strings');
   if (prompts.length < 1) throw invalidRequest('prompts', 'arrayMinSize', 'prompts must hold at least 1 prompt');
@@ -103,6 +112,7 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
   if (!OUTPUT_FORMATS.includes(outputFormat)) throw invalidRequest('outputFormat', 'isIn', 'outputFormat must be png, jpeg or webp');
   const tier = input.tier ?? 'standard';
   if (!BATCH_TIERS.includes(tier)) throw invalidRequest('tier', 'isIn', 'tier must be standard or economy');
+  const deadline = checkDeadline(input.deadline ?? null, tier, now);
 
   const refMode = input.refMode ?? CATALOG_DEFAULTS.refMode;
   if (!REF_MODES.includes(refMode)) throw invalidRequest('refMode', 'isIn', 'refMode must be none, each or combined');
@@ -138,5 +148,26 @@ export function normalizeBatchRequest(input: CreateBatchInput): BatchRequest {
     seed,
     outputFormat,
     tier,
+    deadline,
   };
+}
+
+/**
+ * A deadline is a whole Unix ms time, later than now and at most MAX_DEADLINE_AHEAD_MS
+ * ahead. Economy batches take none: their tasks run inside an upstream batch, which no
+ * deadline can stop, within the model's own window (the batch's expiresAt).
+ */
+function checkDeadline(deadline: number | null, tier: BatchTier, now: number): Date | null {
+  if (deadline === null) return null;
+  if (typeof deadline !== 'number' || !Number.isSafeInteger(deadline)) {
+    throw invalidRequest('deadline', 'isInt', 'deadline must be an integer (Unix milliseconds)');
+  }
+  if (deadline <= now) throw invalidRequest('deadline', 'in_past', 'deadline must be in the future');
+  if (deadline > now + MAX_DEADLINE_AHEAD_MS) {
+    throw invalidRequest('deadline', 'too_far', 'deadline must be at most 7 days ahead');
+  }
+  if (tier === 'economy') {
+    throw invalidRequest('deadline', 'not_allowed_with_economy', 'deadline is not allowed with tier "economy" (its window bounds it)');
+  }
+  return new Date(deadline);
 }

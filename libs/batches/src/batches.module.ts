@@ -6,6 +6,7 @@ import { TasksModule } from '@app/tasks';
 import { UploadsModule } from '@app/uploads';
 import { BatchArchiveService } from './batch-archive';
 import { BatchPolling } from './batch-polling';
+import { BatchEvents } from './batch-events';
 import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
 import { ContentPolicyService } from './content-policy';
@@ -14,7 +15,7 @@ import { OpenAiImagesService } from './openai-images';
 /** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule, MetricsModule],
-  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher, OpenAiImagesService],
-  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchWatcher, OpenAiImagesService],
+  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchEvents, BatchWatcher, OpenAiImagesService],
+  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchEvents, BatchWatcher, OpenAiImagesService],
 })
 export class BatchesModule {}

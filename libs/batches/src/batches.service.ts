@@ -3,16 +3,26 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { hash, randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { BatchLimits, countActiveBatches, lockAccountForBatch, readBatchLimits } from '@app/accounts';
-import { BillingService, insufficientCredits, nextUtcMidnight } from '@app/billing';
+import { BillingService, budgetRefusal, insufficientCredits, keyBudgetUse, nextUtcMidnight } from '@app/billing';
 import { CatalogService, economyUnitCost, MAX_IMAGES_PER_BATCH, refImageCap } from '@app/catalog';
-import { BatchTier, Cursor, encodeCursor, isUuid, ModelEntity } from '@app/database';
+import { BatchTier, Cursor, encodeCursor, isUuid, ModelEntity, queryRows } from '@app/database';
 import { ErrorCode, ErrorDetails, invalidRequest, KilnError, notFound } from '@app/errors';
-import { readKeyCreditCap } from '@app/keys';
+import {
+  findRememberedCreation,
+  IdempotentRequest,
+  RememberedCreation,
+  rememberCreation,
+  replayOf,
+  takeIdempotencyKey,
+} from '@app/idempotency';
+import { AuthenticatedKey, readKeyBudget, requireModelAllowed } from '@app/keys';
+import { recordSpendAlerts } from '@app/webhooks';
 import { KilnMetrics } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import {
   addToCounts,
   BatchCancellation,
+  BatchView,
   countTasksByBatch,
   emptyCounts,
   insertBatchWithTasks,
@@ -20,19 +30,31 @@ import {
   NewTask,
   selectTaskViews,
   selectUpstreamRequestIds,
+  selectTaskRoutes,
   TaskDispatchService,
   TaskView,
+  toBatchView,
 } from '@app/tasks';
 import { UploadsService } from '@app/uploads';
 import { BatchRequest, CreateBatchInput, normalizeBatchRequest, SEED_MAX } from './batch-request';
+import { BatchFilter } from './batch-filter';
 import { selectBatchFields, selectBatchPage } from './batch-reads';
-import { BatchView, toBatchView } from './batch-view';
 import { ContentPolicyService } from './content-policy';
-import { findRememberedCreation, IdempotentRequest, RememberedCreation, rememberCreation, replayOf, takeIdempotencyKey } from './idempotency';
 import { fanOut, imageCount, TaskPosition, taskPosition } from './fan-out';
 
 /** Who creates a batch: an API key, or the account holder in the dashboard (no key). */
-export type BatchActor = { accountId: string; apiKeyId: string | null; via: 'api' | 'dashboard' };
+export type BatchActor = {
+  accountId: string;
+  apiKeyId: string | null;
+  via: 'api' | 'dashboard';
+  /** The key's models allowlist as its request authenticated (empty or absent: every model). */
+  keyModels?: readonly string[];
+};
+
+/** The actor of a request made with an API key. */
+export function keyActor(auth: AuthenticatedKey): BatchActor {
+  return { accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api', keyModels: auth.key.models };
+}
 
 /** A task as clients see it: its row and its place in the batch's fan-out. */
 export type BatchTask = TaskView & TaskPosition;
@@ -119,13 +141,16 @@ export class BatchesService {
     return this.db.transaction('REPEATABLE READ', async (m) => {
       const limits = await readBatchLimits(m, actor.accountId);
       const active = await countActiveBatches(m, actor.accountId, batch.tier);
-      const [{ balance }] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [actor.accountId]);
-      const cap = actor.apiKeyId ? await readKeyCreditCap(m, actor.apiKeyId) : null;
-      const used = cap === null ? 0 : await this.billing.creditsUsedToday(actor.apiKeyId as string, m);
+      const [{ balance }] = await queryRows<{ balance: string | number }>(m, `SELECT balance FROM accounts WHERE id = $1`, [
+        actor.accountId,
+      ]);
+      const budget = actor.apiKeyId ? await keyBudgetUse(m, actor.apiKeyId, await readKeyBudget(m, actor.apiKeyId)) : null;
+      const cap = budget?.budget.period === 'day' ? budget.budget.credits : null;
+      const used = budget?.spent ?? 0;
       const refusal =
         planRefusal(batch, limits, active) ??
         (Number(balance) < cost ? insufficientCredits(cost, Number(balance)) : null) ??
-        (cap === null ? null : dailyCapRefusal({ cap, used }, cost));
+        (budget ? budgetRefusal(budget.budget, budget.spent, cost) : null);
       return {
         total: batch.total,
         tier: batch.tier,
@@ -143,9 +168,11 @@ export class BatchesService {
   private async checkRequest(actor: BatchActor, input: CreateBatchInput): Promise<{ batch: NewBatch; refUploadIds: string[] }> {
     const req = normalizeBatchRequest(input);
     const model = await this.catalog.requireEnabled(req.model);
+    if (actor.keyModels) requireModelAllowed(actor.keyModels, model.key);
     const standardCost = priceOf(model, req);
     // The economy tier prices the same legal sizes, or refuses with tier_not_available.
-    const { unitCost, windowHours } = req.tier === 'economy' ? economyUnitCost(model, req.resolution) : { unitCost: standardCost, windowHours: null };
+    const { unitCost, windowHours } =
+      req.tier === 'economy' ? economyUnitCost(model, req.resolution) : { unitCost: standardCost, windowHours: null };
     const refUploadIds = await this.resolveReferences(actor.accountId, model, req);
     await this.checkPrompts(model, req.prompts);
     // Counted, not expanded: the tasks are made only once every check has passed, so a
@@ -179,15 +206,28 @@ export class BatchesService {
       const limits = await lockAccountForBatch(m, actor.accountId, actor.apiKeyId);
       const planRefused = planRefusal(batch, limits, await countActiveBatches(m, actor.accountId, batch.tier));
       if (planRefused) throw planRefused;
-      // The key's cap was locked with the account, so an edit cannot race the check.
-      const { keyCreditCap } = limits;
-      const cap =
-        keyCreditCap === null || !actor.apiKeyId ? null : { cap: keyCreditCap, used: await this.billing.creditsUsedToday(actor.apiKeyId, m) };
-      // insufficient_credits comes before the daily cap; a throw below rolls the charge back
+      // The key's budget was locked with the account, so an edit or another creation through
+      // the key cannot race the check (docs/billing.md#per-key-budgets).
+      const budget = limits.keyBudget && actor.apiKeyId ? await keyBudgetUse(m, actor.apiKeyId, limits.keyBudget) : null;
+      // insufficient_credits comes before the key's budget; a throw below rolls the charge back
       // with everything else.
-      await this.billing.chargeBatch(m, { accountId: actor.accountId, batchId: batch.id, apiKeyId: actor.apiKeyId, amount: batch.creditsCharged });
-      const capRefused = cap ? dailyCapRefusal(cap, batch.creditsCharged) : null;
-      if (capRefused) throw capRefused;
+      const balanceAfter = await this.billing.chargeBatch(m, {
+        accountId: actor.accountId,
+        batchId: batch.id,
+        apiKeyId: actor.apiKeyId,
+        amount: batch.creditsCharged,
+      });
+      const budgetRefused = budget ? budgetRefusal(budget.budget, budget.spent, batch.creditsCharged) : null;
+      if (budgetRefused) throw budgetRefused;
+      // credits.low and key.budget.threshold, in the charge's transaction (docs/webhooks.md).
+      await recordSpendAlerts(m, {
+        accountId: actor.accountId,
+        batchId: batch.id,
+        amount: batch.creditsCharged,
+        balanceAfter,
+        lowCreditsThreshold: limits.lowCreditsThreshold,
+        key: budget && actor.apiKeyId ? { id: actor.apiKeyId, budget: budget.budget, spentBefore: budget.spent } : null,
+      });
       const tasks = tasksOf(batch, refUploadIds);
       const dispatchCount = await dispatching;
       const { createdAt, expiresAt } = await insertBatchWithTasks(m, batch, tasks, dispatchCount);
@@ -199,7 +239,9 @@ export class BatchesService {
 
     const { created, tasks, dispatchCount } = outcome;
     this.metrics.creditsCharged.inc({ model: batch.model }, batch.creditsCharged);
-    await this.dispatcher.enqueueQueued(tasks.filter((t) => t.seq < dispatchCount).map((t) => ({ id: t.id, batchId: created.id, seq: t.seq })));
+    await this.dispatcher.enqueueQueued(
+      tasks.filter((t) => t.seq < dispatchCount).map((t) => ({ id: t.id, batchId: created.id, seq: t.seq })),
+    );
     return created;
   }
 
@@ -208,10 +250,14 @@ export class BatchesService {
     accountId: string,
     limit: number,
     cursor: Cursor | null,
+    filter: BatchFilter = {},
   ): Promise<{ batches: BatchView[]; nextCursor: string | null }> {
-    const rows = await selectBatchPage(this.db, accountId, limit, cursor);
+    const rows = await selectBatchPage(this.db, accountId, limit, cursor, filter);
     const page = rows.slice(0, limit);
-    const counts = await countTasksByBatch(this.db, page.map((b) => b.id));
+    const counts = await countTasksByBatch(
+      this.db,
+      page.map((b) => b.id),
+    );
     const last = page[page.length - 1];
     return {
       batches: page.map((b) => toBatchView(b, counts.get(b.id) ?? emptyCounts())),
@@ -219,15 +265,24 @@ export class BatchesService {
     };
   }
 
-  /** Any account's batch, for operators (support): the polling view and whose it is. */
-  /** As the owner polls it, plus whose it is and each task's queue-upstream request id (operators only). */
-  async detailForOperator(
-    batchId: string,
-  ): Promise<{ accountId: string; batch: BatchView; tasks: BatchTask[]; upstreamRequestIds: Map<string, string> }> {
-    const [owner]: { account_id: string }[] = isUuid(batchId) ? await this.db.query(`SELECT account_id FROM batches WHERE id = $1`, [batchId]) : [];
+  /** Any account's batch, for operators (support): as the owner polls it, plus whose it is and each task's queue-upstream request id. */
+  async detailForOperator(batchId: string): Promise<{
+    accountId: string;
+    batch: BatchView;
+    tasks: BatchTask[];
+    upstreamRequestIds: Map<string, string>;
+    routes: Map<string, { index: number; type: string }>;
+  }> {
+    const [owner]: { account_id: string }[] = isUuid(batchId)
+      ? await this.db.query(`SELECT account_id FROM batches WHERE id = $1`, [batchId])
+      : [];
     if (!owner) throw notFound('Batch');
-    const [detail, upstreamRequestIds] = await Promise.all([this.detail(owner.account_id, batchId), selectUpstreamRequestIds(this.db, batchId)]);
-    return { accountId: owner.account_id, ...detail, upstreamRequestIds };
+    const [detail, upstreamRequestIds, routes] = await Promise.all([
+      this.detail(owner.account_id, batchId),
+      selectUpstreamRequestIds(this.db, batchId),
+      selectTaskRoutes(this.db, batchId),
+    ]);
+    return { accountId: owner.account_id, ...detail, upstreamRequestIds, routes };
   }
 
   /** The polling endpoint's data: two queries however many tasks the batch has. */
@@ -236,12 +291,14 @@ export class BatchesService {
     if (!batch) throw notFound('Batch');
     const tasks = await selectTaskViews(this.db, batchId);
     const counts = tasks.reduce((c, t) => addToCounts(c, t.status), emptyCounts());
+    counts.cancelling = tasks.filter((t) => t.cancelling).length;
     return { batch: toBatchView(batch, counts), tasks: tasks.map((t) => ({ ...t, ...taskPosition(t.seq, batch) })) };
   }
 
   /**
    * Cancels the batch (BatchCancellation: every task not yet in its provider's hands, refunded
-   * in one transaction) and returns it as it is afterwards. Cancelling it again changes
+   * in one transaction; those a queue upstream with a cancel accepted are asked of it by a
+   * generator, and counted `cancelling` until it answers) and returns it as it is afterwards. Cancelling it again changes
    * nothing; a batch that finished without a cancel is refused.
    */
   async cancel(accountId: string, batchId: string): Promise<BatchView> {
@@ -339,11 +396,14 @@ function newBatch(actor: BatchActor, req: BatchRequest, model: ModelEntity, unit
     unitCost,
     creditsCharged: total * unitCost,
     provider: model.provider,
+    routes: model.routes,
+    failover: model.failover,
     width,
     height,
     createdViaApi: actor.via === 'api',
     tier: req.tier,
     windowHours,
+    deadline: req.deadline,
   };
 }
 
@@ -379,19 +439,9 @@ function planRefusal(batch: Pick<NewBatch, 'total' | 'tier'>, limits: BatchLimit
   return null;
 }
 
-function dailyCapRefusal(cap: { cap: number; used: number }, cost: number): KilnError | null {
-  if (cap.used + cost <= cap.cap) return null;
-  return new KilnError(ErrorCode.DailyCreditCapExceeded, "This batch would exceed the key's daily credit cap", {
-    cap: cap.cap,
-    used: cap.used,
-    required: cost,
-    resetsAt: nextUtcMidnight(),
-  });
-}
-
 /** The 201 body of a creation, as remembered for replays. */
 function createdResponse(b: CreatedBatch): RememberedCreation {
-  return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
+  return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status, tier: b.tier };
 }
 
 /** The batch's tasks in fan-out order, each with its id and seed. */

@@ -23,8 +23,7 @@ export class ContentPolicy {
       .map((t) => t.normalize('NFKC').toLowerCase().trim().split(/\s+/).filter(Boolean))
       .filter((words) => words.length > 0)
       .map((words) => words.map(escapeRegExp).join('[\\s\\p{P}_]+'));
-    this.pattern =
-      alternatives.length > 0 ? new RegExp(`(?<![\\p{L}\\p{N}])(?:${alternatives.join('|')})(?![\\p{L}\\p{N}])`, 'u') : null;
+    this.pattern = alternatives.length > 0 ? new RegExp(`(?<![\\p{L}\\p{N}])(?:${alternatives.join('|')})(?![\\p{L}\\p{N}])`, 'u') : null;
   }
 
   isBlocked(prompt: string): boolean {
@@ -65,7 +64,8 @@ export class ContentPolicyService {
       if (typeof t !== 'string') throw invalidRequest(`terms[${i}]`, 'not_a_string');
       const term = t.normalize('NFKC').toLowerCase().trim().replace(/\s+/g, ' ');
       if (!term) throw invalidRequest(`terms[${i}]`, 'empty');
-      if (term.length > MAX_BLOCKED_TERM_LENGTH) throw invalidRequest(`terms[${i}]`, 'too_long', `terms[${i}] is longer than ${MAX_BLOCKED_TERM_LENGTH} characters`);
+      if (term.length > MAX_BLOCKED_TERM_LENGTH)
+        throw invalidRequest(`terms[${i}]`, 'too_long', `terms[${i}] is longer than ${MAX_BLOCKED_TERM_LENGTH} characters`);
       clean.add(term);
     });
     if (clean.size > MAX_BLOCKED_TERMS) throw invalidRequest('terms', 'too_many', `At most ${MAX_BLOCKED_TERMS} terms`);

@@ -14,8 +14,14 @@ describe('fanOut (docs/api.md#image-count-per-refmode)', () => {
   it('each: prompt, then reference, then copy; one reference per task', () => {
     const tasks = fanOut(2, ['r0', 'r1'], 'each', 2);
     expect(tasks.map((t) => [t.promptIndex, t.refUploadIds[0]])).toEqual([
-      [0, 'r0'], [0, 'r0'], [0, 'r1'], [0, 'r1'],
-      [1, 'r0'], [1, 'r0'], [1, 'r1'], [1, 'r1'],
+      [0, 'r0'],
+      [0, 'r0'],
+      [0, 'r1'],
+      [0, 'r1'],
+      [1, 'r0'],
+      [1, 'r0'],
+      [1, 'r1'],
+      [1, 'r1'],
     ]);
     expect(tasks.map((t) => t.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(imageCount(2, 2, 'each', 2)).toBe(tasks.length);
@@ -35,7 +41,12 @@ describe('taskPosition: the inverse of fanOut', () => {
     for (const refMode of ['none', 'each', 'combined'] as const) {
       const refImages = refMode === 'none' ? [] : urls;
       for (const countPerCombo of [1, 3]) {
-        const tasks = fanOut(2, refImages.map((u) => `id-${u}`), refMode, countPerCombo);
+        const tasks = fanOut(
+          2,
+          refImages.map((u) => `id-${u}`),
+          refMode,
+          countPerCombo,
+        );
         const copies = new Map<string, number>();
         for (const t of tasks) {
           const p = taskPosition(t.seq, { refMode, refImages, countPerCombo });

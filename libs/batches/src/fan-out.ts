@@ -20,8 +20,7 @@ export function imageCount(prompts: number, refs: number, refMode: RefMode, coun
  */
 export function fanOut(promptCount: number, refUploadIds: string[], refMode: RefMode, countPerCombo: number): FannedTask[] {
   const tasks: FannedTask[] = [];
-  const refGroups: string[][] =
-    refMode === 'each' ? refUploadIds.map((id) => [id]) : [refMode === 'combined' ? [...refUploadIds] : []];
+  const refGroups: string[][] = refMode === 'each' ? refUploadIds.map((id) => [id]) : [refMode === 'combined' ? [...refUploadIds] : []];
   for (let promptIndex = 0; promptIndex < promptCount; promptIndex++) {
     for (const refs of refGroups) {
       for (let copy = 0; copy < countPerCombo; copy++) {

@@ -16,7 +16,9 @@ describe("OpenAI sizes onto a model's legal pairs", () => {
 
   it('refuses a size that is not WxH as invalid_request on size', () => {
     for (const bad of ['big', '1024', '0x10', '1024x', '-5x5']) {
-      expect(() => nearestSize(model, bad)).toThrow(expect.objectContaining({ code: 'invalid_request', details: expect.objectContaining({ field: 'size' }) }));
+      expect(() => nearestSize(model, bad)).toThrow(
+        expect.objectContaining({ code: 'invalid_request', details: expect.objectContaining({ field: 'size' }) }),
+      );
     }
   });
 });

@@ -3,12 +3,21 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LedgerKind, queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
+import { budgetOf, KeyBudgetColumns, spentInPeriodByKey } from './key-budget';
+import { CHARGE_KIND, REFUND_KINDS_SQL, USAGE_KINDS_SQL } from './ledger-kinds';
 
 export interface ChargeBatch {
   accountId: string;
   batchId: string;
   apiKeyId: string | null;
   amount: number;
+}
+
+/** Credits bought (or taken back after a refund) and what the ledger row says. */
+export interface PurchaseCredit {
+  accountId: string;
+  credits: number;
+  reason: string;
 }
 
 /** The refund of a cancel: every task it cancelled, in one sum. */
@@ -26,16 +35,7 @@ export interface RefundTask {
   amount: number;
 }
 
-/** Ledger kinds that give back (part of) a batch's charge. */
-export const REFUND_KINDS: readonly LedgerKind[] = ['task_refund', 'cancel_refund'];
-/** The ledger kind of a batch's charge. */
-export const CHARGE_KIND: LedgerKind = 'batch_charge';
-/** A list of ledger kinds as an SQL list: `('a', 'b')`. */
-const kindsSql = (kinds: readonly LedgerKind[]): string => `(${kinds.map((k) => `'${k}'`).join(', ')})`;
-/** REFUND_KINDS for `kind IN ...`, so a new refund kind reaches every query. */
-export const REFUND_KINDS_SQL = kindsSql(REFUND_KINDS);
-/** Ledger kinds a key's daily cap and the usage views count: charges and their refunds. */
-export const USAGE_KINDS_SQL = kindsSql([CHARGE_KIND, ...REFUND_KINDS]);
+export { CHARGE_KIND, REFUND_KINDS, REFUND_KINDS_SQL, USAGE_KINDS_SQL } from './ledger-kinds';
 
 /** Today's UTC day as stored in ledger_entries.charge_day. */
 export function utcDay(at: Date = new Date()): string {
@@ -86,34 +86,43 @@ SELECT e.account_id, e.amount, e.balance_after, 'task_refund', '${TASK_REFUND_RE
 RETURNING task_id`;
 
 /**
- * The only code that changes a balance. Every change is one conditional UPDATE (so the
- * CHECK constraint and the WHERE clause both forbid overdraft under any concurrency) and
- * one ledger row in the same transaction, so the balance always equals the ledger's sum.
+ * The only code that changes a balance. Every change is one UPDATE and one ledger row in the
+ * same transaction, so the balance always equals the ledger's sum. Charges and downward
+ * adjustments are conditional UPDATEs (the WHERE clause forbids overdraft under any
+ * concurrency); only a purchase refund may take a balance below zero (takeBackPurchase).
  */
 @Injectable()
 export class BillingService {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
-  /** An operator grant (positive) or adjustment (either sign); never below zero. */
+  /**
+   * An operator grant (positive) or adjustment (either sign); a negative one never takes the
+   * balance below zero. A positive one is always taken, also on a balance a purchase refund
+   * left below zero (it pays that debt down).
+   */
   async adjust(accountId: string, amount: number, kind: 'grant' | 'adjustment', reason: string): Promise<number> {
-    return this.db.transaction(async (m) => {
-      const rows = await queryRows<{ balance: string }>(m,
-        `UPDATE accounts SET balance = balance + $2 WHERE id = $1 AND balance + $2 >= 0 RETURNING balance`,
-        [accountId, amount],
-      );
-      if (rows.length === 0) {
-        const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [accountId]);
-        if (!acc) throw new KilnError(ErrorCode.NotFound, 'Account not found');
-        throw new KilnError(ErrorCode.InvalidRequest, 'The adjustment would take the balance below zero', {
-          field: 'amount',
-          reason: 'balance_below_zero',
-          balance: Number(acc.balance),
-        });
-      }
-      const balance = Number(rows[0].balance);
-      await this.insertLedger(m, { accountId, amount, balanceAfter: balance, kind, reason });
-      return balance;
-    });
+    return this.db.transaction((m) => this.adjustIn(m, accountId, amount, kind, reason));
+  }
+
+  /** adjust() inside the caller's transaction (an account's creation with its sign-up credits). */
+  async adjustIn(m: EntityManager, accountId: string, amount: number, kind: 'grant' | 'adjustment', reason: string): Promise<number> {
+    const rows = await queryRows<{ balance: string }>(
+      m,
+      `UPDATE accounts SET balance = balance + $2::bigint WHERE id = $1 AND ($2::bigint > 0 OR balance + $2::bigint >= 0) RETURNING balance`,
+      [accountId, amount],
+    );
+    if (rows.length === 0) {
+      const [acc] = await queryRows<{ balance: string }>(m, `SELECT balance FROM accounts WHERE id = $1`, [accountId]);
+      if (!acc) throw new KilnError(ErrorCode.NotFound, 'Account not found');
+      throw new KilnError(ErrorCode.InvalidRequest, 'The adjustment would take the balance below zero', {
+        field: 'amount',
+        reason: 'balance_below_zero',
+        balance: Number(acc.balance),
+      });
+    }
+    const balance = Number(rows[0].balance);
+    await this.insertLedger(m, { accountId, amount, balanceAfter: balance, kind, reason });
+    return balance;
   }
 
   /**
@@ -124,7 +133,8 @@ export class BillingService {
    * waits.
    */
   async chargeBatch(m: EntityManager, charge: ChargeBatch): Promise<number> {
-    const rows = await queryRows<{ balance: string }>(m,
+    const rows = await queryRows<{ balance: string }>(
+      m,
       `WITH charged AS (
          UPDATE accounts SET balance = balance - $2::bigint WHERE id = $1 AND balance >= $2::bigint RETURNING balance
        ), entry AS (
@@ -135,7 +145,7 @@ export class BillingService {
       [charge.accountId, charge.amount, CHARGE_KIND, charge.batchId, charge.apiKeyId, utcDay()],
     );
     if (rows.length === 0) {
-      const [acc] = await m.query(`SELECT balance FROM accounts WHERE id = $1`, [charge.accountId]);
+      const [acc] = await queryRows<{ balance: string }>(m, `SELECT balance FROM accounts WHERE id = $1`, [charge.accountId]);
       throw insufficientCredits(charge.amount, Number(acc?.balance ?? 0));
     }
     return Number(rows[0].balance);
@@ -194,9 +204,28 @@ export class BillingService {
     });
   }
 
+  /**
+   * Credits a paid purchase, inside the caller's transaction: the one that records the
+   * purchase under its unique session id, so a purchase is credited exactly once.
+   */
+  async creditPurchase(m: EntityManager, credit: PurchaseCredit): Promise<number> {
+    return this.move(m, credit.accountId, credit.credits, 'purchase', credit.reason);
+  }
+
+  /**
+   * Takes back the credits of a refunded share of a purchase, inside the caller's transaction
+   * (the one that records the purchase's new refunded amount). Taken even when the credits
+   * were spent: the balance may then go below zero, and chargeBatch refuses every batch until
+   * a purchase or a grant brings it back up.
+   */
+  async takeBackPurchase(m: EntityManager, takeBack: PurchaseCredit): Promise<number> {
+    return this.move(m, takeBack.accountId, -takeBack.credits, 'purchase_refund', takeBack.reason);
+  }
+
   /** Credits refunded so far for a batch: its failed tasks and its cancels. */
   async refundedForBatch(m: EntityManager, batchId: string): Promise<number> {
-    const [row] = await m.query(
+    const [row] = await queryRows<{ refunded: number }>(
+      m,
       `SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM ledger_entries
         WHERE batch_id = $1 AND kind IN ${REFUND_KINDS_SQL}`,
       [batchId],
@@ -213,7 +242,8 @@ export class BillingService {
   async creditsUsedTodayByKey(keyIds: readonly string[], m: EntityManager = this.db.manager): Promise<Map<string, number>> {
     const used = new Map<string, number>(keyIds.map((id) => [id, 0]));
     if (keyIds.length === 0) return used;
-    const rows: Array<{ key_id: string; used: string }> = await m.query(
+    const rows = await queryRows<{ key_id: string; used: string }>(
+      m,
       `SELECT api_key_id AS key_id, COALESCE(-SUM(amount), 0) AS used FROM ledger_entries
         WHERE api_key_id = ANY($1::uuid[]) AND charge_day = $2 AND kind IN ${USAGE_KINDS_SQL}
         GROUP BY api_key_id`,
@@ -223,14 +253,44 @@ export class BillingService {
     return used;
   }
 
+  /** What each key with a budget spent in its budget's current period (keys without one: 0). */
+  async budgetSpentByKey(
+    keys: readonly ({ id: string } & KeyBudgetColumns)[],
+    m: EntityManager = this.db.manager,
+  ): Promise<Map<string, number>> {
+    const withBudget = keys.flatMap((k) => {
+      const budget = budgetOf(k);
+      return budget ? [{ id: k.id, period: budget.period }] : [];
+    });
+    return spentInPeriodByKey(m, withBudget);
+  }
+
   /** Balance and the ledger's sum, for invariant checks and the operator. */
   async reconcileBalance(accountId: string): Promise<{ balance: number; ledgerSum: number }> {
-    const [row] = await this.db.query(
+    const [row] = await queryRows<{ balance: string; sum: string }>(
+      this.db,
       `SELECT a.balance, COALESCE((SELECT SUM(amount) FROM ledger_entries l WHERE l.account_id = a.id), 0) AS sum
          FROM accounts a WHERE a.id = $1`,
       [accountId],
     );
     return { balance: Number(row.balance), ledgerSum: Number(row.sum) };
+  }
+
+  /** An unconditional change of balance and its ledger row, in one statement. */
+  private async move(m: EntityManager, accountId: string, amount: number, kind: LedgerKind, reason: string): Promise<number> {
+    const rows = await queryRows<{ balance: string }>(
+      m,
+      `WITH moved AS (
+         UPDATE accounts SET balance = balance + $2::bigint WHERE id = $1 RETURNING balance
+       ), entry AS (
+         INSERT INTO ledger_entries (account_id, amount, balance_after, kind, reason)
+         SELECT $1, $2::bigint, balance, $3, $4 FROM moved
+       )
+       SELECT balance FROM moved`,
+      [accountId, amount, kind, reason],
+    );
+    if (rows.length === 0) throw new KilnError(ErrorCode.NotFound, 'Account not found');
+    return Number(rows[0].balance);
   }
 
   /** A refund row carrying the key and UTC day of its batch's charge row. */
@@ -241,15 +301,16 @@ export class BillingService {
     amount: number,
     what: { kind: 'task_refund' | 'cancel_refund'; reason: string; taskId?: string },
   ): Promise<number> {
-    const [charge] = await m.query(
+    const [charge] = await queryRows<{ api_key_id: string | null; charge_day: string }>(
+      m,
       `SELECT api_key_id, charge_day::text AS charge_day FROM ledger_entries
         WHERE batch_id = $1 AND kind = 'batch_charge' LIMIT 1`,
       [batchId],
     );
-    const rows = await queryRows<{ balance: string }>(m,
-      `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`,
-      [accountId, amount],
-    );
+    const rows = await queryRows<{ balance: string }>(m, `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING balance`, [
+      accountId,
+      amount,
+    ]);
     const balance = Number(rows[0].balance);
     await this.insertLedger(m, {
       accountId,

@@ -3,3 +3,4 @@ export * from './billing.module';
 export * from './usage.service';
 export * from './ledger-cursor';
 export * from './operator-usage.service';
+export * from './key-budget';

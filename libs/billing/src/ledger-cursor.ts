@@ -21,7 +21,7 @@ export function encodeLedgerCursor(c: LedgerCursor): string {
 export function decodeLedgerCursor(raw: string | undefined): LedgerCursor | null {
   if (raw === undefined || raw === '') return null;
   try {
-    const [at, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+    const [at, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown[];
     if (typeof at !== 'string' || !AT.test(at) || Number.isNaN(Date.parse(at))) throw new Error();
     if (typeof id !== 'string' || !/^\d{1,19}$/.test(id)) throw new Error();
     return { createdAt: at, id };

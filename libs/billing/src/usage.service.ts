@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { CHARGE_KIND, REFUND_KINDS_SQL, USAGE_KINDS_SQL, utcDay } from './billing.service';
-import { LedgerKind } from '@app/database';
+import { LedgerKind, queryRows, queryText } from '@app/database';
 import { invalidRequest } from '@app/errors';
 import { decodeLedgerCursor, encodeLedgerCursor } from './ledger-cursor';
 
@@ -24,11 +24,23 @@ export interface ImagesDay {
   succeeded: number;
 }
 
+/** The batches created in the window by one key (null: the dashboard) on one model. */
+export interface UsageBreakdown {
+  keyId: string | null;
+  model: string;
+  batches: number;
+  ordered: number;
+  succeeded: number;
+  charged: number;
+  refunded: number;
+}
+
 export interface Usage {
   since: string;
   days: UsageDay[];
   totals: { charged: number; refunded: number };
   images: ImagesDay[];
+  byKeyAndModel: UsageBreakdown[];
 }
 
 export interface LedgerRow {
@@ -48,12 +60,30 @@ export const MAX_USAGE_DAYS = 366;
 /** Parses `days`: an integer 1..366, default 30. */
 export function parseDays(raw: unknown, fallback = 30): number {
   if (raw === undefined || raw === '') return fallback;
-  const s = String(raw);
+  const s = queryText(raw);
   const n = /^\d+$/.test(s) ? Number(s) : NaN;
   if (!(n >= 1 && n <= MAX_USAGE_DAYS)) {
-    throw invalidRequest('days', /^\d+$/.test(s) ? 'out_of_range' : 'not_an_integer', `days must be an integer from 1 to ${MAX_USAGE_DAYS}`);
+    throw invalidRequest(
+      'days',
+      /^\d+$/.test(s) ? 'out_of_range' : 'not_an_integer',
+      `days must be an integer from 1 to ${MAX_USAGE_DAYS}`,
+    );
   }
   return n;
+}
+
+/** A row of the ledger page's statement (bigints as text). */
+interface LedgerEntryRow {
+  entry_id: string;
+  amount: string;
+  balance_after: string;
+  kind: LedgerKind;
+  reason: string | null;
+  batch_id: string | null;
+  task_id: string | null;
+  api_key_id: string | null;
+  created_at: Date;
+  cursor_at: string;
 }
 
 /** Read-only views of an account's ledger for its holder. Every query is scoped by account. */
@@ -70,7 +100,8 @@ export class UsageService {
   async usage(accountId: string, days: number): Promise<Usage> {
     const now = new Date();
     const since = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() - (days - 1)));
-    const rows: Array<{ day: string; key_id: string | null; charged: string; refunded: string }> = await this.db.query(
+    const rows = await queryRows<{ day: string; key_id: string | null; charged: string; refunded: string }>(
+      this.db,
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
               api_key_id AS key_id,
               COALESCE(-SUM(amount) FILTER (WHERE kind = '${CHARGE_KIND}'), 0) AS charged,
@@ -83,7 +114,8 @@ export class UsageService {
     );
     const out = rows.map((r) => ({ day: r.day, keyId: r.key_id, charged: Number(r.charged), refunded: Number(r.refunded) }));
     // From the batch rows (batches_account_created_idx), not the tasks: one row per batch.
-    const images: Array<{ day: string; ordered: string; succeeded: string }> = await this.db.query(
+    const images = await queryRows<{ day: string; ordered: string; succeeded: string }>(
+      this.db,
       `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, SUM(total) AS ordered, SUM(succeeded_count) AS succeeded
          FROM batches
         WHERE account_id = $1 AND created_at >= $2
@@ -91,10 +123,31 @@ export class UsageService {
         ORDER BY 1`,
       [accountId, since],
     );
+    const breakdown = await queryRows<
+      Record<'key_id' | 'model' | 'batches' | 'ordered' | 'succeeded' | 'charged' | 'refunded', string | null>
+    >(
+      this.db,
+      `SELECT api_key_id AS key_id, model, COUNT(*) AS batches, SUM(total) AS ordered, SUM(succeeded_count) AS succeeded,
+              SUM(credits_charged) AS charged, SUM(credits_refunded) AS refunded
+         FROM batches
+        WHERE account_id = $1 AND created_at >= $2
+        GROUP BY 1, 2
+        ORDER BY 1 NULLS FIRST, 2`,
+      [accountId, since],
+    );
     return {
       since: utcDay(since),
       days: out,
       images: images.map((r) => ({ day: r.day, ordered: Number(r.ordered), succeeded: Number(r.succeeded) })),
+      byKeyAndModel: breakdown.map((r) => ({
+        keyId: r.key_id,
+        model: r.model!,
+        batches: Number(r.batches),
+        ordered: Number(r.ordered),
+        succeeded: Number(r.succeeded),
+        charged: Number(r.charged),
+        refunded: Number(r.refunded),
+      })),
       totals: {
         charged: out.reduce((s, d) => s + d.charged, 0),
         refunded: out.reduce((s, d) => s + d.refunded, 0),
@@ -112,7 +165,8 @@ export class UsageService {
       where += ' AND (created_at, id) < ($3::timestamptz, $4::bigint)';
     }
     // The text copy of id gets its own alias: ORDER BY id would sort that text ('9' > '10').
-    const rows: Array<Record<string, any>> = await this.db.query(
+    const rows = await queryRows<LedgerEntryRow>(
+      this.db,
       `SELECT id::text AS entry_id, amount, balance_after, kind, reason, batch_id, task_id, api_key_id, created_at,
               to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at
          FROM ledger_entries

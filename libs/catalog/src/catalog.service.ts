@@ -1,13 +1,25 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { ArrayContains, EntityManager, Repository } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { ModelEntity, ProviderRoute, Resolution } from '@app/database';
+import { ModelEntity, ProviderRoute, queryRows, Resolution } from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, KilnError, invalidRequest } from '@app/errors';
-import { isAspectRatio, RESOLUTIONS } from '@app/geometry';
-import { expandRoute, pairsRouteCannotMake, presetById, RouteSettingsError, upstreamUrl, validateRoute } from '@app/providers';
+import { ASPECT_RATIO_PATTERN, RESOLUTIONS } from '@app/geometry';
+import {
+  expandRoute,
+  failoverOf,
+  FailoverSettings,
+  MAX_ROUTES,
+  mergeFailover,
+  pairsRouteCannotMake,
+  presetById,
+  RouteSettingsError,
+  upstreamUrl,
+  validateRoute,
+} from '@app/providers';
 import { validateEconomy } from './economy';
+import { claimOpenAiNames, validateOpenAiAliases } from './openai-aliases';
 
 export const CATALOG_DEFAULTS = {
   aspectRatio: '1:1',
@@ -54,8 +66,14 @@ export interface ModelPatch {
   supportsQuality?: boolean;
   supportsBackground?: boolean;
   maxPromptLength?: number;
-  /** A route, or `{ preset, ...overrides }` (see resolveRoute). */
+  /** A route, or `{ preset, ...overrides }` (see resolveRoute): the one-route shorthand of `routes`. */
   provider?: ProviderRoute;
+  /** The chain of routes (each what `provider` takes), first the primary; at most MAX_ROUTES. */
+  routes?: unknown[];
+  /** Failover settings over the current ones (libs/providers failover.ts). */
+  failover?: Partial<FailoverSettings>;
+  /** OpenAI model names the OpenAI-compatible door accepts for this model (openai-aliases.ts); [] clears. */
+  openaiAliases?: string[];
 }
 
 /** A new model: every field of a patch, a key, and optionally the preset that gives pairs, caps, supports and route. */
@@ -110,6 +128,18 @@ export class CatalogService {
     return model;
   }
 
+  /**
+   * The OpenAI-compatible door's lookup: a model key, else an OpenAI name an operator gave an
+   * enabled model (openaiAliases). Only the door accepts aliases; Kiln's own API takes keys.
+   */
+  async requireEnabledByOpenAiName(name: string): Promise<ModelEntity> {
+    const byAlias = () => this.models.findOne({ where: { openaiAliases: ArrayContains([name]), enabled: true } });
+    const model =
+      typeof name === 'string' ? ((await this.models.findOne({ where: { key: name, enabled: true } })) ?? (await byAlias())) : null;
+    if (!model) throw new KilnError(ErrorCode.UnknownModel, `Unknown model: ${name}`, { model: name });
+    return model;
+  }
+
   async get(key: string): Promise<ModelEntity> {
     const model = await this.models.findOne({ where: { key } });
     if (!model) throw new KilnError(ErrorCode.NotFound, `Model ${key} not found`);
@@ -118,18 +148,26 @@ export class CatalogService {
 
   /**
    * Operator edit. Validates the combination so the catalog never offers an unpriced size,
-   * nor a pair its route cannot make (honest sizes). A route given by preset narrows the
-   * model's pairs to what it can make, unless the same edit sets the pairs itself.
+   * nor a pair its route cannot make (honest sizes). `resolutionsByRatio` sets the model's
+   * own pairs, offered as given. A new route offers the model's own pairs again: a route
+   * given by preset those it can make (narrowed), any other all of them (or is refused), so
+   * routing to a narrower preset and back restores them.
    */
   async update(key: string, patch: ModelPatch): Promise<ModelEntity> {
     const model = await this.get(key);
-    const provider = patch.provider !== undefined ? resolveRoute(patch.provider) : undefined;
-    const next: ModelEntity = { ...model, ...stripUndefined({ ...patch, provider }) } as ModelEntity;
-    if (provider?.preset && patch.resolutionsByRatio === undefined) next.resolutionsByRatio = narrowedPairs(next.resolutionsByRatio, provider);
+    const chain = patch.provider !== undefined || patch.routes !== undefined ? resolveChain(patch) : undefined;
+    const failover = patch.failover !== undefined ? asInvalidRequest(() => mergeFailover(model.failover, patch.failover)) : undefined;
+    const next: ModelEntity = {
+      ...model,
+      ...stripUndefined({ ...patch, provider: chain?.routes[0], routes: chain?.routes, failover }),
+    };
+    const rerouted = chain !== undefined || (failover !== undefined && failover.sizes !== failoverOf(model.failover).sizes);
+    if (patch.resolutionsByRatio !== undefined) next.ownResolutionsByRatio = patch.resolutionsByRatio;
+    else if (rerouted) next.resolutionsByRatio = narrowedPairs(next.ownResolutionsByRatio, sizeRoutes(next));
     validateModel(next, patch.economyCreditCost !== undefined);
-    if (provider !== undefined || patch.resolutionsByRatio !== undefined) checkHonestSizes(next);
-    if (provider) await this.checkRouteAddress(provider);
-    await this.models.save(next);
+    if (rerouted || patch.resolutionsByRatio !== undefined) checkHonestSizes(next);
+    if (chain) await this.checkRouteAddresses(chain);
+    await this.writeClaimingNames(next, (tx) => tx.save(ModelEntity, next));
     return this.get(key);
   }
 
@@ -140,20 +178,29 @@ export class CatalogService {
    */
   async create(input: NewModel): Promise<ModelEntity> {
     if (typeof input.key !== 'string' || !MODEL_KEY.test(input.key)) throw invalidRequest('key', 'invalid');
-    if (!input.creditCost || typeof input.creditCost !== 'object' || Array.isArray(input.creditCost)) throw invalidRequest('creditCost', 'required');
-    if (await this.models.findOne({ where: { key: input.key } })) throw invalidRequest('key', 'taken', `Invalid key: a model ${input.key} exists already`);
+    if (!input.creditCost || typeof input.creditCost !== 'object' || Array.isArray(input.creditCost))
+      throw invalidRequest('creditCost', 'required');
+    if (await this.models.findOne({ where: { key: input.key } }))
+      throw invalidRequest('key', 'taken', `Invalid key: a model ${input.key} exists already`);
     const preset = input.fromPreset !== undefined ? presetById(input.fromPreset) : undefined;
     if (input.fromPreset !== undefined && !preset) throw invalidRequest('fromPreset', 'unknown_preset');
-    const provider = resolveRoute(input.provider ?? (preset ? { preset: preset.id } : { type: 'builtin' }));
+    const chain = resolveChain(
+      input.routes !== undefined ? input : { provider: input.provider ?? (preset ? { preset: preset.id } : { type: 'builtin' }) },
+    );
+    const provider = chain.routes[0];
+    const failover = input.failover !== undefined ? asInvalidRequest(() => mergeFailover(null, input.failover)) : null;
     const priced = Object.keys(input.creditCost ?? {});
     const presetPairs = preset
       ? Object.fromEntries(
           Object.entries(preset.model.resolutionsByRatio)
-            .map(([ratio, list]) => [ratio, list.filter((r) => priced.includes(r))])
+            .map(([ratio, list]) => [ratio, list.filter((r) => priced.includes(r))] as const)
             .filter(([, list]) => list.length > 0),
         )
       : undefined;
-    const [{ next: sortOrder }] = await this.models.query(`SELECT COALESCE(MAX(sort_order), 0) + 1 AS next FROM models`);
+    const [{ next: sortOrder }] = await queryRows<{ next: number }>(
+      this.models,
+      `SELECT COALESCE(MAX(sort_order), 0) + 1 AS next FROM models`,
+    );
     const model = this.models.create({
       key: input.key,
       displayName: input.displayName,
@@ -162,6 +209,7 @@ export class CatalogService {
       economyCreditCost: input.economyCreditCost ?? null,
       economyWindowHours: input.economyWindowHours ?? null,
       resolutionsByRatio: input.resolutionsByRatio ?? presetPairs ?? {},
+      ownResolutionsByRatio: input.resolutionsByRatio ?? presetPairs ?? {},
       supportsRefImages: input.supportsRefImages ?? preset?.model.supportsRefImages ?? true,
       maxRefImages: input.maxRefImages !== undefined ? input.maxRefImages : (preset?.model.maxRefImages ?? null),
       supportsQuality: input.supportsQuality ?? preset?.model.supportsQuality ?? false,
@@ -169,20 +217,36 @@ export class CatalogService {
       maxPromptLength: input.maxPromptLength ?? 4000,
       enabled: input.enabled ?? true,
       provider,
+      routes: chain.routes,
+      failover,
+      openaiAliases: input.openaiAliases ?? [],
       sortOrder: Number(sortOrder),
     });
     if (typeof model.displayName !== 'string' || model.displayName.trim() === '') throw invalidRequest('displayName', 'required');
+    if (chain.routes.length > 1 && input.resolutionsByRatio === undefined) {
+      model.resolutionsByRatio = narrowedPairs(model.ownResolutionsByRatio, sizeRoutes(model));
+    }
     validateModel(model, true);
     checkHonestSizes(model);
-    await this.checkRouteAddress(provider);
+    await this.checkRouteAddresses(chain);
     // TypeORM's deep-partial type does not follow the route union past a few types; the row is whole.
-    await this.models.insert(model as Parameters<Repository<ModelEntity>['insert']>[0]);
+    await this.writeClaimingNames(model, (tx) => tx.insert(ModelEntity, model as Parameters<Repository<ModelEntity>['insert']>[0]));
     return this.get(input.key);
   }
 
-  private async checkRouteAddress(route: ProviderRoute): Promise<void> {
-    const address = upstreamUrl(route);
-    if (address) await this.checkUpstreamAddress(address);
+  /** Writes a model while no other edit can give its key or OpenAI names to another model (openai-aliases.ts). */
+  private async writeClaimingNames(model: ModelEntity, write: (tx: EntityManager) => Promise<unknown>): Promise<void> {
+    await this.models.manager.transaction(async (tx) => {
+      await claimOpenAiNames(tx, model);
+      await write(tx);
+    });
+  }
+
+  private async checkRouteAddresses(chain: Chain): Promise<void> {
+    for (const [i, route] of chain.routes.entries()) {
+      const address = upstreamUrl(route);
+      if (address) await this.checkUpstreamAddress(address, chain.fieldOf(i));
+    }
   }
 
   /**
@@ -191,14 +255,18 @@ export class CatalogService {
    * plain http) while UPSTREAM_ALLOW_PRIVATE is off. A name that does not resolve from the
    * api (split DNS, not yet created) is accepted: the generator checks each connection anyway.
    */
-  private async checkUpstreamAddress(baseUrl: string): Promise<void> {
+  private async checkUpstreamAddress(baseUrl: string, routeField: string): Promise<void> {
     try {
-      await checkEgressTarget(baseUrl, { allowPrivate: this.config.upstream.allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' }, {
-        signal: AbortSignal.timeout(BASE_URL_LOOKUP_TIMEOUT_MS),
-      });
+      await checkEgressTarget(
+        baseUrl,
+        { allowPrivate: this.config.upstream.allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' },
+        {
+          signal: AbortSignal.timeout(BASE_URL_LOOKUP_TIMEOUT_MS),
+        },
+      );
     } catch (err) {
       if (isEgressError(err) && err.refused) {
-        throw invalidRequest('provider.baseUrl', err.reason, `Invalid provider.baseUrl: ${err.message}`);
+        throw invalidRequest(`${routeField}.baseUrl`, err.reason, `Invalid ${routeField}.baseUrl: ${err.message}`);
       }
     }
   }
@@ -218,18 +286,13 @@ function validateModel(m: ModelEntity, economyEdited: boolean): void {
   const priced = pricedResolutions(m);
   for (const [res, cost] of Object.entries(m.creditCost)) {
     if (!RESOLUTIONS.includes(res as Resolution)) throw invalidRequest(`creditCost.${res}`, 'unknown_resolution');
-    if (!Number.isInteger(cost) || (cost as number) < 0) throw invalidRequest(`creditCost.${res}`, 'not_a_non_negative_integer');
-    if ((cost as number) > MAX_CREDIT_COST) throw invalidRequest(`creditCost.${res}`, 'out_of_range');
+    if (!Number.isInteger(cost) || cost < 0) throw invalidRequest(`creditCost.${res}`, 'not_a_non_negative_integer');
+    if (cost > MAX_CREDIT_COST) throw invalidRequest(`creditCost.${res}`, 'out_of_range');
   }
   if (priced.length === 0) throw invalidRequest('creditCost', 'empty');
-  for (const [ratio, list] of Object.entries(m.resolutionsByRatio)) {
-    if (!isAspectRatio(ratio)) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'bad_ratio');
-    if (!Array.isArray(list) || list.length === 0) throw invalidRequest(`resolutionsByRatio.${ratio}`, 'empty');
-    for (const res of list) {
-      if (!priced.includes(res)) throw invalidRequest(`resolutionsByRatio.${ratio}`, `unpriced_resolution_${res}`);
-    }
-  }
-  if (Object.keys(m.resolutionsByRatio).length === 0) throw invalidRequest('resolutionsByRatio', 'empty');
+  validatePairs(m.resolutionsByRatio, priced, 'resolutionsByRatio');
+  // The own pairs are checked as the offer is: a price taken away is taken from both (set resolutionsByRatio with it).
+  validatePairs(m.ownResolutionsByRatio, priced, 'ownResolutionsByRatio');
   if (m.maxRefImages !== null && (!Number.isInteger(m.maxRefImages) || m.maxRefImages < 0)) {
     throw invalidRequest('maxRefImages', 'not_a_non_negative_integer');
   }
@@ -237,8 +300,31 @@ function validateModel(m: ModelEntity, economyEdited: boolean): void {
   if (!Number.isInteger(m.maxPromptLength) || m.maxPromptLength < 1 || m.maxPromptLength > 100_000) {
     throw invalidRequest('maxPromptLength', 'out_of_range');
   }
-  validateProvider(m.provider);
+  routesOf(m).forEach((route, i) => {
+    try {
+      validateProvider(route);
+    } catch (err) {
+      if (routesOf(m).length > 1 && err instanceof KilnError && typeof err.details?.field === 'string') {
+        throw invalidRequest(`routes[${i}]${err.details.field.replace(/^provider/, '')}`, String(err.details.reason));
+      }
+      throw err;
+    }
+  });
+  validateOpenAiAliases(m.openaiAliases);
   validateEconomy(m, MAX_CREDIT_COST, economyEdited);
+}
+
+/** Pairs with known ratios, each with priced resolutions, at least one; refused naming `field`. */
+function validatePairs(pairs: Record<string, Resolution[]>, priced: Resolution[], field: string): void {
+  for (const [ratio, list] of Object.entries(pairs)) {
+    // The pattern, not isAspectRatio: that guard narrows a string that fails it to never.
+    if (!ASPECT_RATIO_PATTERN.test(ratio)) throw invalidRequest(`${field}.${ratio}`, 'bad_ratio');
+    if (!Array.isArray(list) || list.length === 0) throw invalidRequest(`${field}.${ratio}`, 'empty');
+    for (const res of list) {
+      if (!priced.includes(res)) throw invalidRequest(`${field}.${ratio}`, `unpriced_resolution_${res}`);
+    }
+  }
+  if (Object.keys(pairs).length === 0) throw invalidRequest(field, 'empty');
 }
 
 /** The route's own type checks it (libs/providers registry); its refusals become invalid_request. */
@@ -259,6 +345,54 @@ export function resolveRoute(input: unknown): ProviderRoute {
   });
 }
 
+/** A model as the admin API shows it: its whole chain (routes[0] is provider) and the failover settings in force. */
+export function modelView<M extends ModelEntity>(m: M): M & { routes: ProviderRoute[]; failover: FailoverSettings } {
+  return { ...m, routes: routesOf(m), failover: failoverOf(m.failover) };
+}
+
+/** A model's chain as an edit gave it, and the field that names each route in a refusal. */
+export interface Chain {
+  routes: ProviderRoute[];
+  /** `provider` when given as the one-route shorthand, else `routes[i]`. */
+  fieldOf(index: number): string;
+}
+
+/**
+ * The chain an edit stands for: `routes` (each resolved as resolveRoute does, refusals named
+ * `routes[i].<setting>`), or `provider`, the one-route shorthand (`routes: [provider]`).
+ * Giving both is refused: which one meant the primary would be a guess.
+ */
+export function resolveChain(input: { provider?: unknown; routes?: unknown }): Chain {
+  if (input.routes === undefined) return { routes: [resolveRoute(input.provider)], fieldOf: () => 'provider' };
+  if (input.provider !== undefined)
+    throw invalidRequest('routes', 'conflicts_with_provider', 'Invalid routes: give routes or provider, not both');
+  if (!Array.isArray(input.routes) || input.routes.length === 0) throw invalidRequest('routes', 'empty');
+  if (input.routes.length > MAX_ROUTES) throw invalidRequest('routes', 'too_many', `Invalid routes: at most ${MAX_ROUTES} routes`);
+  const routes = input.routes.map((route, i) => {
+    try {
+      return resolveRoute(route);
+    } catch (err) {
+      if (err instanceof KilnError && typeof err.details?.field === 'string') {
+        const field = `routes[${i}]${err.details.field.replace(/^provider/, '')}`;
+        throw invalidRequest(field, String(err.details.reason));
+      }
+      throw err;
+    }
+  });
+  return { routes, fieldOf: (i) => `routes[${i}]` };
+}
+
+/** The chain a model (or a batch snapshot) rides on: its routes, else its provider alone. */
+export function routesOf(m: Pick<ModelEntity, 'provider' | 'routes'>): ProviderRoute[] {
+  return m.routes && m.routes.length > 0 ? m.routes : [m.provider];
+}
+
+/** The routes whose sizes the model offers: all of them, or with failover.sizes 'primary' the first. */
+function sizeRoutes(m: Pick<ModelEntity, 'provider' | 'routes' | 'failover'>): { index: number; route: ProviderRoute }[] {
+  const routes = routesOf(m).map((route, index) => ({ index, route }));
+  return failoverOf(m.failover).sizes === 'primary' ? routes.slice(0, 1) : routes;
+}
+
 function asInvalidRequest<T>(work: () => T): T {
   try {
     return work();
@@ -268,28 +402,46 @@ function asInvalidRequest<T>(work: () => T): T {
   }
 }
 
-/** Honest sizes: a pair is offered only if the route makes it (docs/providers.md). */
+/**
+ * Honest sizes: a pair is offered only if the route makes it (docs/providers.md); with a
+ * chain, only if every route makes it, or with failover.sizes 'primary' the first.
+ */
 function checkHonestSizes(m: ModelEntity): void {
-  const refused = pairsRouteCannotMake(m.provider, m.resolutionsByRatio);
-  if (refused.length === 0) return;
-  const pairs = refused.map((p) => `${p.ratio} at ${p.resolution}`);
-  throw new KilnError(
-    ErrorCode.InvalidRequest,
-    `Invalid resolutionsByRatio: the route cannot make ${pairs.join(', ')} (another ratio, or a smaller image than is charged); offer only the pairs it makes`,
-    { field: 'resolutionsByRatio', reason: 'route_cannot_make', pairs },
-  );
+  for (const { index, route } of sizeRoutes(m)) {
+    const refused = pairsRouteCannotMake(route, m.resolutionsByRatio);
+    if (refused.length === 0) continue;
+    const pairs = refused.map((p) => `${p.ratio} at ${p.resolution}`);
+    const which = routesOf(m).length > 1 ? `route ${index} (${route.type})` : 'the route';
+    throw new KilnError(
+      ErrorCode.InvalidRequest,
+      `Invalid resolutionsByRatio: ${which} cannot make ${pairs.join(', ')} (another ratio, or a smaller image than is charged); offer only the pairs it makes`,
+      { field: 'resolutionsByRatio', reason: 'route_cannot_make', pairs, ...(routesOf(m).length > 1 ? { route: index } : {}) },
+    );
+  }
 }
 
-/** The pairs of `pairs` the route makes; none left is refused, since the model would offer nothing. */
-function narrowedPairs(pairs: Record<string, Resolution[]>, route: ProviderRoute): Record<string, Resolution[]> {
-  const refused = new Set(pairsRouteCannotMake(route, pairs).map((p) => `${p.ratio}@${p.resolution}`));
+/**
+ * The pairs of `pairs` (the model's own) the routes given by preset make (a route without a
+ * preset must make them all: checkHonestSizes refuses it otherwise); none left is refused,
+ * since the model would offer nothing.
+ */
+function narrowedPairs(pairs: Record<string, Resolution[]>, routes: { route: ProviderRoute }[]): Record<string, Resolution[]> {
+  const refused = new Set(
+    routes
+      .filter(({ route }) => route.preset)
+      .flatMap(({ route }) => pairsRouteCannotMake(route, pairs).map((p) => `${p.ratio}@${p.resolution}`)),
+  );
   const kept = Object.fromEntries(
     Object.entries(pairs)
       .map(([ratio, list]) => [ratio, list.filter((r) => !refused.has(`${ratio}@${r}`))] as const)
       .filter(([, list]) => list.length > 0),
   );
   if (Object.keys(kept).length === 0) {
-    throw invalidRequest('resolutionsByRatio', 'route_makes_none', 'Invalid resolutionsByRatio: the route makes none of the pairs this model offers; set resolutionsByRatio in the same edit');
+    throw invalidRequest(
+      'resolutionsByRatio',
+      'route_makes_none',
+      'Invalid resolutionsByRatio: the route makes none of the pairs this model offers; set resolutionsByRatio in the same edit',
+    );
   }
   return kept;
 }

@@ -22,8 +22,8 @@ export interface EconomyOffer {
 
 /**
  * Whether a route runs upstream batches: its type has a batch API (libs/providers' registry)
- * and its `batch.enabled` is true. A `batch` setting on a type without one (builtin, fal,
- * replicate, bfl) runs nothing, so it does not count.
+ * and its `batch.enabled` is true. A `batch` setting on a type without a batch API runs
+ * nothing, so it does not count.
  */
 export function routeRunsBatches(route: unknown): boolean {
   return hasBatchApi(route as ProviderRoute);
@@ -38,7 +38,8 @@ export function economyOffer(
   model: Pick<ModelEntity, 'economyCreditCost' | 'economyWindowHours' | 'creditCost' | 'provider'>,
 ): EconomyOffer | null {
   const prices = model.economyCreditCost;
-  if (!prices || model.economyWindowHours === null || model.economyWindowHours === undefined || !routeRunsBatches(model.provider)) return null;
+  if (!prices || model.economyWindowHours === null || model.economyWindowHours === undefined || !routeRunsBatches(model.provider))
+    return null;
   const creditCost: Partial<Record<Resolution, number>> = {};
   for (const res of RESOLUTIONS) {
     if (typeof prices[res] === 'number' && typeof model.creditCost[res] === 'number') creditCost[res] = prices[res];
@@ -54,7 +55,10 @@ export function economyOffer(
 export function economyUnitCost(model: ModelEntity, resolution: Resolution): { unitCost: number; windowHours: number } {
   const offer = economyOffer(model);
   if (!offer) {
-    throw new KilnError(ErrorCode.TierNotAvailable, `${model.key} has no economy tier; use the standard tier`, { model: model.key, tier: 'economy' });
+    throw new KilnError(ErrorCode.TierNotAvailable, `${model.key} has no economy tier; use the standard tier`, {
+      model: model.key,
+      tier: 'economy',
+    });
   }
   const unitCost = offer.creditCost[resolution];
   if (typeof unitCost !== 'number') {
@@ -90,19 +94,31 @@ export function validateEconomy(m: ModelEntity, maxCreditCost: number, pricesEdi
   if (typeof prices !== 'object' || Array.isArray(prices)) throw invalidRequest('economyCreditCost', 'not_an_object');
   const entries = Object.entries(prices);
   if (entries.length === 0) {
-    throw invalidRequest('economyCreditCost', 'empty', 'Invalid economyCreditCost: price at least one resolution, or pass null to offer no economy tier');
+    throw invalidRequest(
+      'economyCreditCost',
+      'empty',
+      'Invalid economyCreditCost: price at least one resolution, or pass null to offer no economy tier',
+    );
   }
   for (const [res, cost] of entries) {
     const field = `economyCreditCost.${res}`;
     if (!RESOLUTIONS.includes(res as Resolution)) throw invalidRequest(field, 'unknown_resolution');
-    if (!Number.isInteger(cost) || (cost as number) < 1) throw invalidRequest(field, 'not_a_positive_integer');
-    if ((cost as number) > maxCreditCost) throw invalidRequest(field, 'out_of_range');
+    if (!Number.isInteger(cost) || cost < 1) throw invalidRequest(field, 'not_a_positive_integer');
+    if (cost > maxCreditCost) throw invalidRequest(field, 'out_of_range');
     if (typeof m.creditCost[res as Resolution] !== 'number') {
-      throw invalidRequest(field, 'not_priced_at_standard', `Invalid ${field}: ${res} has no standard price (creditCost), so it is not offered at all`);
+      throw invalidRequest(
+        field,
+        'not_priced_at_standard',
+        `Invalid ${field}: ${res} has no standard price (creditCost), so it is not offered at all`,
+      );
     }
   }
   if (window === null) {
-    throw invalidRequest('economyWindowHours', 'required', 'Invalid economyWindowHours: required with economyCreditCost (hours within which an economy batch ends)');
+    throw invalidRequest(
+      'economyWindowHours',
+      'required',
+      'Invalid economyWindowHours: required with economyCreditCost (hours within which an economy batch ends)',
+    );
   }
   if (!routeRunsBatches(m.provider)) {
     throw pricesEdited

@@ -1,7 +1,8 @@
 import type { ProviderRoute } from '@app/providers';
 import { routeHealth } from './route-health.store';
 
-const gemini = (extra: Record<string, unknown> = {}) => ({ type: 'gemini', baseUrl: 'https://example.com/v1beta', model: 'gemini-3.1-flash-image', ...extra }) as ProviderRoute;
+const gemini = (extra: Record<string, unknown> = {}) =>
+  ({ type: 'gemini', baseUrl: 'https://example.com/v1beta', model: 'gemini-3.1-flash-image', ...extra }) as ProviderRoute;
 
 describe('routeHealth reads the key a route needs from its type', () => {
   it('a gemini route needs GEMINI_API_KEY, or the variable it names', () => {
@@ -14,7 +15,7 @@ describe('routeHealth reads the key a route needs from its type', () => {
   });
 
   it('an openai route still needs OPENAI_API_KEY; builtin needs none', () => {
-    expect(routeHealth({ type: 'openai', baseUrl: 'https://x/v1', model: 'm' } as ProviderRoute, [[]], null)).toEqual({
+    expect(routeHealth({ type: 'openai', baseUrl: 'https://x/v1', model: 'm' }, [[]], null)).toEqual({
       state: 'not_configured',
       missing: ['OPENAI_API_KEY'],
     });

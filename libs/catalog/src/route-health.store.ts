@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 import { ErrorCode, KilnError } from '@app/errors';
-import { requiredKey, type ProviderRoute } from '@app/providers';
+import { requiredKey, routeLabel, type ProviderRoute } from '@app/providers';
 import { RedisService } from '@app/redis';
 
 /** A generator that has not reported for this long is gone (it reports every ENV_REPORT_INTERVAL_MS). */
@@ -9,7 +10,7 @@ export const ENV_REPORT_INTERVAL_MS = 15_000;
 /** Reading route health never holds an admin request longer than this. */
 const READ_TIMEOUT_MS = 1500;
 
-/** The last outcome a generator saw on a model's route. */
+/** The last outcome a generator saw on a model's route (one that counts against it: see TaskTelemetry). */
 export interface RouteOutcome {
   ok: boolean;
   /** The task's error (one safe line), when not ok. */
@@ -40,8 +41,12 @@ export class RouteHealthStore {
     return this.redis.key('route-health', 'generators');
   }
 
-  private outcomeKey(model: string): string {
-    return this.redis.key('route-health', 'model', model);
+  /**
+   * Keyed by the route as well as the model (its label: type, upstream model, base URL), so a
+   * model routed elsewhere starts with no history instead of showing the last route's.
+   */
+  private outcomeKey(model: string, route: ProviderRoute): string {
+    return this.redis.key('route-health', 'route', model, routeId(route));
   }
 
   /** A generator's heartbeat: the key names it holds. Entries older than the TTL are ignored. */
@@ -53,8 +58,8 @@ export class RouteHealthStore {
     await this.redis.client.hdel(this.generatorsKey(), instance);
   }
 
-  async reportOutcome(model: string, outcome: RouteOutcome): Promise<void> {
-    await this.redis.client.set(this.outcomeKey(model), JSON.stringify(outcome), 'EX', 7 * 24 * 3600);
+  async reportOutcome(model: string, route: ProviderRoute, outcome: RouteOutcome): Promise<void> {
+    await this.redis.client.set(this.outcomeKey(model, route), JSON.stringify(outcome), 'EX', 7 * 24 * 3600);
   }
 
   /** The key names every live generator holds, one list per generator; empty when none reports. */
@@ -67,11 +72,50 @@ export class RouteHealthStore {
       .map((g) => g.envNames);
   }
 
+  /** The Redis client the circuits run their scripts on (libs/generation route-circuit.ts). */
+  get redisClient() {
+    return this.redis.client;
+  }
+
+  /** The Redis hash of a route's circuit, shared by every generator (libs/generation route-circuit.ts). */
+  circuitKey(model: string, route: ProviderRoute): string {
+    return this.redis.key('route-circuit', model, routeId(route));
+  }
+
+  /**
+   * Each route of each model's chain with its health and circuit, by model key (GET
+   * /v1/admin/models). A circuit with nothing recorded is closed.
+   */
+  async routesHealthOf(models: { key: string; routes: ProviderRoute[] }[]): Promise<Record<string, RouteState[]>> {
+    const generators = await this.liveGenerators();
+    const pairs = models.flatMap((m) => m.routes.map((route, index) => ({ model: m.key, route, index })));
+    const outcomes = pairs.length ? await this.bounded(this.redis.client.mget(...pairs.map((p) => this.outcomeKey(p.model, p.route)))) : [];
+    const circuits = await this.bounded(
+      Promise.all(pairs.map((p) => this.redis.client.hmget(this.circuitKey(p.model, p.route), 'state', 'failures', 'openUntil'))),
+    );
+    const states: Record<string, RouteState[]> = Object.fromEntries(models.map((m) => [m.key, []]));
+    pairs.forEach((p, i) => {
+      const raw = outcomes[i];
+      const [state, failures, openUntil] = circuits[i];
+      states[p.model].push({
+        index: p.index,
+        type: p.route.type,
+        health: routeHealth(p.route, generators, raw ? (JSON.parse(raw) as RouteOutcome) : null),
+        circuit: {
+          state: state === 'open' || state === 'half_open' ? state : 'closed',
+          failures: Number(failures ?? 0),
+          openUntil: state === 'open' && openUntil ? new Date(Number(openUntil)).toISOString() : null,
+        },
+      });
+    });
+    return states;
+  }
+
   /** Each model's route health, by model key. */
   async healthOf(models: { key: string; provider: ProviderRoute }[]): Promise<Record<string, RouteHealth>> {
     const generators = await this.liveGenerators();
     const outcomes = models.length
-      ? await this.bounded(this.redis.client.mget(...models.map((m) => this.outcomeKey(m.key))))
+      ? await this.bounded(this.redis.client.mget(...models.map((m) => this.outcomeKey(m.key, m.provider))))
       : [];
     const health: Record<string, RouteHealth> = {};
     models.forEach((m, i) => {
@@ -85,15 +129,15 @@ export class RouteHealthStore {
    * Refuses (400) a route to an upstream whose key some live generator does not hold: every
    * batch on it would fail. With no generator reporting, nothing is known and it is accepted.
    */
-  async checkRouteUsable(route: ProviderRoute): Promise<void> {
+  async checkRouteUsable(route: ProviderRoute, field = 'provider'): Promise<void> {
     const needed = requiredKey(route);
     if (!needed) return;
     const generators = await this.liveGenerators();
     if (generators.some((names) => !names.includes(needed))) {
       throw new KilnError(
         ErrorCode.InvalidRequest,
-        `Invalid provider.apiKeyEnv: the generators do not have ${needed} set; set it in their environment first`,
-        { field: 'provider.apiKeyEnv', reason: 'not_set_on_generators', missing: [needed] },
+        `Invalid ${field}.apiKeyEnv: the generators do not have ${needed} set; set it in their environment first`,
+        { field: `${field}.apiKeyEnv`, reason: 'not_set_on_generators', missing: [needed] },
       );
     }
   }
@@ -108,13 +152,30 @@ export class RouteHealthStore {
         }),
       ]);
     } catch (err) {
-      throw new KilnError(ErrorCode.ServiceUnavailable, `Route health lives in Redis, which is unavailable (${(err as Error).message}); retry shortly`, {
-        dependency: 'redis',
-      });
+      throw new KilnError(
+        ErrorCode.ServiceUnavailable,
+        `Route health lives in Redis, which is unavailable (${(err as Error).message}); retry shortly`,
+        {
+          dependency: 'redis',
+        },
+      );
     } finally {
       clearTimeout(timer);
     }
   }
+}
+
+/** A route in a model's chain as GET /v1/admin/models shows it. */
+export interface RouteState {
+  index: number;
+  type: string;
+  health: RouteHealth;
+  circuit: { state: 'closed' | 'half_open' | 'open'; failures: number; openUntil: string | null };
+}
+
+/** A route's id in Redis keys: its label (type, address, upstream model; never a key), hashed. */
+export function routeId(route: ProviderRoute): string {
+  return createHash('sha256').update(routeLabel(route)).digest('hex').slice(0, 16);
 }
 
 /** Not configured beats failing: a missing key explains the failures. */
@@ -122,7 +183,13 @@ export function routeHealth(route: ProviderRoute, generators: string[][], last: 
   const needed = requiredKey(route);
   if (needed && generators.some((names) => !names.includes(needed))) return { state: 'not_configured', missing: [needed] };
   if (last && !last.ok) {
-    return { state: 'failing', lastError: last.error ?? 'unknown error', errorCode: last.errorCode ?? null, status: last.status ?? null, lastErrorAt: last.at };
+    return {
+      state: 'failing',
+      lastError: last.error ?? 'unknown error',
+      errorCode: last.errorCode ?? null,
+      status: last.status ?? null,
+      lastErrorAt: last.at,
+    };
   }
   if (!last && generators.length === 0) return { state: 'unknown', reason: 'no generator is reporting' };
   return { state: 'ok', lastSuccessAt: last?.at ?? null };

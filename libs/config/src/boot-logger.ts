@@ -43,7 +43,10 @@ export function exitOnBootFailure(err: unknown, context: string): never {
   } else if (err instanceof BootDependencyError) {
     // Which service, where, and why: the cause is the whole story; a stack would bury it.
     // uptimeMs: how long the process tried, from its start (the bound is 10 s).
-    bootLogger.fatal({ context, service: err.service, host: err.host, cause: err.causeText, uptimeMs: Math.round(process.uptime() * 1000) }, err.message);
+    bootLogger.fatal(
+      { context, service: err.service, host: err.host, cause: err.causeText, uptimeMs: Math.round(process.uptime() * 1000) },
+      err.message,
+    );
   } else {
     const message = err instanceof Error ? err.message : String(err);
     bootLogger.fatal({ context, ...(err instanceof Error ? { stack: err.stack } : {}) }, message);

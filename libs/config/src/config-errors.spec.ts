@@ -76,8 +76,8 @@ describe('look-alike variables', () => {
       }),
     ).toEqual([
       'GENERATOR_CONCURENCY is not a Kiln variable and is ignored; did you mean GENERATOR_CONCURRENCY?',
-      'KILN_MODE is not a Kiln variable and is ignored (see the README\'s configuration table)',
-      'QUEUE_DEEPTH_MAX is not a Kiln variable and is ignored (see the README\'s configuration table)',
+      "KILN_MODE is not a Kiln variable and is ignored (see the README's configuration table)",
+      "QUEUE_DEEPTH_MAX is not a Kiln variable and is ignored (see the README's configuration table)",
       'REDIS_PREFX is not a Kiln variable and is ignored; did you mean REDIS_PREFIX?',
     ]);
   });

@@ -25,8 +25,10 @@ export function cgroupCpuQuota(readFile: ReadFile = readText): number | null {
     const [quota, period] = v2.trim().split(/\s+/);
     return ratio(quota, period);
   }
-  const quota = tryRead(readFile, '/sys/fs/cgroup/cpu/cpu.cfs_quota_us') ?? tryRead(readFile, '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us');
-  const period = tryRead(readFile, '/sys/fs/cgroup/cpu/cpu.cfs_period_us') ?? tryRead(readFile, '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us');
+  const quota =
+    tryRead(readFile, '/sys/fs/cgroup/cpu/cpu.cfs_quota_us') ?? tryRead(readFile, '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us');
+  const period =
+    tryRead(readFile, '/sys/fs/cgroup/cpu/cpu.cfs_period_us') ?? tryRead(readFile, '/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us');
   return quota === null || period === null ? null : ratio(quota.trim(), period.trim());
 }
 

@@ -12,7 +12,12 @@ describe('configuration', () => {
   });
 
   it('reads and converts the variables', () => {
-    const c = buildConfig({ PORT: '9000', PUBLIC_BASE_URL: 'https://kiln.example.com/', GENERATOR_CONCURRENCY: '8', MINIO_USE_SSL: 'true' });
+    const c = buildConfig({
+      PORT: '9000',
+      PUBLIC_BASE_URL: 'https://kiln.example.com/',
+      GENERATOR_CONCURRENCY: '8',
+      MINIO_USE_SSL: 'true',
+    });
     expect(c.port).toBe(9000);
     expect(c.publicBaseUrl).toBe('https://kiln.example.com');
     expect(c.generator.concurrency).toBe(8);
@@ -31,13 +36,51 @@ describe('configuration', () => {
     expect(() => buildConfig(env)).toThrow(new RegExp(`Invalid Kiln configuration:[\\s\\S]*${name}=`));
   });
 
+  it('selling credits: off without STRIPE_SECRET_KEY; on with it, STRIPE_API_BASE as the SDK host, port and protocol', () => {
+    expect(buildConfig({}).stripe).toBeNull();
+    const c = buildConfig({
+      STRIPE_SECRET_KEY: 'sk_test_abc123',
+      STRIPE_WEBHOOK_SECRET: 'whsec_abc123',
+      STRIPE_API_BASE: 'http://127.0.0.1:12111',
+      PUBLIC_BASE_URL: 'https://kiln.example.com/',
+    });
+    expect(c.stripe).toEqual({
+      secretKey: 'sk_test_abc123',
+      webhookSecret: 'whsec_abc123',
+      apiBase: { protocol: 'http', host: '127.0.0.1', port: 12111 },
+      timeoutMs: 10_000,
+      returnUrlBase: 'https://kiln.example.com/app/credits',
+    });
+    expect(buildConfig({ STRIPE_SECRET_KEY: 'sk_live_x', STRIPE_WEBHOOK_SECRET: 'whsec_x' }).stripe?.apiBase).toBeNull();
+  });
+
+  it.each([
+    [{ STRIPE_SECRET_KEY: 'sk_test_abc123' }, /STRIPE_WEBHOOK_SECRET[\s\S]*required when STRIPE_SECRET_KEY is set/],
+    [{ STRIPE_SECRET_KEY: 'pk_test_abc123', STRIPE_WEBHOOK_SECRET: 'whsec_x' }, /STRIPE_SECRET_KEY=/],
+    [{ STRIPE_SECRET_KEY: 'sk_test_abc123', STRIPE_WEBHOOK_SECRET: 'secret' }, /STRIPE_WEBHOOK_SECRET=/],
+    [{ STRIPE_API_BASE: '127.0.0.1:12111' }, /STRIPE_API_BASE=/],
+  ])('refuses a Stripe setting that cannot work (%j)', (env, message) => {
+    expect(() => buildConfig(env)).toThrow(message);
+  });
+
   it('reads the generator settings and collects upstream keys by name', () => {
-    const c = buildConfig({ QUEUE_LOCK_DURATION_MS: '1000', QUEUE_STALLED_INTERVAL_MS: '500', TASK_LEASE_MS: '3000', OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b', NOT_A_KEY: 'x' });
+    const c = buildConfig({
+      QUEUE_LOCK_DURATION_MS: '1000',
+      QUEUE_STALLED_INTERVAL_MS: '500',
+      TASK_LEASE_MS: '3000',
+      OPENAI_API_KEY: 'sk-a',
+      OTHER_UPSTREAM_API_KEY: 'sk-b',
+      NOT_A_KEY: 'x',
+    });
     expect(c.generator).toMatchObject({ lockDurationMs: 1000, stalledIntervalMs: 500, taskLeaseMs: 3000 });
     expect(c.generator.renderConcurrency).toBeGreaterThanOrEqual(1);
-    expect(c.openaiApiKey).toBe('sk-a');
     expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-a', OTHER_UPSTREAM_API_KEY: 'sk-b' });
-    expect(buildConfig({}).generator).toMatchObject({ lockDurationMs: 20000, stalledIntervalMs: 30000, taskLeaseMs: 15000, reconcileIntervalMs: 10000 });
+    expect(buildConfig({}).generator).toMatchObject({
+      lockDurationMs: 20000,
+      stalledIntervalMs: 30000,
+      taskLeaseMs: 15000,
+      reconcileIntervalMs: 10000,
+    });
     expect(buildConfig({}).storage.orphanGraceMs).toBe(3_600_000);
     expect(buildConfig({ ORPHAN_GRACE_MS: '0' }).storage.orphanGraceMs).toBe(0);
   });
@@ -70,22 +113,31 @@ describe('container settings', () => {
   };
 
   it('reads secrets from <NAME>_FILE, dropping one trailing newline', () => {
-    const read = (file: string) => ({ '/run/secrets/admin': 'a-very-long-admin-token\n', '/run/secrets/openai': 'sk-x' })[file] ?? noFiles(file);
+    const read = (file: string) =>
+      ({ '/run/secrets/admin': 'a-very-long-admin-token\n', '/run/secrets/openai': 'sk-x' })[file] ?? noFiles(file);
     const c = buildConfig({ ADMIN_TOKEN_FILE: '/run/secrets/admin', OPENAI_API_KEY_FILE: '/run/secrets/openai' }, read);
     expect(c.adminToken).toBe('a-very-long-admin-token');
-    expect(c.openaiApiKey).toBe('sk-x');
     expect(c.providerApiKeys).toEqual({ OPENAI_API_KEY: 'sk-x' });
   });
 
   it('refuses both NAME and NAME_FILE, and an unreadable file, naming the variable', () => {
-    expect(() => buildConfig({ ADMIN_TOKEN: 'x'.repeat(20), ADMIN_TOKEN_FILE: '/x' }, noFiles)).toThrow(/ADMIN_TOKEN_FILE: ADMIN_TOKEN is set too/);
-    expect(() => buildConfig({ MINIO_SECRET_KEY_FILE: '/missing' }, noFiles)).toThrow(/MINIO_SECRET_KEY_FILE="\/missing": cannot read it \(ENOENT\)/);
+    expect(() => buildConfig({ ADMIN_TOKEN: 'x'.repeat(20), ADMIN_TOKEN_FILE: '/x' }, noFiles)).toThrow(
+      /ADMIN_TOKEN_FILE: ADMIN_TOKEN is set too/,
+    );
+    expect(() => buildConfig({ MINIO_SECRET_KEY_FILE: '/missing' }, noFiles)).toThrow(
+      /MINIO_SECRET_KEY_FILE="\/missing": cannot read it \(ENOENT\)/,
+    );
   });
 
   it('reads every upstream key variable and its _FILE form (GEMINI_API_KEY, REPLICATE_API_TOKEN, FAL_KEY), never Kiln secrets', () => {
     const read = (file: string) => `${file.split('/').pop()}-value\n`;
     const c = buildConfig(
-      { GEMINI_API_KEY_FILE: '/run/secrets/gemini', REPLICATE_API_TOKEN: 'r8-x', FAL_KEY_FILE: '/run/secrets/fal', MINIO_SECRET_KEY: 'minio-secret' },
+      {
+        GEMINI_API_KEY_FILE: '/run/secrets/gemini',
+        REPLICATE_API_TOKEN: 'r8-x',
+        FAL_KEY_FILE: '/run/secrets/fal',
+        MINIO_SECRET_KEY: 'minio-secret',
+      },
       read,
     );
     expect(c.providerApiKeys).toEqual({ GEMINI_API_KEY: 'gemini-value', REPLICATE_API_TOKEN: 'r8-x', FAL_KEY: 'fal-value' });
@@ -123,8 +175,14 @@ describe('container settings', () => {
     const minio = { NODE_ENV: 'production', STORAGE_DRIVER: 'minio', MINIO_ACCESS_KEY: 'k', MINIO_SECRET_KEY: 's' };
     const unset = buildConfig(minio).warnings;
     expect(unset).toEqual([expect.stringMatching(/^PUBLIC_BASE_URL is not set/), expect.stringMatching(/^MINIO_PUBLIC_URL is not set/)]);
-    const loopback = buildConfig({ ...minio, PUBLIC_BASE_URL: 'http://127.0.0.1:8080', MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln' }).warnings;
+    const loopback = buildConfig({
+      ...minio,
+      PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
+      MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln',
+    }).warnings;
     expect(loopback).toEqual([expect.stringMatching(/^PUBLIC_BASE_URL=http:\/\/127\.0\.0\.1:8080 points at localhost/)]);
-    expect(buildConfig({ ...minio, PUBLIC_BASE_URL: 'https://kiln.example.com', MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln' }).warnings).toEqual([]);
+    expect(
+      buildConfig({ ...minio, PUBLIC_BASE_URL: 'https://kiln.example.com', MINIO_PUBLIC_URL: 'https://cdn.example.com/kiln' }).warnings,
+    ).toEqual([]);
   });
 });

@@ -28,6 +28,8 @@ export interface KilnConfig {
   };
   /** The OpenAI-compatible door (POST /v1/images/...). */
   openaiCompat: { waitMs: number };
+  /** What a web app sign-up starts with: SIGNUP_PLAN and SIGNUP_CREDITS. */
+  signup: { plan: string; credits: number };
   /** node-postgres pool size of each process. */
   databasePoolSize: number;
   redisUrl: string;
@@ -124,20 +126,23 @@ export interface KilnConfig {
     allowPrivate: boolean;
     timeoutMs: number;
     pollIntervalMs: number;
-    /** Attempts in flight per generator, and per endpoint per generator. */
+    /** Attempts in flight per generator, and per endpoint and per account (all its endpoints) per generator. */
     maxInFlight: number;
     endpointConcurrency: number;
+    accountConcurrency: number;
     /** Failures in a row that open an endpoint's circuit, and how long it first stays open. */
     circuitFailures: number;
     circuitCooldownMs: number;
   };
-  openaiApiKey: string | null;
   /**
-   * Upstream keys a provider route may name in `apiKeyEnv`: every environment variable whose
-   * name is an upstream key's (isUpstreamKeyName: `*_API_KEY`, `*_API_TOKEN`, FAL_KEY), so
-   * routes never read the environment.
+   * The upstream keys, by variable name, for every provider type (OPENAI_API_KEY like any
+   * other): every environment variable whose name is an upstream key's (isUpstreamKeyName:
+   * `*_API_KEY`, `*_API_TOKEN`, a type's own key variable such as FAL_KEY), so routes never
+   * read the environment. A route takes its type's keyVariable, or the one its `apiKeyEnv` names.
    */
   providerApiKeys: Record<string, string>;
+  /** Selling credits through Stripe Checkout (libs/payments); null: the feature is off. */
+  stripe: StripeConfig | null;
   logLevel: string;
   /** Express's `trust proxy`: false (the default), true, a hop count, or a list of addresses. */
   trustProxy: boolean | number | string;
@@ -165,6 +170,10 @@ export function buildConfig(
   if (driver === 'minio' && (!env.MINIO_ACCESS_KEY || !env.MINIO_SECRET_KEY)) {
     problems.push({ variable: 'STORAGE_DRIVER', value: 'minio', rule: 'needs MINIO_ACCESS_KEY and MINIO_SECRET_KEY' });
   }
+  if (env.STRIPE_SECRET_KEY && !env.STRIPE_WEBHOOK_SECRET) {
+    // Payments would be taken and never credited.
+    problems.push({ variable: 'STRIPE_WEBHOOK_SECRET', rule: 'is required when STRIPE_SECRET_KEY is set' });
+  }
   if (problems.length > 0) throw new ConfigurationError(problems);
   const bucket = env.MINIO_BUCKET ?? 'kiln';
   const requestTimeout = env.HTTP_REQUEST_TIMEOUT_MS ?? 30000;
@@ -185,6 +194,7 @@ export function buildConfig(
       maxConnectionsPerIp: env.MAX_CONNECTIONS_PER_IP ?? 256,
     },
     openaiCompat: { waitMs: env.OPENAI_COMPAT_WAIT_MS ?? 120_000 },
+    signup: { plan: env.SIGNUP_PLAN ?? 'free', credits: env.SIGNUP_CREDITS ?? 0 },
     databasePoolSize: env.DATABASE_POOL_SIZE ?? 20,
     redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     redisPrefix: env.REDIS_PREFIX ?? 'kiln',
@@ -212,9 +222,7 @@ export function buildConfig(
         accessKey: env.MINIO_ACCESS_KEY ?? '',
         secretKey: env.MINIO_SECRET_KEY ?? '',
         bucket,
-        publicUrl: (
-          env.MINIO_PUBLIC_URL ?? `${minioSsl ? 'https' : 'http'}://${minioEndpoint}:${minioPort}/${bucket}`
-        ).replace(/\/+$/, ''),
+        publicUrl: (env.MINIO_PUBLIC_URL ?? `${minioSsl ? 'https' : 'http'}://${minioEndpoint}:${minioPort}/${bucket}`).replace(/\/+$/, ''),
         timeoutMs: env.MINIO_TIMEOUT_MS ?? 10_000,
       },
     },
@@ -263,11 +271,13 @@ export function buildConfig(
       pollIntervalMs: env.WEBHOOK_POLL_INTERVAL_MS ?? 500,
       maxInFlight: env.WEBHOOK_MAX_IN_FLIGHT ?? 50,
       endpointConcurrency: env.WEBHOOK_ENDPOINT_CONCURRENCY ?? 8,
+      // Two endpoints' worth, a third of the default 50: three accounts whose endpoints all hang leave room for the rest.
+      accountConcurrency: env.WEBHOOK_ACCOUNT_CONCURRENCY ?? 16,
       circuitFailures: env.WEBHOOK_CIRCUIT_FAILURES ?? 20,
       circuitCooldownMs: env.WEBHOOK_CIRCUIT_COOLDOWN_MS ?? 60_000,
     },
-    openaiApiKey: env.OPENAI_API_KEY ?? null,
     providerApiKeys: providerApiKeys(raw),
+    stripe: stripeConfig(env),
     logLevel: env.LOG_LEVEL ?? (env.NODE_ENV === 'test' ? 'silent' : 'info'),
     trustProxy: trustProxyOf(env.TRUST_PROXY),
     warnings: [...lookalikeWarnings(given), ...publicUrlWarnings(env, driver)],
@@ -294,7 +304,7 @@ function publicUrlWarnings(env: EnvSchema, driver: 'local' | 'minio'): string[] 
       warnings.push(`${name}=${value} points at localhost: ${usedFor} will not reach clients on other machines`);
     }
   };
-  check('PUBLIC_BASE_URL', env.PUBLIC_BASE_URL, driver === 'local' ? 'the api\'s links and file URLs' : 'the api\'s links');
+  check('PUBLIC_BASE_URL', env.PUBLIC_BASE_URL, driver === 'local' ? "the api's links and file URLs" : "the api's links");
   if (driver === 'minio') check('MINIO_PUBLIC_URL', env.MINIO_PUBLIC_URL, 'image and upload URLs');
   return warnings;
 }
@@ -312,4 +322,28 @@ function providerApiKeys(raw: Record<string, unknown>): Record<string, string> {
     if (isUpstreamKeyName(name) && typeof value === 'string' && value.length > 0) keys[name] = value;
   }
   return keys;
+}
+
+export interface StripeConfig {
+  secretKey: string;
+  webhookSecret: string;
+  /** Where the SDK connects (host, port, protocol options); null: Stripe itself. */
+  apiBase: { protocol: 'http' | 'https'; host: string; port: number } | null;
+  /** Each call's timeout (the SDK's `timeout`, per attempt). */
+  timeoutMs: number;
+  /** Where Checkout sends the buyer back: the web app's page under /app/. */
+  returnUrlBase: string;
+}
+
+function stripeConfig(env: EnvSchema): StripeConfig | null {
+  if (!env.STRIPE_SECRET_KEY || !env.STRIPE_WEBHOOK_SECRET) return null;
+  const base = env.STRIPE_API_BASE ? new URL(env.STRIPE_API_BASE) : null;
+  const protocol = base?.protocol === 'http:' ? 'http' : 'https';
+  return {
+    secretKey: env.STRIPE_SECRET_KEY,
+    webhookSecret: env.STRIPE_WEBHOOK_SECRET,
+    apiBase: base && { protocol, host: base.hostname, port: base.port ? Number(base.port) : protocol === 'http' ? 80 : 443 },
+    timeoutMs: env.STRIPE_TIMEOUT_MS ?? 10_000,
+    returnUrlBase: `${(env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT ?? 8080}`).replace(/\/+$/, '')}/app/credits`,
+  };
 }

@@ -1,4 +1,5 @@
 import { getMetadataStorage } from 'class-validator';
+import { UPSTREAM_KEY_VARIABLES } from '@app/providers';
 import { EnvSchema, isUpstreamKeyName, SECRET_VARIABLES } from './env.schema';
 
 /** Prefixes only Kiln's own variables use: a name with one of them that Kiln does not read is a typo. */
@@ -7,10 +8,10 @@ const KILN_PREFIXES = ['KILN_', 'GENERATOR_', 'TASK_', 'QUEUE_', 'MINIO_', 'UPST
 const MIN_COMPARED_LENGTH = 6;
 const MAX_TYPOS = 2;
 
-/** Every variable EnvSchema declares. */
+/** Every variable EnvSchema declares, and every provider type's key variable. */
 export function knownVariables(): string[] {
   const metadata = getMetadataStorage().getTargetValidationMetadatas(EnvSchema, '', true, false);
-  return [...new Set(metadata.map((m) => m.propertyName))].sort();
+  return [...new Set([...metadata.map((m) => m.propertyName), ...UPSTREAM_KEY_VARIABLES])].sort();
 }
 
 /**

@@ -92,7 +92,9 @@ async function acquireMigrationLock(
       options.onWait?.();
     }
     if (Date.now() >= deadline) {
-      throw new Error(`Another migration run has held the migration lock for over ${Math.round((options.lockWaitMs ?? MIGRATION_LOCK_WAIT_MS) / 1000)} s; giving up`);
+      throw new Error(
+        `Another migration run has held the migration lock for over ${Math.round((options.lockWaitMs ?? MIGRATION_LOCK_WAIT_MS) / 1000)} s; giving up`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, MIGRATION_LOCK_POLL_MS));
   }

@@ -129,7 +129,8 @@ async function connectAtBoot(options: DataSourceOptions): Promise<DataSource> {
       if (!TRANSIENT_CODES.has(code) || process.uptime() * 1000 + BOOT_RETRY_DELAY_MS > BOOT_RETRY_DEADLINE_MS) {
         throw new BootDependencyError('PostgreSQL', hostOf(url, 5432), cause);
       }
-      if (!told) new Logger('Database').warn(`PostgreSQL at ${hostOf(url, 5432)} is not reachable yet (${cause}); retrying for a few seconds`);
+      if (!told)
+        new Logger('Database').warn(`PostgreSQL at ${hostOf(url, 5432)} is not reachable yet (${cause}); retrying for a few seconds`);
       told = true;
       await new Promise((resolve) => setTimeout(resolve, BOOT_RETRY_DELAY_MS));
     }

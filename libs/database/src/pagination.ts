@@ -15,9 +15,10 @@ export function encodeCursor(c: Cursor): string {
 export function decodeCursor(raw: string | undefined, field = 'cursor'): Cursor | null {
   if (raw === undefined || raw === '') return null;
   try {
-    const [at, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
+    const [at, id] = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown[];
+    if (typeof at !== 'string' || typeof id !== 'string') throw new Error();
     const createdAt = new Date(at);
-    if (typeof at !== 'string' || typeof id !== 'string' || Number.isNaN(createdAt.getTime())) throw new Error();
+    if (Number.isNaN(createdAt.getTime())) throw new Error();
     if (!isUuid(id) && !/^\d{1,19}$/.test(id)) throw new Error();
     return { createdAt, id };
   } catch {
@@ -25,10 +26,19 @@ export function decodeCursor(raw: string | undefined, field = 'cursor'): Cursor 
   }
 }
 
+/**
+ * A query-string value as text, for a parser's pattern to judge: Express gives a string, an
+ * array of them (a repeated parameter) or an object (`a[b]=`); the text of an object,
+ * `[object Object]`, matches no parser's pattern, so String() is right for any of them.
+ */
+export function queryText(raw: unknown): string {
+  return String(raw);
+}
+
 /** Parses `limit`: an integer 1..max, default `fallback`. */
 export function parseLimit(raw: unknown, fallback = 20, max = 100): number {
   if (raw === undefined || raw === '') return fallback;
-  const s = String(raw);
+  const s = queryText(raw);
   if (!/^\d+$/.test(s)) throw invalidRequest('limit', 'not_an_integer', `limit must be an integer from 1 to ${max}`);
   const n = Number(s);
   if (n < 1 || n > max) throw invalidRequest('limit', 'out_of_range', `limit must be an integer from 1 to ${max}`);

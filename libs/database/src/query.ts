@@ -13,7 +13,7 @@ export async function queryRows<T = Record<string, unknown>>(
   sql: string,
   params: unknown[] = [],
 ): Promise<T[]> {
-  const result = await m.query(sql, params);
+  const result: unknown = await m.query(sql, params);
   if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {
     return result[0] as T[];
   }
@@ -27,10 +27,19 @@ export async function queryRows<T = Record<string, unknown>>(
  * (qualify them with the table's name inside subqueries): $1 is the round size, $2... are
  * `params`. Safe to run on several replicas at once.
  */
-export async function deleteInRounds(db: Pick<EntityManager, 'query'>, table: string, where: string, params: unknown[], batchSize: number): Promise<number> {
+export async function deleteInRounds(
+  db: Pick<EntityManager, 'query'>,
+  table: string,
+  where: string,
+  params: unknown[],
+  batchSize: number,
+): Promise<number> {
   let removed = 0;
   for (;;) {
-    const rows = await queryRows(db, `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${where} LIMIT $1) RETURNING 1`, [batchSize, ...params]);
+    const rows = await queryRows(db, `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${where} LIMIT $1) RETURNING 1`, [
+      batchSize,
+      ...params,
+    ]);
     removed += rows.length;
     if (rows.length < batchSize) return removed;
   }
@@ -106,11 +115,23 @@ export function pgError(err: unknown): { code?: string; constraint?: string } {
  * statement cancelled, by DATABASE_QUERY_TIMEOUT_MS).
  */
 const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE',
-  '57P01', '57P02', '57P03', '53300', '57014',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '57014',
 ]);
 /** node-postgres and pg-pool say these in messages only, without a code ("Query read timeout": the client's query_timeout). */
-const UNAVAILABLE_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i;
+const UNAVAILABLE_MESSAGE =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i;
 
 /** True when `err` says PostgreSQL is unreachable (worth a 503 and a retry), not that a query was wrong. */
 export function isDatabaseUnavailable(err: unknown): boolean {

@@ -12,7 +12,9 @@ export type ForbiddenRange =
   | 'broadcast'
   | 'documentation'
   | 'reserved'
-  | 'not_an_address';
+  | 'not_an_address'
+  /** A host name reserved for internal use (below), refused before any lookup. */
+  | 'internal_name';
 
 type Range = [network: string, prefix: number, why: ForbiddenRange];
 
@@ -131,4 +133,19 @@ function ipv6Bytes(address: string): number[] {
   });
   if (tail.length === 4) bytes.splice(12, 4, ...tail);
   return bytes;
+}
+
+/**
+ * Names that only ever mean something inside a network: `localhost` and `*.localhost`
+ * (RFC 6761), `.local` (mDNS, RFC 6762), `.internal` (reserved for private use by ICANN in
+ * 2024; `metadata.google.internal` is the cloud metadata service), `.localdomain`,
+ * `.home.arpa` (RFC 8375). They are refused by name, before any lookup: a name that does not
+ * resolve where Kiln checks it may still resolve where it connects, and these never name a
+ * third party. A trailing dot (`localhost.`) is the same name.
+ */
+const INTERNAL_NAME = /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$/i;
+
+export function isInternalHostName(host: string): boolean {
+  if (isIP(host)) return false;
+  return INTERNAL_NAME.test(host.replace(/\.+$/, ''));
 }

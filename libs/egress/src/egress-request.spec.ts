@@ -85,7 +85,7 @@ describe('egressRequest', () => {
 
   it.each([
     ['loopback', () => `https://127.0.0.1:${internal.port}/`, 'loopback'],
-    ['localhost (a name resolving to loopback)', () => `https://localhost:${internal.port}/`, 'loopback'],
+    ['localhost (refused by name, before its lookup)', () => `https://localhost:${internal.port}/`, 'internal_name'],
     ['IPv6 loopback', () => `https://[::1]:${internal.port}/`, 'loopback'],
     ['IPv4-mapped loopback', () => `https://[::ffff:127.0.0.1]:${internal.port}/`, 'loopback'],
     ['the metadata service', () => 'https://169.254.169.254/latest/meta-data/', 'link_local'],
@@ -98,7 +98,7 @@ describe('egressRequest', () => {
   });
 
   it('refuses plain http unless the policy allows private targets', async () => {
-    const resolve: ResolveHost = async () => [{ address: '93.184.215.14', family: 4 }];
+    const resolve: ResolveHost = () => Promise.resolve([{ address: '93.184.215.14', family: 4 }]);
     const err = await refusal(egressRequest('http://example.com/a.png', options({ policy: PUBLIC_ONLY, resolve })));
     expect(err.reason).toBe('not_https');
   });
@@ -131,7 +131,7 @@ describe('egressRequest', () => {
     const port = (server.address() as AddressInfo).port;
     try {
       const answers = ['127.0.0.1', '127.0.0.2', '127.0.0.1'];
-      const resolve: ResolveHost = async () => [{ address: answers.shift()!, family: 4 }];
+      const resolve: ResolveHost = () => Promise.resolve([{ address: answers.shift()!, family: 4 }]);
       for (let i = 0; i < 3; i++) {
         const res = await egressRequest(`http://hooks.kiln.test:${port}/`, options({ resolve, keepAlive: true }));
         expect(res.body.toString()).toBe('ok');
@@ -158,7 +158,10 @@ describe('egressRequest', () => {
     const metadata = await refusal(egressRequest('http://169.254.169.254/latest/meta-data/', options({ policy })));
     expect(metadata).toMatchObject({ reason: 'forbidden_address', detail: { range: 'link_local' } });
     const publicHttp = await refusal(
-      egressRequest('http://cdn.kiln.test/a.png', options({ policy, resolve: async () => [{ address: '93.184.215.14', family: 4 }] })),
+      egressRequest(
+        'http://cdn.kiln.test/a.png',
+        options({ policy, resolve: () => Promise.resolve([{ address: '93.184.215.14', family: 4 }]) }),
+      ),
     );
     expect(publicHttp.reason).toBe('not_https');
     expect(internal.seen).toHaveLength(0);
@@ -255,10 +258,25 @@ describe('egressRequest', () => {
   it('sends the host name as TLS SNI and verifies the certificate', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-egress-'));
     try {
-      execFileSync('openssl', [
-        'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=images.kiln.test',
-        '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-      ], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-days',
+          '1',
+          '-subj',
+          '/CN=images.kiln.test',
+          '-keyout',
+          path.join(dir, 'key.pem'),
+          '-out',
+          path.join(dir, 'cert.pem'),
+        ],
+        { stdio: 'ignore' },
+      );
       const sniSeen: string[] = [];
       const tls = createHttpsServer({
         key: fs.readFileSync(path.join(dir, 'key.pem')),
@@ -272,7 +290,7 @@ describe('egressRequest', () => {
       await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
       const port = (tls.address() as AddressInfo).port;
       try {
-        const resolve: ResolveHost = async () => [{ address: '127.0.0.1', family: 4 }];
+        const resolve: ResolveHost = () => Promise.resolve([{ address: '127.0.0.1', family: 4 }]);
         const err = await refusal(egressRequest(`https://images.kiln.test:${port}/a.png`, options({ resolve })));
         // A self-signed certificate: the client refuses it, so verification is on.
         expect(err.reason).toBe('network');
@@ -303,11 +321,33 @@ describe('checkEgressTarget', () => {
     expect(err).toMatchObject({ reason: 'unresolvable', refused: false });
   });
 
+  it.each(['metadata.google.internal', 'localhost.', 'api.localhost', 'printer.local', 'nas.home.arpa', 'box.localdomain'])(
+    'refuses %s by name, before any lookup, unless private targets are allowed',
+    async (host) => {
+      let lookups = 0;
+      const resolve: ResolveHost = () => {
+        lookups++;
+        return Promise.resolve([{ address: '1.1.1.1', family: 4 }]);
+      };
+      const err = await refusal(checkEgressTarget(`https://${host}/v1`, PUBLIC_ONLY, { resolve }));
+      expect(err).toMatchObject({ reason: 'forbidden_address', refused: true, detail: { range: 'internal_name' } });
+      expect(lookups).toBe(0);
+      await expect(checkEgressTarget(`https://${host}/v1`, ANYWHERE, { resolve })).resolves.toMatchObject({ address: '1.1.1.1' });
+    },
+  );
+
+  it('does not mistake a public name that merely contains those words', async () => {
+    const resolve: ResolveHost = () => Promise.resolve([{ address: '1.1.1.1', family: 4 }]);
+    for (const host of ['internal.example.com', 'local-images.example.com', 'mylocalhost.com'])
+      await expect(checkEgressTarget(`https://${host}/v1`, PUBLIC_ONLY, { resolve })).resolves.toMatchObject({ address: '1.1.1.1' });
+  });
+
   it('returns the address to connect to', async () => {
-    const resolve: ResolveHost = async () => [
-      { address: '2606:4700:4700::1111', family: 6 },
-      { address: '1.1.1.1', family: 4 },
-    ];
+    const resolve: ResolveHost = () =>
+      Promise.resolve([
+        { address: '2606:4700:4700::1111', family: 6 },
+        { address: '1.1.1.1', family: 4 },
+      ]);
     await expect(checkEgressTarget('https://one.kiln.test/x', PUBLIC_ONLY, { resolve })).resolves.toMatchObject({
       address: '2606:4700:4700::1111',
       family: 6,

@@ -2,7 +2,8 @@ import { promises as dns } from 'node:dns';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { isIP, LookupFunction } from 'node:net';
-import { forbiddenRange } from './address-policy';
+import { abortReason } from '@app/errors';
+import { forbiddenRange, isInternalHostName } from './address-policy';
 import { EgressError } from './egress.errors';
 
 /**
@@ -61,12 +62,21 @@ export async function checkEgressTarget(rawUrl: string, policy: EgressPolicy, op
   const trusted = policy.allowPrivate || (policy.trustedOrigins ?? []).includes(url.origin);
 
   const host = hostOf(url);
+  if (!trusted && isInternalHostName(host)) {
+    throw new EgressError('forbidden_address', `The host name is reserved for internal networks${allowedBy(policy)}`, {
+      range: 'internal_name',
+    });
+  }
   const addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await resolveAll(host, options);
   if (!trusted) {
     for (const { address } of addresses) {
       const range = forbiddenRange(address);
       if (range) {
-        throw new EgressError('forbidden_address', `The host resolves to a non-public address (${range.replace('_', '-')})${allowedBy(policy)}`, { range });
+        throw new EgressError(
+          'forbidden_address',
+          `The host resolves to a non-public address (${range.replace('_', '-')})${allowedBy(policy)}`,
+          { range },
+        );
       }
     }
     // After the address check, which says more when both fail.
@@ -83,7 +93,7 @@ function allowedBy(policy: EgressPolicy): string {
 
 export interface EgressRequestOptions {
   policy: EgressPolicy;
-  method?: 'GET' | 'POST';
+  method?: 'GET' | 'POST' | 'PUT';
   headers?: Record<string, string>;
   body?: Buffer;
   /** The longest body read; a longer one (declared or streamed) is abandoned at once. */
@@ -137,7 +147,12 @@ function pinnedAgent<T extends typeof http.Agent>(Base: T): InstanceType<T> {
       return `${super.getName(options)}|${options.pinnedAddress}`;
     }
   }
-  return new PinnedAgent({ keepAlive: true, maxFreeSockets: MAX_IDLE_SOCKETS, timeout: IDLE_SOCKET_MS, scheduling: 'lifo' }) as InstanceType<T>;
+  return new PinnedAgent({
+    keepAlive: true,
+    maxFreeSockets: MAX_IDLE_SOCKETS,
+    timeout: IDLE_SOCKET_MS,
+    scheduling: 'lifo',
+  }) as InstanceType<T>;
 }
 
 const pooled = { 'http:': pinnedAgent(http.Agent), 'https:': pinnedAgent(https.Agent) };
@@ -197,12 +212,12 @@ function exchange(target: EgressTarget, options: EgressRequestOptions, signal: A
       signal.removeEventListener('abort', onAbort);
       if (err) {
         req.destroy();
-        reject(signal.aborted ? signal.reason : err instanceof EgressError ? err : networkError(err));
+        reject(signal.aborted ? abortReason(signal) : err instanceof EgressError ? err : networkError(err));
       } else {
         resolve(value!);
       }
     };
-    const onAbort = (): void => finish(signal.reason);
+    const onAbort = (): void => finish(abortReason(signal));
     signal.addEventListener('abort', onAbort, { once: true });
 
     req.on('socket', (socket) => {
@@ -259,13 +274,12 @@ async function resolveAll(host: string, options: CheckOptions): Promise<Resolved
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   signal.throwIfAborted();
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
+    const onAbort = () => reject(abortReason(signal));
     signal.addEventListener('abort', onAbort, { once: true });
     work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
-/** The URL's host without IPv6 brackets. */
 /**
  * A lookup that answers only the address the policy checked, so the connection goes where
  * the check allowed and never to a second DNS answer (egressRequest's and egressStream's).

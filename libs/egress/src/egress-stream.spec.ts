@@ -57,7 +57,9 @@ describe('egressStream', () => {
   });
 
   it('refuses a private address under a public-only policy, and a redirect', async () => {
-    expect((await failure(egressStream(`https://127.0.0.1:1/x`, { policy: { allowPrivate: false }, timeoutMs: 1000, maxBytes: 10 }))).reason).toBe('forbidden_address');
+    expect(
+      (await failure(egressStream(`https://127.0.0.1:1/x`, { policy: { allowPrivate: false }, timeoutMs: 1000, maxBytes: 10 }))).reason,
+    ).toBe('forbidden_address');
     handler = (_req, res) => res.writeHead(302, { location: 'http://169.254.169.254/' }).end();
     expect((await failure(egressStream(`${origin}/r`, { policy: ANYWHERE, timeoutMs: 1000, maxBytes: 10 }))).reason).toBe('redirect');
   });

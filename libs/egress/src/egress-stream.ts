@@ -1,7 +1,17 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
+import { abortReason } from '@app/errors';
 import { EgressError } from './egress.errors';
-import { checkEgressTarget, EgressPolicy, formatBytes, formatSeconds, hostOf, pinnedLookup, ResolveHost, systemCode } from './egress-request';
+import {
+  checkEgressTarget,
+  EgressPolicy,
+  formatBytes,
+  formatSeconds,
+  hostOf,
+  pinnedLookup,
+  ResolveHost,
+  systemCode,
+} from './egress-request';
 
 export interface EgressStreamOptions {
   policy: EgressPolicy;
@@ -94,7 +104,12 @@ export async function egressStream(rawUrl: string, options: EgressStreamOptions)
 }
 
 /** The next chunk, or a timeout / the caller's abort (the connection then closed). */
-async function nextWithin(it: AsyncIterator<Buffer>, ms: number, signal: AbortSignal | undefined, close: () => void): Promise<IteratorResult<Buffer>> {
+async function nextWithin(
+  it: AsyncIterator<Buffer>,
+  ms: number,
+  signal: AbortSignal | undefined,
+  close: () => void,
+): Promise<IteratorResult<Buffer>> {
   signal?.throwIfAborted();
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
@@ -105,7 +120,7 @@ async function nextWithin(it: AsyncIterator<Buffer>, ms: number, signal: AbortSi
     }, ms);
     onAbort = () => {
       close();
-      reject(signal!.reason);
+      reject(abortReason(signal!));
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
@@ -149,9 +164,15 @@ function open(
       settled = true;
       signal.removeEventListener('abort', onAbort);
       req.destroy();
-      reject(signal.aborted ? signal.reason : err instanceof EgressError ? err : new EgressError('network', 'The connection failed', { code: systemCode(err) }));
+      reject(
+        signal.aborted
+          ? abortReason(signal)
+          : err instanceof EgressError
+            ? err
+            : new EgressError('network', 'The connection failed', { code: systemCode(err) }),
+      );
     };
-    const onAbort = (): void => fail(signal.reason as Error);
+    const onAbort = (): void => fail(abortReason(signal));
     signal.addEventListener('abort', onAbort, { once: true });
     req.on('error', fail);
     req.on('response', (res) => {

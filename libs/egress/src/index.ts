@@ -1,4 +1,4 @@
-export { forbiddenRange } from './address-policy';
+export { forbiddenRange, isInternalHostName } from './address-policy';
 export type { ForbiddenRange } from './address-policy';
 export { EgressError, isEgressError } from './egress.errors';
 export type { EgressErrorDetail, EgressFailureReason, EgressRefusal } from './egress.errors';

@@ -1,1 +1,2 @@
 export * from './kiln.errors';
+export * from './abort-reason';

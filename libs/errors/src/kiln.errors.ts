@@ -20,6 +20,10 @@ export enum ErrorCode {
   TierNotAvailable = 'tier_not_available',
   InsufficientCredits = 'insufficient_credits',
   DailyCreditCapExceeded = 'daily_credit_cap_exceeded',
+  /** A key's budget (`budget: {credits, period}`) would be exceeded in its period. */
+  KeyBudgetExceeded = 'key_budget_exceeded',
+  /** The key's `models` allowlist does not name the model asked for. */
+  ModelNotAllowed = 'model_not_allowed',
   BatchLimitExceeded = 'batch_limit_exceeded',
   ConcurrentLimitExceeded = 'concurrent_limit_exceeded',
   KeyLimitExceeded = 'key_limit_exceeded',
@@ -41,6 +45,8 @@ export enum ErrorCode {
   GenerationFailed = 'generation_failed',
   /** The OpenAI-compatible door: its batch was not done within OPENAI_COMPAT_WAIT_MS (it goes on). */
   GenerationTimeout = 'generation_timeout',
+  /** The OpenAI-compatible door: Kiln's content policy or the upstream's refused the prompt (OpenAI's code for it). */
+  ModerationBlocked = 'moderation_blocked',
 }
 
 export type ErrorDetails = Record<string, unknown>;

@@ -8,9 +8,19 @@ import { UploadsModule } from '@app/uploads';
 import { EconomyCollector } from './economy/economy-collector.service';
 import { ModelConcurrencyLimiter } from './limits/model-concurrency.limiter';
 import { RoutePacer } from './limits/route-pacer';
+import { RouteCircuit } from './limits/route-circuit';
+import { RouteFailover } from './running/route-failover';
 import { ProviderRegistry } from './running/provider-registry';
 import { TaskRunnerService } from './running/task-runner.service';
+import { UpstreamCanceller } from './running/upstream-canceller.service';
 import { UpstreamPoller } from './running/upstream-poller.service';
+import { CollectQueueResult } from './running/usecases/collect-queue-result.usecase';
+import { HandToQueueUpstream } from './running/usecases/hand-to-queue-upstream.usecase';
+import { SubmitWithIntent } from './running/usecases/submit-with-intent';
+import { RunSteps } from './running/usecases/run-steps';
+import { RunSyncRender } from './running/usecases/run-sync-render.usecase';
+import { StoreEconomyResult } from './running/usecases/store-economy-result.usecase';
+import { TaskOutcomes } from './running/usecases/task-outcomes';
 import { GeneratorEnvReporter, TaskTelemetry } from './running/task-telemetry';
 import { OrphanSweepService } from './upkeep/orphan-sweep.service';
 import { QueueFeeder } from './upkeep/queue-feeder.service';
@@ -32,15 +42,51 @@ export function configureSharp(renderConcurrency: number, cores: number): number
 }
 
 /**
- * The generator's logic, a folder per concern: running/ (one task's lifecycle), limits/
+ * The generator's logic, a folder per concern: running/ (one task's lifecycle: the runner
+ * and, in running/usecases/, a use case per execution mode around shared steps), limits/
  * (local and per-model concurrency), upkeep/ (feeding the queue, reconciliation, retention
  * and orphan sweeps). Needs what each app provides globally: KilnConfigModule,
  * DatabaseModule, RedisModule, StorageModule and KilnQueueModule.forRoot().
  */
 @Module({
   imports: [TasksModule, UploadsModule, CatalogModule, MetricsModule],
-  providers: [TaskRunnerService, UpstreamPoller, EconomyCollector, TaskTelemetry, GeneratorEnvReporter, ProviderRegistry, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
-  exports: [TaskRunnerService, UpstreamPoller, EconomyCollector, TaskReconcilerService, ModelConcurrencyLimiter, RoutePacer, QueueFeeder, RetentionService, OrphanSweepService],
+  providers: [
+    TaskRunnerService,
+    RunSteps,
+    TaskOutcomes,
+    RunSyncRender,
+    HandToQueueUpstream,
+    SubmitWithIntent,
+    CollectQueueResult,
+    StoreEconomyResult,
+    UpstreamPoller,
+    UpstreamCanceller,
+    EconomyCollector,
+    TaskTelemetry,
+    GeneratorEnvReporter,
+    ProviderRegistry,
+    TaskReconcilerService,
+    ModelConcurrencyLimiter,
+    RoutePacer,
+    RouteCircuit,
+    RouteFailover,
+    QueueFeeder,
+    RetentionService,
+    OrphanSweepService,
+  ],
+  exports: [
+    TaskRunnerService,
+    UpstreamPoller,
+    EconomyCollector,
+    TaskReconcilerService,
+    ModelConcurrencyLimiter,
+    RoutePacer,
+    RouteCircuit,
+    RouteFailover,
+    QueueFeeder,
+    RetentionService,
+    OrphanSweepService,
+  ],
 })
 export class GenerationModule implements OnModuleInit {
   constructor(@Inject(KILN_CONFIG) private readonly config: KilnConfig) {}

@@ -1,5 +1,6 @@
 export * from './generation.module';
 export * from './running/task-runner.service';
+export * from './running/run-outcome';
 export * from './running/batch-previews';
 export * from './running/provider-registry';
 export * from './running/progress-reporter';
@@ -15,4 +16,6 @@ export * from './upkeep/orphan-sweep.service';
 export * from './running/task-telemetry';
 export * from './running/upstream-poller.service';
 export * from './limits/route-pacer';
+export * from './limits/route-circuit';
+export * from './running/route-failover';
 export * from './economy/economy-collector.service';

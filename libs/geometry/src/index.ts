@@ -1,1 +1,2 @@
 export * from './image-geometry';
+export * from './batch-tier';

@@ -1,8 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, IsNull, Repository } from 'typeorm';
-import { AccountEntity, AccountStatus, ApiKeyEntity, isUuid, PlanEntity, PlanKey, PreparedStatement, queryPrepared } from '@app/database';
-import { ErrorCode, KilnError } from '@app/errors';
+import {
+  AccountEntity,
+  AccountStatus,
+  ApiKeyEntity,
+  isUuid,
+  PlanEntity,
+  PlanKey,
+  PreparedStatement,
+  queryPrepared,
+  queryRows,
+} from '@app/database';
+import { ErrorCode, invalidRequest, KilnError } from '@app/errors';
 import { ALL_SCOPES, Scope } from './key-scopes';
 import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret';
 
@@ -12,7 +22,19 @@ import { generateKeySecret, KEY_PATTERN, keyHint, sha256Hex } from './key-secret
  * A route that needs more of the account or plan loads it (see AccountsService.view).
  */
 export interface AuthenticatedKey {
-  key: Pick<ApiKeyEntity, 'id' | 'accountId' | 'scopes' | 'creditCapPerDay' | 'lastUsedAt' | 'revokedAt' | 'expiresAt'>;
+  key: Pick<
+    ApiKeyEntity,
+    | 'id'
+    | 'accountId'
+    | 'scopes'
+    | 'creditCapPerDay'
+    | 'budgetCredits'
+    | 'budgetPeriod'
+    | 'models'
+    | 'lastUsedAt'
+    | 'revokedAt'
+    | 'expiresAt'
+  >;
   account: Pick<AccountEntity, 'id' | 'status' | 'planKey'>;
   plan: Pick<PlanEntity, 'key' | 'apiAccess' | 'requestsPerMinute'>;
 }
@@ -23,6 +45,9 @@ interface AuthRow {
   account_id: string;
   scopes: string[];
   credit_cap_per_day: number | null;
+  budget_credits: number | null;
+  budget_period: ApiKeyEntity['budgetPeriod'];
+  models: string[];
   last_used_at: Date | null;
   revoked_at: Date | null;
   expires_at: Date | null;
@@ -35,7 +60,7 @@ interface AuthRow {
 /** Runs on every API request: a constant statement, prepared once per connection. */
 const AUTHENTICATE: PreparedStatement = {
   name: 'kiln_authenticate_key',
-  text: `SELECT k.id, k.account_id, k.scopes, k.credit_cap_per_day, k.last_used_at, k.revoked_at, k.expires_at,
+  text: `SELECT k.id, k.account_id, k.scopes, k.credit_cap_per_day, k.budget_credits, k.budget_period, k.models, k.last_used_at, k.revoked_at, k.expires_at,
        a.status AS account_status, p.key AS plan_key, p.api_access, p.requests_per_minute
   FROM api_keys k
   JOIN accounts a ON a.id = k.account_id
@@ -43,16 +68,74 @@ const AUTHENTICATE: PreparedStatement = {
  WHERE k.key_hash = $1`,
 };
 
-export interface CreateKeyInput {
-  name?: string;
-  scopes?: Scope[];
-  creditCapPerDay?: number | null;
+/** A key's budget as written: credits per UTC calendar period (libs/billing key-budget.ts). */
+export interface KeyBudgetInput {
+  credits: number;
+  period: 'day' | 'week' | 'month';
 }
 
-/** The key's daily cap without a lock (an estimate reserves nothing). */
-export async function readKeyCreditCap(m: Pick<EntityManager, 'query'>, apiKeyId: string): Promise<number | null> {
-  const [row] = await m.query(`SELECT credit_cap_per_day FROM api_keys WHERE id = $1`, [apiKeyId]);
-  return row?.credit_cap_per_day ?? null;
+/** What a key's budget and allowlist may be set to, on creation and update alike. */
+export interface KeyLimitsInput {
+  /** v1's spelling of a day budget; setting it clears `budget`. */
+  creditCapPerDay?: number | null;
+  /** Setting it (or null) clears `creditCapPerDay`. */
+  budget?: KeyBudgetInput | null;
+  /** Model keys this key may use; empty: every model. */
+  models?: string[];
+}
+
+export interface CreateKeyInput extends KeyLimitsInput {
+  name?: string;
+  scopes?: Scope[];
+}
+
+/**
+ * Applies a budget written in either spelling: they are one budget, so one given clears the
+ * other. Both in one request is refused (which one was meant is not knowable).
+ */
+function applyLimits(key: ApiKeyEntity, input: KeyLimitsInput): void {
+  if (input.creditCapPerDay !== undefined && input.budget !== undefined) {
+    throw invalidRequest('budget', 'conflicts_with_creditCapPerDay', 'Give budget or creditCapPerDay (its older spelling), not both');
+  }
+  if (input.creditCapPerDay !== undefined) {
+    key.creditCapPerDay = input.creditCapPerDay;
+    key.budgetCredits = null;
+    key.budgetPeriod = null;
+  }
+  if (input.budget !== undefined) {
+    key.creditCapPerDay = null;
+    key.budgetCredits = input.budget?.credits ?? null;
+    key.budgetPeriod = input.budget?.period ?? null;
+  }
+  if (input.models !== undefined) key.models = [...new Set(input.models)];
+}
+
+/**
+ * Refuses a model the key's allowlist does not name (an empty list allows every model). The
+ * list is the key's as its request authenticated (read fresh per request): an edit that
+ * commits after that applies from the next request.
+ */
+export function requireModelAllowed(allowed: readonly string[], modelKey: string): void {
+  if (allowed.length > 0 && !allowed.includes(modelKey)) {
+    throw new KilnError(ErrorCode.ModelNotAllowed, `This API key may not use ${modelKey}`, { model: modelKey, allowed: [...allowed] });
+  }
+}
+
+/** The key's budget columns without a lock (an estimate reserves nothing). */
+export async function readKeyBudget(
+  m: Pick<EntityManager, 'query'>,
+  apiKeyId: string,
+): Promise<Pick<ApiKeyEntity, 'creditCapPerDay' | 'budgetCredits' | 'budgetPeriod'>> {
+  const [row] = await queryRows<{
+    credit_cap_per_day: number | null;
+    budget_credits: number | null;
+    budget_period: ApiKeyEntity['budgetPeriod'];
+  }>(m, `SELECT credit_cap_per_day, budget_credits, budget_period FROM api_keys WHERE id = $1`, [apiKeyId]);
+  return {
+    creditCapPerDay: row?.credit_cap_per_day ?? null,
+    budgetCredits: row?.budget_credits ?? null,
+    budgetPeriod: row?.budget_period ?? null,
+  };
 }
 
 /** lastUsedAt is written at most this often per key, not on every request. */
@@ -72,12 +155,14 @@ export class KeysService {
    */
   async create(accountId: string, input: CreateKeyInput): Promise<{ key: ApiKeyEntity; secret: string }> {
     return this.db.transaction(async (m) => {
-      const [row] = await m.query(
+      const [row] = await queryRows<{ max_keys: number }>(
+        m,
         `SELECT p.max_keys FROM accounts a JOIN plans p ON p.key = a.plan_key WHERE a.id = $1 FOR UPDATE OF a`,
         [accountId],
       );
       if (!row) throw new KilnError(ErrorCode.NotFound, 'Account not found');
-      const [{ count }] = await m.query(
+      const [{ count }] = await queryRows<{ count: number }>(
+        m,
         `SELECT count(*)::int AS count FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL`,
         [accountId],
       );
@@ -94,11 +179,15 @@ export class KeysService {
         keyHash: sha256Hex(secret),
         hint: keyHint(secret),
         scopes: input.scopes ?? [...ALL_SCOPES],
-        creditCapPerDay: input.creditCapPerDay ?? null,
+        creditCapPerDay: null,
+        budgetCredits: null,
+        budgetPeriod: null,
+        models: [],
         lastUsedAt: null,
         revokedAt: null,
         expiresAt: null,
       });
+      applyLimits(key, input);
       await m.save(key);
       return { key, secret };
     });
@@ -127,6 +216,9 @@ export class KeysService {
       accountId: row.account_id,
       scopes: row.scopes,
       creditCapPerDay: row.credit_cap_per_day,
+      budgetCredits: row.budget_credits,
+      budgetPeriod: row.budget_period,
+      models: row.models,
       lastUsedAt: row.last_used_at,
       revokedAt: row.revoked_at,
       expiresAt: row.expires_at,
@@ -149,14 +241,10 @@ export class KeysService {
     return key;
   }
 
-  async update(
-    accountId: string,
-    keyId: string,
-    patch: { name?: string; creditCapPerDay?: number | null; scopes?: Scope[] },
-  ): Promise<ApiKeyEntity> {
+  async update(accountId: string, keyId: string, patch: KeyLimitsInput & { name?: string; scopes?: Scope[] }): Promise<ApiKeyEntity> {
     const key = await this.get(accountId, keyId);
     if (patch.name !== undefined) key.name = patch.name.trim() || key.name;
-    if (patch.creditCapPerDay !== undefined) key.creditCapPerDay = patch.creditCapPerDay;
+    applyLimits(key, patch);
     if (patch.scopes !== undefined) key.scopes = patch.scopes;
     return this.keys.save(key);
   }

@@ -73,6 +73,12 @@ export class KilnMetrics implements OnModuleDestroy {
     labelNames: ['model', 'provider'] as const,
     registers: [this.registry],
   });
+  readonly upstreamCancels = new Counter({
+    name: 'kiln_upstream_cancels_total',
+    help: "Cancels asked of a queue upstream for a cancelled batch's accepted tasks, by model, provider and the upstream's answer (cancelled, runs, unknown, busy)",
+    labelNames: ['model', 'provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly upstreamCostUsd = new Counter({
     name: 'kiln_upstream_cost_usd_total',
     help: "What succeeded tasks cost upstream in USD, at the route's list price (route cost), by model and provider",
@@ -97,6 +103,23 @@ export class KilnMetrics implements OnModuleDestroy {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
+  readonly routeCircuitState = new Gauge({
+    name: 'kiln_route_circuit_state',
+    help: "A route's circuit as this generator last saw it (0 closed, 1 half-open, 2 open), by model and route (index/type in the chain)",
+    labelNames: ['model', 'route'] as const,
+    registers: [this.registry],
+  });
+  readonly routeFailover = new Counter({
+    name: 'kiln_route_failover_total',
+    help: "Tasks whose next attempt moved to another route of their model's chain, by model, from and to route (index/type) and the failure kind (or circuit_open)",
+    labelNames: ['model', 'from', 'to', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly routeCircuitFallback = new Counter({
+    name: 'kiln_route_circuit_fallback_total',
+    help: "Route circuit calls Redis did not answer in time, kept by the generator's own circuit instead",
+    registers: [this.registry],
+  });
   readonly upstreamPacingFallback = new Counter({
     name: 'kiln_upstream_pacing_fallback_total',
     help: "Route pacing calls Redis did not answer in time, kept by the generator's own limits instead",
@@ -111,7 +134,7 @@ export class KilnMetrics implements OnModuleDestroy {
   });
   readonly upstreamDuration = new Histogram({
     name: 'kiln_upstream_duration_seconds',
-    help: 'Upstream (openai, simulated) render calls, by model, provider and outcome',
+    help: 'Render calls to upstreams (every route whose type does not render on the CPU), by model, provider and outcome',
     labelNames: ['model', 'provider', 'outcome'] as const,
     buckets: TASK_SECONDS,
     registers: [this.registry],
@@ -198,7 +221,7 @@ export class KilnMetrics implements OnModuleDestroy {
   // --- generator: webhooks ----------------------------------------------------------------
   readonly webhookCircuitsOpened = new Counter({
     name: 'kiln_webhook_circuit_opened_total',
-    help: 'Times this generator opened (or, after a failed probe, reopened) an endpoint\'s circuit',
+    help: "Times this generator opened (or, after a failed probe, reopened) an endpoint's circuit",
     registers: [this.registry],
   });
   readonly webhookAttempts = new Counter({
@@ -231,7 +254,13 @@ export class KilnMetrics implements OnModuleDestroy {
 
   /** The Prometheus text exposition, after every on-demand source had its chance. */
   async render(): Promise<{ contentType: string; body: string }> {
-    await Promise.all([...this.collectors].map((collect) => Promise.resolve().then(collect).catch(() => undefined)));
+    await Promise.all(
+      [...this.collectors].map((collect) =>
+        Promise.resolve()
+          .then(collect)
+          .catch(() => undefined),
+      ),
+    );
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 

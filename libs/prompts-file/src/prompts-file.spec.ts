@@ -14,7 +14,9 @@ describe('the lib', () => {
     const sources = fs.readdirSync(dir).filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'));
     expect(sources).toEqual(expect.arrayContaining(['index.ts', 'prompts-file.ts']));
     for (const name of sources) {
-      const imports = [...fs.readFileSync(path.join(dir, name), 'utf8').matchAll(/\b(?:from|import|require)\s*\(?\s*['"]([^'"]+)['"]/g)].map((m) => m[1]);
+      const imports = [
+        ...fs.readFileSync(path.join(dir, name), 'utf8').matchAll(/\b(?:from|import|require)\s*\(?\s*['"]([^'"]+)['"]/g),
+      ].map((m) => m[1]);
       expect({ name, imports: imports.filter((i) => !i.startsWith('./')) }).toEqual({ name, imports: [] });
     }
   });
@@ -32,11 +34,14 @@ describe('parsePromptsFile', () => {
   });
 
   it('.jsonl lines carry their own model, aspectRatio, resolution, countPerCombo, seed and note; bad values are named', () => {
-    const line = '{"prompt": "a fox", "model": "m2", "aspectRatio": "16:9", "resolution": "2K", "countPerCombo": 3, "seed": 42, "note": "n", "id": 7}';
+    const line =
+      '{"prompt": "a fox", "model": "m2", "aspectRatio": "16:9", "resolution": "2K", "countPerCombo": 3, "seed": 42, "note": "n", "id": 7}';
     expect(parsePromptsFile('p.jsonl', line)).toEqual([
       { prompt: 'a fox', options: { model: 'm2', aspectRatio: '16:9', resolution: '2K', countPerCombo: 3, seed: 42, note: 'n' } },
     ]);
-    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "seed": -1}')).toThrow('p.jsonl:1: "seed" must be a whole number 0..2147483647');
+    expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "seed": -1}')).toThrow(
+      'p.jsonl:1: "seed" must be a whole number 0..2147483647',
+    );
     expect(() => parsePromptsFile('p.jsonl', '"ok"\n{"prompt": "a", "resolution": "8K"}')).toThrow('p.jsonl:2: "resolution"');
     expect(() => parsePromptsFile('p.jsonl', '{"prompt": "a", "countPerCombo": 1.5}')).toThrow('"countPerCombo"');
   });
@@ -47,7 +52,9 @@ describe('parsePromptsFile', () => {
       { prompt: 'b', options: { tier: 'standard' } },
     ]);
     for (const bad of ['"cheap"', '"Economy"', '""', 'null', '1', '["economy"]']) {
-      expect(() => parsePromptsFile('p.jsonl', `"ok"\n{"prompt": "a", "tier": ${bad}}`)).toThrow(new PromptsFileError('p.jsonl:2: "tier" must be "standard" or "economy"'));
+      expect(() => parsePromptsFile('p.jsonl', `"ok"\n{"prompt": "a", "tier": ${bad}}`)).toThrow(
+        new PromptsFileError('p.jsonl:2: "tier" must be "standard" or "economy"'),
+      );
     }
   });
 
@@ -60,20 +67,35 @@ describe('parsePromptsFile', () => {
   });
 });
 
-
 describe('grouping and splitting', () => {
   it('fills batches up to the plan limit, counting copies per prompt', () => {
-    expect(chunkPrompts(25, 1, 10, 1000)).toEqual([{ first: 0, count: 10 }, { first: 10, count: 10 }, { first: 20, count: 5 }]);
-    expect(chunkPrompts(7, 3, 10, 1000)).toEqual([{ first: 0, count: 3 }, { first: 3, count: 3 }, { first: 6, count: 1 }]);
-    expect(chunkPrompts(5, 1, 100, 2)).toEqual([{ first: 0, count: 2 }, { first: 2, count: 2 }, { first: 4, count: 1 }]);
+    expect(chunkPrompts(25, 1, 10, 1000)).toEqual([
+      { first: 0, count: 10 },
+      { first: 10, count: 10 },
+      { first: 20, count: 5 },
+    ]);
+    expect(chunkPrompts(7, 3, 10, 1000)).toEqual([
+      { first: 0, count: 3 },
+      { first: 3, count: 3 },
+      { first: 6, count: 1 },
+    ]);
+    expect(chunkPrompts(5, 1, 100, 2)).toEqual([
+      { first: 0, count: 2 },
+      { first: 2, count: 2 },
+      { first: 4, count: 1 },
+    ]);
     // A prompt alone above the limit still goes, alone: the server then says why not.
-    expect(chunkPrompts(2, 20, 10, 1000)).toEqual([{ first: 0, count: 1 }, { first: 1, count: 1 }]);
+    expect(chunkPrompts(2, 20, 10, 1000)).toEqual([
+      { first: 0, count: 1 },
+      { first: 1, count: 1 },
+    ]);
   });
-
 
   it('a prompt with no model (none in the base, none on its line) is a PromptsFileError naming it', () => {
     const lines = parsePromptsFile('p.jsonl', '{"prompt": "a", "model": "m"}\n"b"');
-    expect(() => groupPromptLines('p.jsonl', lines, {})).toThrow(new PromptsFileError('p.jsonl: prompt 2 has no model: pass --model or give the line a "model"'));
+    expect(() => groupPromptLines('p.jsonl', lines, {})).toThrow(
+      new PromptsFileError('p.jsonl: prompt 2 has no model: pass --model or give the line a "model"'),
+    );
     expect(() => groupPromptLines('p.jsonl', lines, {})).toThrow(PromptsFileError);
     expect(groupPromptLines('p.jsonl', lines, { model: 'n' }).map((g) => [g.body.model, g.prompts])).toEqual([
       ['m', ['a']],

@@ -15,10 +15,15 @@ export class PromptsFileError extends Error {
   override readonly name = 'PromptsFileError';
 }
 
-/** What a `.jsonl` line may set for its own prompt, over the command's options (the page's pickers). */
+/**
+ * What a `.jsonl` line may set for its own prompt, over the command's options (the page's pickers).
+ * The resolution and tier unions repeat the wire's (the SDK's BatchResolution and BatchTier) on
+ * purpose: this lib imports nothing, so that the CLI's package and the web app compile it in alone.
+ */
 export interface LineOptions {
   model?: string;
   aspectRatio?: string;
+  /** @app/geometry's Resolution, spelled out: this lib imports no other (see above). */
   resolution?: '1K' | '2K' | '4K';
   countPerCombo?: number;
   seed?: number;
@@ -60,7 +65,8 @@ function extensionOf(fileName: string): string {
  */
 export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
   const ext = extensionOf(fileName);
-  if (ext !== '.txt' && ext !== '.jsonl') throw new PromptsFileError(`${fileName}: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)`);
+  if (ext !== '.txt' && ext !== '.jsonl')
+    throw new PromptsFileError(`${fileName}: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)`);
   const lines: PromptLine[] = [];
   text.split(/\r?\n/).forEach((raw, i) => {
     const line = raw.trim();
@@ -80,7 +86,8 @@ export function parsePromptsFile(fileName: string, text: string): PromptLine[] {
       return;
     }
     const record = value as Record<string, unknown> | null;
-    if (typeof record?.prompt !== 'string' || !record.prompt.trim()) throw new PromptsFileError(`${fileName}:${i + 1}: expected a JSON string or {"prompt": "..."}`);
+    if (typeof record?.prompt !== 'string' || !record.prompt.trim())
+      throw new PromptsFileError(`${fileName}:${i + 1}: expected a JSON string or {"prompt": "..."}`);
     const options: Record<string, unknown> = {};
     for (const [key, [valid, expected]] of Object.entries(LINE_OPTIONS)) {
       if (record[key] === undefined) continue;
@@ -137,7 +144,12 @@ export function groupPromptLines<B extends BaseOptions>(fileName: string, lines:
 }
 
 /** Prompts per batch: as many as the plan's batch limit allows, at least one (the server then says why not). */
-export function chunkPrompts(promptCount: number, imagesPerPrompt: number, maxImagesPerBatch: number, maxPrompts: number): { first: number; count: number }[] {
+export function chunkPrompts(
+  promptCount: number,
+  imagesPerPrompt: number,
+  maxImagesPerBatch: number,
+  maxPrompts: number,
+): { first: number; count: number }[] {
   const per = Math.max(1, Math.min(maxPrompts, Math.floor(maxImagesPerBatch / imagesPerPrompt)));
   const chunks: { first: number; count: number }[] = [];
   for (let first = 0; first < promptCount; first += per) chunks.push({ first, count: Math.min(per, promptCount - first) });
@@ -155,7 +167,11 @@ export interface Chunk {
 /** Every group's prompts split by the plan's batch limit, each chunk knowing its group. */
 export function chunkGroups(groups: PromptGroup<BaseOptions>[], maxImagesPerBatch: number, maxPrompts: number): Chunk[] {
   return groups.flatMap((g, group) =>
-    chunkPrompts(g.prompts.length, g.imagesPerPrompt, maxImagesPerBatch, maxPrompts).map((c) => ({ group, ...c, images: c.count * g.imagesPerPrompt })),
+    chunkPrompts(g.prompts.length, g.imagesPerPrompt, maxImagesPerBatch, maxPrompts).map((c) => ({
+      group,
+      ...c,
+      images: c.count * g.imagesPerPrompt,
+    })),
   );
 }
 
@@ -164,7 +180,10 @@ export function chunkGroups(groups: PromptGroup<BaseOptions>[], maxImagesPerBatc
  * seed runs on across the group's batches, as if it were one batch: image n of the group
  * renders with seed + n - 1 however the plan splits it.
  */
-export function chunkRequest<B extends BaseOptions>(groups: PromptGroup<B>[], chunk: { group?: number; first: number; count: number }): GroupBody<B> & { prompts: string[] } {
+export function chunkRequest<B extends BaseOptions>(
+  groups: PromptGroup<B>[],
+  chunk: { group?: number; first: number; count: number },
+): GroupBody<B> & { prompts: string[] } {
   const group = groups[chunk.group ?? 0];
   const seed = typeof group.body.seed === 'number' ? { seed: (group.body.seed + chunk.first * group.imagesPerPrompt) % 2 ** 31 } : {};
   return { ...group.body, ...seed, prompts: group.prompts.slice(chunk.first, chunk.first + chunk.count) };

@@ -1,6 +1,6 @@
-import { allPresets, expandRoute, validateRoute } from './registry';
+import { allPresets, expandRoute, presetById, validateRoute } from './provider-types.registry';
 import { RouteSettingsError } from './provider-type';
-import { upstreamCostMicros } from './cost';
+import { upstreamCostMicros } from './route-price';
 
 describe('route cost', () => {
   const gpt = {
@@ -23,9 +23,13 @@ describe('route cost', () => {
     expect(upstreamCostMicros(gpt, { resolution: '1K', width: 1024, height: 1024, quality: null })).toBe(167_000);
   });
 
-  it('is 0 for a route without a price for the image, and rounds to whole micro-dollars', () => {
-    expect(upstreamCostMicros({ type: 'simulated' } as never, { resolution: '1K', width: 64, height: 64, quality: null })).toBe(0);
-    expect(upstreamCostMicros({ cost: { '1K': 0.04 } }, { resolution: '2K', width: 64, height: 64, quality: null })).toBe(0);
+  it('is unpriced (null, never 0) for a route without a price for the image, and rounds to whole micro-dollars', () => {
+    expect(upstreamCostMicros({ type: 'simulated' }, { resolution: '1K', width: 64, height: 64, quality: null })).toBeNull();
+    expect(
+      upstreamCostMicros({ type: 'simulated', cost: { '1K': 0.04 } }, { resolution: '2K', width: 64, height: 64, quality: null }),
+    ).toBeNull();
+    // A local type has no upstream: its images cost nothing, priced or not.
+    expect(upstreamCostMicros({ type: 'builtin' }, { resolution: '1K', width: 64, height: 64, quality: null })).toBe(0);
     expect(upstreamCostMicros({ cost: { '2K': 0.0000015 } }, { resolution: '2K', width: 64, height: 64, quality: null })).toBe(2);
   });
 
@@ -55,15 +59,33 @@ describe('route cost', () => {
     expect(() => validateRoute({ type: 'simulated', cost: { '1K': 0.01, '2K': 0.02 } })).not.toThrow();
   });
 
-  it("a route by preset takes the preset's list price as its cost, unless the operator gives one", () => {
+  it("a route by preset takes the preset's price rule as its price; the operator's cost table is kept beside it", () => {
     expect(expandRoute({ preset: 'gemini/gemini-3.1-flash-image' })).toEqual(
-      expect.objectContaining({ type: 'gemini', cost: { '1K': 0.039, '2K': 0.039, '4K': 0.078, economy: { '1K': 0.0195, '2K': 0.0195, '4K': 0.039 } } }),
+      expect.objectContaining({ type: 'gemini', price: presetById('gemini/gemini-3.1-flash-image')!.cost!.rule }),
     );
-    expect(expandRoute({ preset: 'openai/gpt-image-1' })).toEqual(expect.objectContaining({ cost: { '1K': 0.042, economy: { '1K': 0.021 } } }));
-    expect(expandRoute({ preset: 'fal/fal-ai/flux/schnell', cost: { '1K': 0.002 } })).toMatchObject({ type: 'fal', cost: { '1K': 0.002 } });
-    // builtin has no cost setting: nothing is added to its routes.
+    expect(expandRoute({ preset: 'openai/gpt-image-1' })).not.toHaveProperty('cost');
+    expect(expandRoute({ preset: 'fal/fal-ai/flux/schnell', cost: { '1K': 0.002 } })).toMatchObject({
+      type: 'fal',
+      cost: { '1K': 0.002 },
+      price: { per: 'megapixel', usd: 0.003, rounding: 'up' },
+    });
+    // builtin has no price setting: nothing is added to its routes.
     const builtin = allPresets().find((p) => p.type === 'builtin');
-    if (builtin) expect(expandRoute({ preset: builtin.id })).not.toHaveProperty('cost');
+    if (builtin) expect(expandRoute({ preset: builtin.id })).not.toHaveProperty('price');
+  });
+
+  it("the operator's cost table wins where it lists the image; the rule prices the rest", () => {
+    const route = expandRoute({ preset: 'fal/fal-ai/flux/dev', cost: { '1K': 0.02 } }) as object;
+    expect(upstreamCostMicros(route, { resolution: '1K', width: 1024, height: 1024, quality: null })).toBe(20_000);
+    expect(upstreamCostMicros(route, { resolution: '2K', width: 2048, height: 2048, quality: null })).toBe(100_000);
+  });
+
+  it('routes stored before price rules keep their cost table, valid and priced as before', () => {
+    const stored = { type: 'fal', model: 'fal-ai/flux/dev', preset: 'fal/fal-ai/flux/dev', cost: { '1K': 0.025 } };
+    expect(() => validateRoute(stored)).not.toThrow();
+    expect(upstreamCostMicros(stored, { resolution: '1K', width: 1024, height: 1024, quality: null })).toBe(25_000);
+    // What the table does not list is unpriced, not $0.
+    expect(upstreamCostMicros(stored, { resolution: '2K', width: 2048, height: 2048, quality: null })).toBeNull();
   });
 
   it('every preset with a price says the day it was read, and its price passes its type schema', () => {
@@ -71,7 +93,8 @@ describe('route cost', () => {
     expect(priced.length).toBeGreaterThan(5);
     for (const preset of priced) {
       expect(preset.cost!.readOn).toMatch(/^\d{4}-\d{2}-\d{2}$/);
-      expect(() => validateRoute({ type: preset.type, ...preset.settings, cost: preset.cost!.usdPerImage })).not.toThrow();
+      expect(preset.cost!.source).toBeTruthy();
+      expect(() => validateRoute({ type: preset.type, ...preset.settings, price: preset.cost!.rule })).not.toThrow();
       expect(() => validateRoute(expandRoute({ preset: preset.id }))).not.toThrow();
     }
   });

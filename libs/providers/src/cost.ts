@@ -1,9 +1,13 @@
-import { RESOLUTIONS } from '@app/geometry';
+import { BatchTier, RESOLUTIONS } from '@app/geometry';
 import type { RouteSetting } from './provider-type';
+import { MadeImage, MAX_USD_PER_IMAGE, sizeTablePrice } from './price-rule';
+
+export { MAX_USD_PER_IMAGE };
 
 /**
- * What one image costs the operator upstream, in USD, as the route's `cost` setting lists it
- * (docs/providers.md "Upstream cost"). Two forms, which a route may mix:
+ * What one image costs the operator upstream, in USD, as the operator's own `cost` table lists
+ * it (docs/providers.md "Upstream cost"); where it lists the image it wins over the route's
+ * price rule (price-rule.ts). Two forms, which a route may mix:
  * - by Kiln resolution: `{ "1K": 0.04, "2K": 0.08 }`;
  * - by the upstream's own size and, optionally, quality (types whose upstream bills that way,
  *   i.e. `openai`): `{ "1024x1024": { "low": 0.011, "medium": 0.042, "high": 0.167 }, "1536x1024": 0.063 }`.
@@ -19,9 +23,6 @@ export type RouteCost = Record<string, number | Partial<Record<QualityPrice, num
 
 type QualityPrice = 'low' | 'medium' | 'high' | 'auto';
 const QUALITY_PRICES: readonly string[] = ['low', 'medium', 'high', 'auto'];
-
-/** Where a price may not go: above this an operator surely typed cents or micro-dollars. */
-export const MAX_USD_PER_IMAGE = 100;
 
 const isPrice = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= MAX_USD_PER_IMAGE;
 const SIZE_KEY = /^[1-9]\d{1,4}x[1-9]\d{1,4}$/;
@@ -55,42 +56,22 @@ export function costSetting(opts: { bySize: boolean }): RouteSetting {
     name: 'cost',
     required: false,
     description: opts.bySize
-      ? 'List price in USD per image, by Kiln resolution ({"1K": 0.04}) or by upstream size and quality ({"1024x1024": {"low": 0.011, "medium": 0.042, "high": 0.167}}); "economy": the batch API price in the same forms; operators only'
-      : 'List price in USD per image by Kiln resolution ({"1K": 0.04, "2K": 0.08}); "economy": the batch API price in the same form; operators only',
+      ? 'Your own price in USD per image, by Kiln resolution ({"1K": 0.04}) or by upstream size and quality ({"1024x1024": {"low": 0.011, "medium": 0.042, "high": 0.167}}); "economy": the batch API price in the same forms. Wins over `price` where it lists the image; operators only'
+      : 'Your own price in USD per image by Kiln resolution ({"1K": 0.04, "2K": 0.08}); "economy": the batch API price in the same form. Wins over `price` where it lists the image; operators only',
     check: checkCost(opts.bySize),
   };
 }
 
-/** What a finished task's upstream call made, as its cost depends on it. */
-export interface MadeImage {
-  resolution: string;
-  /** The upstream's image size (the task's result size). */
-  width: number;
-  height: number;
-  /** The batch's quality (null or absent when the model takes none). */
-  quality: string | null;
-}
-
 /**
- * The upstream cost of one image in integer micro-dollars (0 when the route lists no price
- * for it). Quality `auto`, or none, is priced at the `auto` entry if listed, else the dearest
- * listed quality: the upstream chose, and the report should not flatter the margin.
+ * The operator's table price of one image in USD; null when the table does not list it (the
+ * route's price rule then applies). An economy task is priced at the table's `economy` prices
+ * when it has them, else at its list prices (which overstates the cost).
  */
-export function upstreamCostMicros(route: object | null | undefined, made: MadeImage, tier: 'standard' | 'economy' = 'standard'): number {
+export function operatorCostUsd(route: object | null | undefined, made: MadeImage, tier: BatchTier = 'standard'): number | null {
   const listed = (route as { cost?: RouteCost } | null | undefined)?.cost;
-  if (!listed || typeof listed !== 'object') return 0;
-  // An economy task is priced at the batch API's price when the route lists one, else at the list price.
-  const cost: Record<string, number | Partial<Record<QualityPrice, number>>> = tier === 'economy' && listed.economy && typeof listed.economy === 'object' ? listed.economy : listed;
+  if (!listed || typeof listed !== 'object') return null;
+  const cost: Record<string, number | Partial<Record<QualityPrice, number>>> =
+    tier === 'economy' && listed.economy && typeof listed.economy === 'object' ? listed.economy : listed;
   const bySize = cost[`${made.width}x${made.height}`] as RouteCost[string] | undefined;
-  const price = bySize !== undefined ? priceOf(bySize, made.quality) : priceOf(cost[made.resolution], made.quality);
-  return price === null ? 0 : Math.round(price * 1_000_000);
-}
-
-function priceOf(entry: RouteCost[string] | undefined, quality: string | null): number | null {
-  if (entry === undefined) return null;
-  if (typeof entry === 'number') return entry;
-  const asked = quality && quality !== 'auto' ? entry[quality as QualityPrice] : entry.auto;
-  if (asked !== undefined) return asked;
-  const listed = Object.values(entry).filter((p): p is number => typeof p === 'number');
-  return listed.length ? Math.max(...listed) : null;
+  return bySize !== undefined ? sizeTablePrice(bySize, made.quality) : sizeTablePrice(cost[made.resolution], made.quality);
 }

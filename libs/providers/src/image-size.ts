@@ -1,5 +1,5 @@
 import { parseAspectRatio } from '@app/geometry';
-import type { RenderResolution } from './provider.types';
+import type { RenderResolution } from './render.types';
 
 export { parseAspectRatio };
 

@@ -1,15 +1,18 @@
 import type { PixelSize } from './image-size';
-import type { BatchCapableType, BatchObjectStore } from './upstream-batch';
-import type { ImageProvider, ProviderError, RenderRequest, RenderResolution, RenderResult } from './provider.types';
+import type { BatchObjectStore, RouteBatchSettings, UpstreamBatchApi } from './upstream-batch';
+import type { ImageProvider, ProviderError, RenderRequest, RenderResolution, RenderResult } from './render.types';
+import type { PresetPrice, TypePricing } from './price-rule';
 
 /**
  * What one provider type is, whole: everything Kiln needs to validate, build, watch,
  * document and test a route of that type. Each type lives in its own folder
- * (`libs/providers/src/<type>/`) and exports one of these; `registry.ts` lists them, and
+ * (`libs/providers/src/<type>/`) and exports one of these; `provider-types.registry.ts` lists them, and
  * the catalog, route health, telemetry, the admin DTOs and OpenAPI read only from there.
  *
- * Adding a type is one folder and one line in `registry.ts`; `registry.spec.ts` refuses an
- * entry without a settings schema, presets or a fake upstream.
+ * Adding a type is one folder and one line in `provider-types.registry.ts`; libs/testing's
+ * provider-types.registry.spec.ts refuses an entry without a settings schema or presets, and
+ * fake-upstreams.spec.ts a type that calls an upstream without a fake (its test double lives
+ * in libs/testing/src/fakes/<type>/, never in production code).
  */
 export type ProviderTypeDefinition<R extends RouteBase = RouteBase> = SyncProviderType<R> | QueueProviderType<R>;
 
@@ -46,7 +49,7 @@ interface ProviderTypeBase<R extends RouteBase> {
   /**
    * The environment variable holding the upstream key when the route names none (`apiKeyEnv`),
    * null for types that call no upstream. The config lib reads it and its `<NAME>_FILE` form;
-   * its name must be one the config recognises as an upstream key (registry.spec checks).
+   * its name must be one the config recognises as an upstream key (provider-types.registry.spec checks).
    */
   readonly keyVariable: string | null;
   /**
@@ -78,13 +81,19 @@ interface ProviderTypeBase<R extends RouteBase> {
    */
   readonly classifyError?: UpstreamErrorClassifier;
   /**
-   * Whether the upstream bills a request that ended in this failure (fal bills its 422s and
-   * the runs its safety checker refused, not its 5xx): the task then records the route's cost
+   * Whether the upstream bills a request that ended in this failure (an upstream may bill its
+   * validation refusals and the runs its safety checker refused, but not its own 5xx): the
+   * task then records the route's cost
    * for the image it did not get. Absent: failures are never billed.
    */
   billsFailure?(err: ProviderError): boolean;
-  /** How a route's test double is made (see FakeUpstream); types that call nothing need none. */
-  readonly testing: { fake: () => FakeUpstream } | { callsNoUpstream: true };
+  /**
+   * The type's price function (`<type>/<type>.price.ts`): the price rule kinds its upstream
+   * bills by and how a rule prices what it made. A type that calls an upstream lists the
+   * `price` setting (price-rule.ts priceSetting) too. Absent: a local type, whose images cost
+   * nothing upstream.
+   */
+  readonly pricing?: TypePricing;
   /**
    * The type's batch API (economy tier, upstream-batch.ts), when its upstream has one: a
    * route of the type then takes the `batch` setting (listed in `settings` too). Absent: the
@@ -93,16 +102,31 @@ interface ProviderTypeBase<R extends RouteBase> {
   readonly batch?: BatchCapableType<R>;
 }
 
-/** A type whose upstream answers the image in the same exchange (builtin, simulated, openai, gemini). */
+/** A type whose upstream (or local renderer) answers the image in the same exchange: one `render` call. */
 export interface SyncProviderType<R extends RouteBase> extends ProviderTypeBase<R> {
   readonly mode: 'sync';
   create(route: R, context: ProviderContext): ImageProvider;
 }
 
-/** A type whose upstream queues the work (fal, replicate, bfl): see QueueImageProvider. */
+/** A type whose upstream queues the work (a queue type): see QueueImageProvider. */
 export interface QueueProviderType<R extends RouteBase> extends ProviderTypeBase<R> {
   readonly mode: 'queue';
   create(route: R, context: ProviderContext): QueueImageProvider;
+  /**
+   * The upstream has a cancel for an accepted request (its provider implements `cancel`): a
+   * batch cancel asks it for the type's tasks already accepted there. Absent: those run on.
+   */
+  readonly cancelsUpstream?: true;
+}
+
+/**
+ * What a type with a batch API adds to its definition: the `batch`
+ * route setting (schema and check) and how its API is made for a route.
+ */
+export interface BatchCapableType<R> {
+  /** The `batch` setting (route-settings.ts batchSetting()); the type also lists it in its `settings`, so validateRoute checks it. */
+  readonly batchSetting: RouteSetting;
+  createBatchApi(route: R, settings: RouteBatchSettings, context: ProviderContext): UpstreamBatchApi;
 }
 
 /** One ratio x resolution pair of the catalog and Kiln's exact pixel size for it. */
@@ -155,21 +179,18 @@ export interface ProviderPreset {
   id: string;
   type: string;
   settings: Record<string, unknown>;
-  /** The upstream's list price, as it states it (e.g. { usdPerImage: { '1K': 0.039 } }). */
-  cost?: {
-    usdPerImage: Partial<Record<'1K' | '2K' | '4K', number>>;
-    /** The upstream's batch API price (economy tier), for types with one: a route by the preset takes it as `cost.economy`. */
-    economyUsdPerImage?: Partial<Record<'1K' | '2K' | '4K', number>>;
-    /** The day (YYYY-MM-DD) the price was read from the upstream's pricing page: prices move. */
-    readOn: string;
-    note?: string;
-  };
+  /**
+   * The upstream's published price as a rule in the vendor's own units, with the day it was
+   * read, its source and the figures that could not be confirmed (price-rule.ts); a route by
+   * the preset takes the rule as its `price` setting.
+   */
+  cost?: PresetPrice;
   /** ISO date the upstream announced it stops serving the model. */
   retiresAt?: string;
   notes?: string;
   /** What a model created `fromPreset` takes: the pairs it can honestly make, caps and supports. */
   model: {
-    resolutionsByRatio: Record<string, ('1K' | '2K' | '4K')[]>;
+    resolutionsByRatio: Record<string, RenderResolution[]>;
     maxRefImages: number | null;
     supportsRefImages: boolean;
     supportsQuality: boolean;
@@ -189,7 +210,7 @@ export class RouteSettingsError extends Error {
 }
 
 /**
- * A queue-style upstream (fal, Replicate, BFL): the work is submitted, then waited for, then
+ * A queue-style upstream (a queue type's): the work is submitted, then waited for, then
  * fetched. The split exists so Kiln never pays twice (spec section 2):
  *
  * 1. `submit` sends the request and resolves as soon as the upstream accepted it. The caller
@@ -211,7 +232,7 @@ export interface QueueImageProvider {
   readonly pollIntervalMs: number;
   /**
    * The longest a request may wait upstream; past it the task fails (never resubmitted: the
-   * upstream may still bill it). Added by the queue types (fal, replicate, bfl).
+   * upstream may still bill it). Every queue type has it.
    */
   readonly maxWaitMs: number;
   /** Sends the request once. Everything needed to resume it later is in the answer. */
@@ -223,8 +244,54 @@ export interface QueueImageProvider {
    * queue types read the result's image URL while polling, where the request's own failure
    * answer is told apart from passing trouble).
    */
-  fetchResult(submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal' | 'onProgress'>, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RenderResult>;
+  fetchResult(
+    submission: UpstreamSubmission,
+    req: Pick<RenderRequest, 'signal' | 'onProgress'>,
+    done: Extract<UpstreamPoll, { state: 'done' }>,
+  ): Promise<RenderResult>;
+  /**
+   * Asks the upstream, once, to cancel an accepted request (types with `cancelsUpstream`
+   * only), and says what it answered. Never throws for the upstream's answers or trouble.
+   */
+  cancel?(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamCancel>;
+  /**
+   * What would find this render's request again upstream (stored with the intent to submit,
+   * before the call); `{}` for a type without `findSubmitted`.
+   */
+  submitKey(req: RenderRequest): Record<string, unknown>;
+  /**
+   * Looks upstream for a request submitted with `key` no earlier than `since` (an intent to
+   * submit a crash left without its answer), for the types whose upstream lets a request be
+   * found again. Throws a ProviderError when the upstream cannot be asked now (the attempt
+   * is retried, the intent kept). Absent: the route's `onUnknownSubmit` decides.
+   */
+  findSubmitted?(key: Record<string, unknown>, since: Date, signal?: AbortSignal): Promise<SubmitLookup>;
+  /** The route's `onUnknownSubmit`: what a submit in doubt that cannot be looked up becomes. */
+  readonly onUnknownSubmit: UnknownSubmitPolicy;
 }
+
+/**
+ * A queue route's choice for a submit in doubt that its upstream gives no way to find again:
+ * `resubmit` (an image for the task, the upstream perhaps paid twice) or `fail` (the task
+ * failed and refunded, the upstream perhaps paid for an image nobody gets).
+ */
+export type UnknownSubmitPolicy = 'resubmit' | 'fail';
+
+/**
+ * A lookup's answer: `found` the upstream has the request (resumed, never submitted again);
+ * `absent` it was looked for where it would be and is not there (submitted anew, safely);
+ * `unknown` the look could not cover the window (the route's `onUnknownSubmit` decides).
+ */
+export type SubmitLookup = { state: 'found'; submission: UpstreamSubmission } | { state: 'absent' } | { state: 'unknown'; detail: string };
+
+/**
+ * A cancel's answer: `cancelled` the upstream confirms the request did not run and will not
+ * (nothing billed); `runs` it ran, runs, or finished, and is billed; `busy` the upstream asked
+ * to be asked again later (429; the cancel was not taken); `unknown` no answer that tells
+ * (a timeout, a 5xx, the network): the request may still run, its poll says how it ended.
+ */
+export type UpstreamCancel =
+  { outcome: 'cancelled' | 'runs' | 'unknown'; detail: string } | { outcome: 'busy'; detail: string; retryAfterMs?: number };
 
 /** What is persisted for a submitted request: plain JSON, so it survives in a jsonb column. */
 export interface UpstreamSubmission {
@@ -247,7 +314,11 @@ export type UpstreamPoll =
       /** The upstream's own status word. */ upstreamStatus?: string;
       /** Poll no sooner than this (the upstream's Retry-After on a 429). */ retryAfterMs?: number;
     }
-  | { state: 'done'; /** Where the made image is, when the poll already read it. */ resultUrl?: string }
+  | {
+      state: 'done';
+      /** Where the made image is, when the poll already read it. */ resultUrl?: string;
+      /** The run time the upstream reports, in seconds (what a per-second price bills). */ runSeconds?: number;
+    }
   | { state: 'failed'; error: ProviderError };
 
 /** Whether a provider built for a route runs through submit/poll/fetch. */
@@ -275,34 +346,3 @@ export interface UpstreamAnswer {
  * differently.
  */
 export type UpstreamErrorClassifier = (answer: UpstreamAnswer, secrets: { apiKey: string }) => ProviderError;
-
-/** What a fake saw: enough to assert method, path, auth header and body. */
-export interface CapturedRequest {
-  method: string;
-  /** Path and query, as sent. */
-  path: string;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-  /** Date.now() when the request had fully arrived. */
-  receivedAt: number;
-}
-
-/** How a fake answers one request; `hang` never answers (for timeouts). */
-export type FakeAnswer =
-  | { status: number; headers?: Record<string, string>; body: string | Buffer }
-  | 'hang';
-
-/**
- * A type's test double on 127.0.0.1: it speaks the upstream's protocol well enough for the
- * type's provider and the e2e tests. By default each request gets a success with a real
- * image of the asked size; `answerNext` queues other answers (errors, refusals, non-images).
- */
-export interface FakeUpstream {
-  /** The route baseUrl pointing at the fake (valid after start). */
-  readonly baseUrl: string;
-  readonly requests: CapturedRequest[];
-  start(): Promise<string>;
-  stop(): Promise<void>;
-  /** The next requests get these answers, in order; then the default again. */
-  answerNext(...answers: (FakeAnswer | ((req: CapturedRequest) => FakeAnswer | Promise<FakeAnswer>))[]): void;
-}

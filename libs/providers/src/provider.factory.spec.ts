@@ -1,7 +1,7 @@
 import { BuiltinProvider } from './builtin/builtin.provider';
 import { OpenAiProvider } from './openai/openai.provider';
 import { createProvider, ProviderFactoryDeps } from './provider.factory';
-import { ProviderError, ProviderRoute, RenderRequest } from './provider.types';
+import { ProviderError, RenderRequest } from './render.types';
 import { SimulatedProvider } from './simulated/simulated.provider';
 
 const request: RenderRequest = {
@@ -39,13 +39,14 @@ describe('createProvider', () => {
   });
 
   it('fails each render, not the factory, when the key is missing', async () => {
-    const provider = createProvider(
-      { type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' },
-      deps({ apiKey: () => null }),
-    );
+    const provider = createProvider({ type: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'm' }, deps({ apiKey: () => null }));
     const err = await provider.render(request).catch((e) => e);
     expect(err).toBeInstanceOf(ProviderError);
-    expect(err).toMatchObject({ kind: 'not_configured', retryable: false, message: 'The image provider is not configured: OPENAI_API_KEY is not set' });
+    expect(err).toMatchObject({
+      kind: 'not_configured',
+      retryable: false,
+      message: 'The image provider is not configured: OPENAI_API_KEY is not set',
+    });
   });
 
   it('builds a simulated provider with the injected randomness', async () => {

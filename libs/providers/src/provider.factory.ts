@@ -1,6 +1,6 @@
-import type { ProviderContext, QueueImageProvider } from './provider-type';
-import { ImageProvider, ProviderError } from './provider.types';
-import { ProviderRoute, providerType, requiredKey, withDefaults } from './registry';
+import type { ProviderContext, ProviderTypeDefinition, QueueImageProvider } from './provider-type';
+import { ImageProvider, ProviderError } from './render.types';
+import { ProviderRoute, providerType, requiredKey, withDefaults } from './provider-types.registry';
 import { routeBatchSettings, UpstreamBatchApi } from './upstream-batch';
 
 export interface ProviderFactoryDeps extends Omit<ProviderContext, 'apiKey'> {
@@ -12,44 +12,63 @@ export interface ProviderFactoryDeps extends Omit<ProviderContext, 'apiKey'> {
 }
 
 /**
+ * The one path every factory below takes: the route's type, the route with its defaults, and
+ * the context with the key looked up. A type that calls no upstream takes the key ''; one
+ * that does needs its key set and not empty, else the answer is the one not_configured
+ * error (an operator must set the variable; the task is not at fault).
+ */
+function prepare(
+  route: ProviderRoute,
+  deps: ProviderFactoryDeps,
+): { route: ProviderRoute; context: ProviderContext } | { missing: string } {
+  const envName = requiredKey(route);
+  const apiKey = envName === null ? '' : deps.apiKey(envName);
+  if (!apiKey && envName !== null) return { missing: envName };
+  const { apiKey: _lookup, ...rest } = deps;
+  return { route: withDefaults(route), context: { ...rest, apiKey: apiKey ?? '' } };
+}
+
+/** The error of a route whose key variable is not set. */
+function notConfigured(envName: string): ProviderError {
+  return new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
+}
+
+function typeOf(route: ProviderRoute): ProviderTypeDefinition | undefined {
+  return providerType((route as { type?: unknown })?.type);
+}
+
+/**
  * The provider for a synchronous route (its type's `create`, with defaults applied and the
  * key looked up). Throws for a type Kiln does not know, and for a queue type, which the
- * generator runs through submit/poll/fetch rather than one render call.
+ * generator runs through submit/poll/fetch rather than one render call. A missing key gives
+ * a provider whose every render fails with that not_configured error: the generator meets it
+ * where it meets any render's failure.
  */
 export function createProvider(route: ProviderRoute, deps: ProviderFactoryDeps): ImageProvider {
-  const def = providerType((route as { type?: unknown })?.type);
+  const def = typeOf(route);
   if (!def) throw new Error(`Unknown provider route type: ${JSON.stringify((route as { type?: unknown })?.type)}`);
   if (def.mode !== 'sync') throw new Error(`Provider route type ${def.type} is a queue type: it has no single render call`);
-  const envName = requiredKey(route);
-  const apiKey = envName ? deps.apiKey(envName) : '';
-  if (apiKey === null || (envName && !apiKey)) return new UnconfiguredProvider(envName!);
-  const { apiKey: _lookup, ...rest } = deps;
-  return def.create(withDefaults(route), { ...rest, apiKey });
+  const prepared = prepare(route, deps);
+  if ('missing' in prepared) return new UnconfiguredProvider(prepared.missing);
+  return def.create(prepared.route, prepared.context);
 }
 
-/**
- * The provider for a queue route (fal, replicate, bfl): submit, poll, fetch. A missing key
- * throws not_configured (the task fails, refunded: an operator must set it).
- */
+/** The provider for a queue route: submit, poll, fetch. A missing key throws not_configured (the task fails, refunded). */
 export function createQueueProvider(route: ProviderRoute, deps: ProviderFactoryDeps): QueueImageProvider {
-  const def = providerType((route as { type?: unknown })?.type);
-  if (!def || def.mode !== 'queue') throw new Error(`Provider route type ${JSON.stringify((route as { type?: unknown })?.type)} is not a queue type`);
-  const envName = requiredKey(route);
-  const apiKey = envName ? deps.apiKey(envName) : null;
-  if (!apiKey) throw new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
-  const { apiKey: _lookup, ...rest } = deps;
-  return def.create(withDefaults(route), { ...rest, apiKey });
+  const def = typeOf(route);
+  if (!def || def.mode !== 'queue')
+    throw new Error(`Provider route type ${JSON.stringify((route as { type?: unknown })?.type)} is not a queue type`);
+  const prepared = prepare(route, deps);
+  if ('missing' in prepared) throw notConfigured(prepared.missing);
+  return def.create(prepared.route, prepared.context);
 }
 
-/**
- * A route whose key is missing fails each render with a clear, non-retryable message rather
- * than at creation: one misconfigured model must not stop the generator serving the others.
- */
+/** Fails each render with the not_configured error of the route's missing key. */
 class UnconfiguredProvider implements ImageProvider {
   constructor(private readonly envName: string) {}
 
-  async render(): Promise<never> {
-    throw new ProviderError('not_configured', `The image provider is not configured: ${this.envName} is not set`);
+  render(): Promise<never> {
+    return Promise.reject(notConfigured(this.envName));
   }
 }
 
@@ -59,17 +78,15 @@ class UnconfiguredProvider implements ImageProvider {
  * ends). A missing key throws not_configured, as for queue routes.
  */
 export function createBatchApi(route: ProviderRoute, deps: ProviderFactoryDeps): UpstreamBatchApi | null {
-  const def = providerType((route as { type?: unknown })?.type);
+  const def = typeOf(route);
   const settings = routeBatchSettings(route);
   if (!def?.batch || !settings) return null;
-  const envName = requiredKey(route);
-  const apiKey = envName ? deps.apiKey(envName) : '';
-  if (envName && !apiKey) throw new ProviderError('not_configured', `The image provider is not configured: ${envName} is not set`);
-  const { apiKey: _lookup, ...rest } = deps;
-  return def.batch.createBatchApi(withDefaults(route), settings, { ...rest, apiKey: apiKey ?? '' });
+  const prepared = prepare(route, deps);
+  if ('missing' in prepared) throw notConfigured(prepared.missing);
+  return def.batch.createBatchApi(prepared.route, settings, prepared.context);
 }
 
 /** Whether a route can run the economy tier: its type has a batch API and its `batch` setting is enabled. */
 export function hasBatchApi(route: ProviderRoute): boolean {
-  return providerType((route as { type?: unknown })?.type)?.batch !== undefined && routeBatchSettings(route) !== null;
+  return typeOf(route)?.batch !== undefined && routeBatchSettings(route) !== null;
 }

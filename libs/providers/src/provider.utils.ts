@@ -1,4 +1,4 @@
-import type { RenderContentType } from './provider.types';
+import type { RenderContentType } from './render.types';
 
 /**
  * Rejects with the signal's own reason, as fetch does, so a caller that aborted (shutdown,
@@ -19,10 +19,13 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       clearTimeout(timer);
       reject(signal!.reason);
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, ms),
+    );
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -1,11 +1,20 @@
 import type { UpstreamAnswer } from './provider-type';
 import { EgressPolicy, egressRequest } from '@app/egress';
-import { ProviderError, ReferenceImage, RenderResult } from './provider.types';
-import { checkedImage, downloadImage, exchange, headersOf, originOf, parseRetryAfter, safeUpstreamMessage, upstreamPolicies } from './upstream-http';
+import { ProviderError, ReferenceImage, RenderResult } from './render.types';
+import {
+  checkedImage,
+  downloadImage,
+  exchange,
+  headersOf,
+  originOf,
+  parseRetryAfter,
+  safeUpstreamMessage,
+  upstreamPolicies,
+} from './upstream-http';
 
 /** What every queue type's HTTP needs from its route and the configuration. */
 export interface UpstreamHttpConfig {
-  /** Shown in messages: "fal", "Replicate", "BFL". */
+  /** The upstream's name as messages show it (each queue type's own). */
   label: string;
   baseUrl: string;
   apiKey: string;
@@ -51,7 +60,7 @@ export class UpstreamHttp {
 
   /** One call to the API; egress failures become ProviderErrors (a caller abort rejects with its reason). */
   async call(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'PUT',
     url: string,
     headers: Record<string, string>,
     body?: unknown,
@@ -92,7 +101,10 @@ export class UpstreamHttp {
     const suffix = detail ? `: ${detail}` : '';
     if (refused(answer)) return new ProviderError('content_refused', `${this.label} refused the content (${status})${suffix}`, { status });
     if (status === 429) {
-      return new ProviderError('rate_limited', `${this.label} rate limit reached (429)${suffix}`, { status, retryAfterMs: parseRetryAfter(answer.headers) });
+      return new ProviderError('rate_limited', `${this.label} rate limit reached (429)${suffix}`, {
+        status,
+        retryAfterMs: parseRetryAfter(answer.headers),
+      });
     }
     if (status === 408) return new ProviderError('timeout', `${this.label} timed out (408)${suffix}`, { status });
     if (status >= 500) return new ProviderError('upstream_error', `${this.label} error (${status})${suffix}`, { status });
@@ -104,7 +116,12 @@ export class UpstreamHttp {
 
   /** The made image: no key sent, public addresses only (or the base URL's own origin when allowed), checked to be an image. */
   async image(url: string, signal?: AbortSignal): Promise<RenderResult> {
-    const data = await downloadImage(url, { policy: this.downloadPolicy, timeoutMs: this.config.timeoutMs, maxImageBytes: this.config.maxImageBytes, signal });
+    const data = await downloadImage(url, {
+      policy: this.downloadPolicy,
+      timeoutMs: this.config.timeoutMs,
+      maxImageBytes: this.config.maxImageBytes,
+      signal,
+    });
     return checkedImage(data, this.config.maxImageBytes);
   }
 
@@ -165,4 +182,3 @@ export function objectOf(answer: ParsedUpstreamAnswer, label: string): Record<st
   }
   return answer.json as Record<string, unknown>;
 }
-

@@ -1,9 +1,12 @@
-import type { RouteSetting, SizeAsked, UpstreamPoll, UpstreamSubmission } from './provider-type';
-import { ProviderError, RenderRequest, RenderResult } from './provider.types';
+import { isAspectRatio, parseAspectRatio } from '@app/geometry';
+import type { RouteSetting, SizeAsked, UnknownSubmitPolicy, UpstreamCancel, UpstreamPoll, UpstreamSubmission } from './provider-type';
+import { ProviderError, RenderRequest, RenderResult } from './render.types';
 import { sleep, throwIfAborted } from './provider.utils';
-import { UpstreamHttp } from './queue-http';
+import { ParsedUpstreamAnswer, UpstreamHttp } from './queue-http';
 import { fitPixels, nearestRatio, PixelRange } from './queue-sizes';
 import { costSetting, RouteCost } from './cost';
+import type { PriceRule, TypePricing } from './price-rule';
+import { priceSetting } from './price-setting';
 import { checks, upstreamSettings } from './route-settings';
 
 /** Poll interval and longest wait when a route does not set them. */
@@ -12,11 +15,11 @@ export const DEFAULT_MAX_WAIT_MS = 30 * 60_000;
 
 /** Settings every queue type's route has (spec: extensions v1.2, section 1). */
 export interface QueueRouteSettings {
-  /** The upstream model id (fal `fal-ai/flux/schnell`, Replicate `owner/name`, BFL `flux-pro-1.1`). */
+  /** The upstream model id, in the upstream's own form (each type's presets show it). */
   model: string;
   /** Defaulted per type; https and public unless UPSTREAM_ALLOW_PRIVATE. */
   baseUrl?: string;
-  /** The variable holding the key (defaulted per type: FAL_KEY, REPLICATE_API_TOKEN, BFL_API_KEY; each may come from `<NAME>_FILE`). */
+  /** The variable holding the key (defaulted per type: its keyVariable; each may come from `<NAME>_FILE`). */
   apiKeyEnv?: string;
   /** Each upstream call (submit, poll, download). */
   timeoutMs?: number;
@@ -30,9 +33,16 @@ export interface QueueRouteSettings {
   input?: Record<string, unknown>;
   /** The preset the route was expanded from, kept as a label. */
   preset?: string;
-  /** List price per image (cost.ts), for the operator's usage report. */
+  /** The operator's own price table (cost.ts); wins over `price` where it lists the image. */
   cost?: RouteCost;
+  /** How the upstream bills an image (price-rule.ts): a route by preset takes the preset's. */
+  price?: PriceRule;
+  /** A submit in doubt after a crash that the type cannot look up: submitted again (default) or failed and refunded. */
+  onUnknownSubmit?: UnknownSubmitPolicy;
 }
+
+/** The route's `onUnknownSubmit` when it does not set it. */
+export const DEFAULT_ON_UNKNOWN_SUBMIT: UnknownSubmitPolicy = 'resubmit';
 
 /** What a queue type is built with: its key, read by the config lib, and the upstream limits. */
 export interface QueueProviderDeps {
@@ -48,11 +58,13 @@ export abstract class QueueProviderBase {
   readonly queue = true as const;
   readonly pollIntervalMs: number;
   readonly maxWaitMs: number;
+  readonly onUnknownSubmit: UnknownSubmitPolicy;
   protected readonly http: UpstreamHttp;
 
   protected constructor(label: string, defaultBaseUrl: string, route: QueueRouteSettings, deps: QueueProviderDeps) {
     this.pollIntervalMs = route.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.maxWaitMs = route.maxWaitMs ?? DEFAULT_MAX_WAIT_MS;
+    this.onUnknownSubmit = route.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
     this.http = new UpstreamHttp({
       label,
       baseUrl: route.baseUrl ?? defaultBaseUrl,
@@ -64,12 +76,22 @@ export abstract class QueueProviderBase {
   }
 
   abstract submit(req: RenderRequest): Promise<UpstreamSubmission>;
+
+  /** A type that cannot find a request again stores nothing with its intent. */
+  submitKey(_req: RenderRequest): Record<string, unknown> {
+    return {};
+  }
   abstract poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll>;
 
   /** The made image at the URL the poll read; no key sent, through the egress checks. */
-  fetchResult(_submission: UpstreamSubmission, req: Pick<RenderRequest, 'signal'>, done: Extract<UpstreamPoll, { state: 'done' }>): Promise<RenderResult> {
+  fetchResult(
+    _submission: UpstreamSubmission,
+    req: Pick<RenderRequest, 'signal'>,
+    done: Extract<UpstreamPoll, { state: 'done' }>,
+  ): Promise<RenderResult> {
     if (!done.resultUrl) throw new ProviderError('invalid_response', `${this.http.label} answered without an image URL`);
-    return this.http.image(done.resultUrl, req.signal);
+    const runSeconds = done.runSeconds;
+    return this.http.image(done.resultUrl, req.signal).then((image) => (runSeconds !== undefined ? { ...image, runSeconds } : image));
   }
 
   /** Submit, poll, fetch in one call (the generator instead records the submission and frees its worker). */
@@ -78,12 +100,37 @@ export abstract class QueueProviderBase {
     const deadline = Date.now() + this.maxWaitMs;
     for (;;) {
       throwIfAborted(req.signal);
-      if (Date.now() > deadline) throw new ProviderError('timeout', `${this.http.label} did not make the image within ${this.maxWaitMs} ms`, { retryable: false });
+      if (Date.now() > deadline)
+        throw new ProviderError('timeout', `${this.http.label} did not make the image within ${this.maxWaitMs} ms`, { retryable: false });
       const polled = await this.poll(submission, req.signal);
       if (polled.state === 'done') return this.fetchResult(submission, req, polled);
       if (polled.state === 'failed') throw polled.error;
       await sleep(Math.max(this.pollIntervalMs, polled.retryAfterMs ?? 0), req.signal);
     }
+  }
+
+  /**
+   * One cancel call (`method` and `url` the type's); `read` tells from a 2xx or 4xx answer
+   * whether the request ran. 429 is `busy`; 5xx, timeouts and the network are `unknown`.
+   */
+  protected async cancelCall(
+    method: 'PUT' | 'POST',
+    url: string,
+    headers: Record<string, string>,
+    read: (answer: ParsedUpstreamAnswer) => UpstreamCancel,
+    signal?: AbortSignal,
+  ): Promise<UpstreamCancel> {
+    let answer: ParsedUpstreamAnswer;
+    try {
+      answer = await this.http.call(method, url, headers, undefined, { signal, poll: true });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      return { outcome: 'unknown', detail: err instanceof Error ? this.http.scrub(err.message) : 'no answer' };
+    }
+    const said = `${answer.status} ${this.http.upstreamMessage(answer)}`.trim();
+    if (answer.status === 429) return { outcome: 'busy', detail: said, retryAfterMs: this.http.errorFor(answer).retryAfterMs };
+    if (answer.status >= 500 || answer.status === 408) return { outcome: 'unknown', detail: said };
+    return read(answer);
   }
 
   /** A poll that met passing trouble (429, 5xx, timeouts, the network) waits and polls again; anything else is the request's failure. */
@@ -115,10 +162,14 @@ interface QueueSizedRoute extends QueueRouteSettings {
 
 /**
  * The part of a queue type's definition that follows from its defaults alone (the same for
- * fal, Replicate and BFL): the key variable, upstream work, how a route is described and
+ * every queue type): the key variable, upstream work, how a route is described and
  * where it calls, and the size its upstream makes, a ratio being made at `ratioArea` pixels.
  */
-export function queueTypeParts<R extends QueueSizedRoute>(defaults: QueueTypeDefaults, label: (route: R) => string, ratioArea: (asked: SizeAsked) => number) {
+export function queueTypeParts<R extends QueueSizedRoute>(
+  defaults: QueueTypeDefaults,
+  label: (route: R) => string,
+  ratioArea: (asked: SizeAsked) => number,
+) {
   return {
     keyVariable: defaults.apiKeyEnv,
     work: 'upstream' as const,
@@ -134,7 +185,10 @@ export function queueTypeParts<R extends QueueSizedRoute>(defaults: QueueTypeDef
 }
 
 /** The settings schema of a queue type: the upstream ones (spec 1), then polling, sizes, references, extra input. */
-export function queueSettings(defaults: QueueTypeDefaults, opts: { modelExample: string; sizeInputs: readonly string[] }): RouteSetting[] {
+export function queueSettings(
+  defaults: QueueTypeDefaults,
+  opts: { modelExample: string; sizeInputs: readonly string[]; pricing: TypePricing },
+): RouteSetting[] {
   const shared = upstreamSettings({ defaultBaseUrl: defaults.baseUrl, keyVariable: defaults.apiKeyEnv, modelExample: opts.modelExample });
   const field = (v: unknown) => (typeof v === 'string' && /^[a-z_]+$/.test(v) ? null : 'invalid');
   return [
@@ -145,6 +199,7 @@ export function queueSettings(defaults: QueueTypeDefaults, opts: { modelExample:
     shared.maxConcurrency,
     shared.ratePerMinute,
     costSetting({ bySize: false }),
+    priceSetting(opts.pricing),
     {
       name: 'pollIntervalMs',
       required: false,
@@ -158,6 +213,14 @@ export function queueSettings(defaults: QueueTypeDefaults, opts: { modelExample:
       default: DEFAULT_MAX_WAIT_MS,
       description: 'The longest a request may wait upstream before the task fails and is refunded (never submitted again)',
       check: checks.positiveInteger,
+    },
+    {
+      name: 'onUnknownSubmit',
+      required: false,
+      default: DEFAULT_ON_UNKNOWN_SUBMIT,
+      description:
+        'A submit a crash left without its answer, where the upstream gives no way to find the request again: "resubmit" (the task gets its image; the upstream may bill twice) or "fail" (the task fails and is refunded; the upstream may bill an image nobody gets). Types that can look a request up do so first.',
+      check: (v) => (v === 'resubmit' || v === 'fail' ? null : 'invalid'),
     },
     {
       name: 'sizeInput',
@@ -179,7 +242,8 @@ export function queueSettings(defaults: QueueTypeDefaults, opts: { modelExample:
       name: 'aspectRatios',
       required: false,
       description: 'For aspect_ratio: the ratios ("w:h") the model takes; the nearest is sent',
-      check: (v) => (Array.isArray(v) && v.length > 0 && v.every((r) => typeof r === 'string' && /^\d+:\d+$/.test(r)) ? null : 'invalid'),
+      // The one ratio grammar requests and the catalog use (@app/geometry).
+      check: (v) => (Array.isArray(v) && v.length > 0 && v.every(isAspectRatio) ? null : 'invalid'),
     },
     {
       name: 'referenceInput',
@@ -204,7 +268,7 @@ export function queueMadeSize(
   opts: { pixelRange: PixelRange; aspectRatios: readonly string[]; ratioArea: number },
 ): { width: number; height: number } {
   if (sizeInput === 'aspect_ratio') {
-    const [w, h] = nearestRatio(asked.width, asked.height, opts.aspectRatios).split(':').map(Number);
+    const { w, h } = parseAspectRatio(nearestRatio(asked.width, asked.height, opts.aspectRatios))!;
     const width = Math.round(Math.sqrt((opts.ratioArea * w) / h) / 16) * 16;
     return { width, height: Math.round((width * h) / w / 16) * 16 };
   }

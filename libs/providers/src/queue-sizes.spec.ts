@@ -1,3 +1,5 @@
+import { RouteSettingsError } from './provider-type';
+import { validateRoute } from './provider-types.registry';
 import { fitPixels, nearestRatio } from './queue-sizes';
 
 describe('queue upstream sizes', () => {
@@ -17,5 +19,22 @@ describe('queue upstream sizes', () => {
     expect(nearestRatio(768, 1360, replicate)).toBe('9:16');
     expect(nearestRatio(1024, 1024, replicate)).toBe('1:1');
     expect(nearestRatio(1600, 1000, replicate)).toBe('3:2');
+  });
+});
+
+describe('queue route aspectRatios', () => {
+  const fal = (aspectRatios: unknown) => ({
+    type: 'fal',
+    baseUrl: 'https://queue.fal.run',
+    model: 'fal-ai/flux/dev',
+    sizeInput: 'aspect_ratio',
+    aspectRatios,
+  });
+
+  it('takes the ratio grammar requests and the catalog use, and nothing looser', () => {
+    expect(() => validateRoute(fal(['16:9', '1:1', '9:21']))).not.toThrow();
+    for (const ratio of ['0:5', '5:0', '01:2', '1000:1', '16:9 ', '1.5:1']) {
+      expect(() => validateRoute(fal([ratio]))).toThrow(new RouteSettingsError('provider.aspectRatios', 'invalid'));
+    }
   });
 });

@@ -1,3 +1,16 @@
+import { parseAspectRatio } from '@app/geometry';
+
+/** The pairs the queue types' presets offer today: seven common ratios, at 1K only. */
+export const QUEUE_PRESET_PAIRS_1K: Record<string, '1K'[]> = {
+  '1:1': ['1K'],
+  '4:3': ['1K'],
+  '3:4': ['1K'],
+  '3:2': ['1K'],
+  '2:3': ['1K'],
+  '16:9': ['1K'],
+  '9:16': ['1K'],
+};
+
 /** What an upstream that takes pixel sizes accepts: each side within [min, max], a multiple of `multiple`. */
 export interface PixelRange {
   min: number;
@@ -31,8 +44,9 @@ export function nearestRatio(width: number, height: number, ratios: readonly str
   let best = ratios[0];
   let bestDistance = Infinity;
   for (const ratio of ratios) {
-    const [w, h] = ratio.split(':').map(Number);
-    const distance = Math.abs(Math.log(w / h) - target);
+    const parsed = parseAspectRatio(ratio);
+    if (!parsed) continue;
+    const distance = Math.abs(Math.log(parsed.w / parsed.h) - target);
     if (distance < bestDistance) {
       best = ratio;
       bestDistance = distance;

@@ -1,16 +1,16 @@
 import { EgressPolicy, egressRequest, egressStream, isEgressError } from '@app/egress';
 import type { UpstreamErrorClassifier } from './provider-type';
-import { ProviderError } from './provider.types';
+import { ProviderError } from './render.types';
 import { throwIfAborted } from './provider.utils';
 import type { UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from './upstream-batch';
 import { exchange, formatSeconds, headersOf, JSON_ENVELOPE_BYTES } from './upstream-http';
 
 /**
- * The HTTP the batch clients (openai.batch.ts, gemini.batch.ts) share: small JSON calls
+ * The HTTP the upstream batch clients (each type's `<type>.batch.ts`) share: small JSON calls
  * (create, retrieve, list, cancel), an input upload, and result files read line by line as
  * they arrive. Everything goes through libs/egress (the route's policy, bounded time and
- * bytes); the key travels in a header and never into a message. Below it, the steps both
- * clients take the same way whatever the wire shapes: findBatch's walk through the list,
+ * bytes); the key travels in a header and never into a message. Below it, the steps every
+ * client takes the same way whatever the wire shapes: findBatch's walk through the list,
  * poll's answer to passing trouble, and a result line's envelope.
  */
 export interface BatchHttp {
@@ -33,11 +33,20 @@ export async function rawCall(
   const timeoutMs = call.timeoutMs ?? http.timeoutMs;
   const headers = { ...http.headers, ...(call.contentType ? { 'content-type': call.contentType } : {}), ...call.headers };
   const res = await exchange('api', { timeoutMs, maxImageBytes: JSON_ENVELOPE_BYTES }, signal, () =>
-    egressRequest(call.url, { policy: http.policy, method: call.method, headers, body: call.body, maxBytes: JSON_ENVELOPE_BYTES, timeoutMs, signal }),
+    egressRequest(call.url, {
+      policy: http.policy,
+      method: call.method,
+      headers,
+      body: call.body,
+      maxBytes: JSON_ENVELOPE_BYTES,
+      timeoutMs,
+      signal,
+    }),
   );
   const text = res.body.toString('utf8');
   const answerHeaders = headersOf(res);
-  if (res.status < 200 || res.status >= 300) throw http.classify({ status: res.status, headers: answerHeaders, text }, { apiKey: http.apiKey });
+  if (res.status < 200 || res.status >= 300)
+    throw http.classify({ status: res.status, headers: answerHeaders, text }, { apiKey: http.apiKey });
   return { headers: answerHeaders, text };
 }
 
@@ -80,7 +89,13 @@ export async function* fileLines(
 ): AsyncGenerator<FileLine> {
   let stream;
   try {
-    stream = await egressStream(url, { policy: http.policy, headers: http.headers, timeoutMs: http.timeoutMs, maxBytes: limits.maxBytes, signal });
+    stream = await egressStream(url, {
+      policy: http.policy,
+      headers: http.headers,
+      timeoutMs: http.timeoutMs,
+      maxBytes: limits.maxBytes,
+      signal,
+    });
   } catch (err) {
     throw streamFailure(err, http.timeoutMs, signal);
   }
@@ -102,7 +117,9 @@ export async function* fileLines(
         const piece = chunk.subarray(from, nl === -1 ? chunk.length : nl);
         if (skipping === null) {
           if (size + piece.length > limits.maxLineBytes) {
-            skipping = Buffer.concat([...parts, piece]).subarray(0, PREFIX).toString('utf8');
+            skipping = Buffer.concat([...parts, piece])
+              .subarray(0, PREFIX)
+              .toString('utf8');
             parts = [];
             size = 0;
           } else if (piece.length > 0) {
@@ -143,7 +160,11 @@ function streamFailure(err: unknown, timeoutMs: number, signal: AbortSignal | un
       return new ProviderError('timeout', `The batch API's result file stalled for ${formatSeconds(timeoutMs)} (${err.message})`);
     case 'network':
     case 'unresolvable':
-      return new ProviderError('upstream_error', `Could not read the batch API's result file${err.detail.code ? ` (${err.detail.code})` : ''}`, { retryable: true });
+      return new ProviderError(
+        'upstream_error',
+        `Could not read the batch API's result file${err.detail.code ? ` (${err.detail.code})` : ''}`,
+        { retryable: true },
+      );
     case 'too_large':
       return new ProviderError('invalid_response', `The batch API's result file is too large (${err.message})`);
     case 'redirect':
@@ -190,7 +211,12 @@ export interface BatchListPage<T> {
 export async function findInList<T>(
   http: BatchHttp,
   options: BatchClientOptions,
-  list: { url: string; params: { size: string; cursor: string }; read: (answer: unknown) => BatchListPage<T>; match: (item: T) => UpstreamBatchRef | null },
+  list: {
+    url: string;
+    params: { size: string; cursor: string };
+    read: (answer: unknown) => BatchListPage<T>;
+    match: (item: T) => UpstreamBatchRef | null;
+  },
   signal: AbortSignal | undefined,
 ): Promise<UpstreamBatchRef | null> {
   const oldest = (options.now ?? Date.now)() - (options.findWindowMs ?? DEFAULT_FIND_WINDOW_MS);
@@ -212,7 +238,12 @@ export async function findInList<T>(
 
 /** Passing trouble of a poll itself is not the batch's end: `waiting`, to ask again later. Anything else is thrown. */
 export function pollTrouble(err: unknown): UpstreamBatchStatus {
-  if (err instanceof ProviderError && err.retryable) return { state: 'waiting', upstreamStatus: `poll failed: ${err.kind}`, ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}) };
+  if (err instanceof ProviderError && err.retryable)
+    return {
+      state: 'waiting',
+      upstreamStatus: `poll failed: ${err.kind}`,
+      ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}),
+    };
   throw err;
 }
 
@@ -225,7 +256,13 @@ export function stillWaiting(upstreamStatus: string, done: number[]): UpstreamBa
  * A result file's lines, each as it arrives, at most as long as an image of `maxImageBytes`
  * in base64 with its JSON around it.
  */
-export function resultFileLines(http: BatchHttp, url: string, maxImageBytes: number, maxLines: number, signal: AbortSignal | undefined): AsyncGenerator<FileLine> {
+export function resultFileLines(
+  http: BatchHttp,
+  url: string,
+  maxImageBytes: number,
+  maxLines: number,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<FileLine> {
   const maxLineBytes = Math.ceil((maxImageBytes * 4) / 3) + JSON_ENVELOPE_BYTES;
   return fileLines(http, url, { maxLineBytes, maxBytes: maxLineBytes * maxLines }, signal);
 }
@@ -243,14 +280,25 @@ export async function resultOfLine<L>(
 ): Promise<UpstreamBatchResult | null> {
   if ('oversize' in line) {
     const key = keyIn(line.oversize, keyField);
-    return key ? { key, ok: false, error: new ProviderError('invalid_response', `The generated image is larger than ${Math.round(maxImageBytes / (1024 * 1024))} MB`) } : null;
+    return key
+      ? {
+          key,
+          ok: false,
+          error: new ProviderError(
+            'invalid_response',
+            `The generated image is larger than ${Math.round(maxImageBytes / (1024 * 1024))} MB`,
+          ),
+        }
+      : null;
   }
   let parsed: L;
   try {
     parsed = JSON.parse(line.text) as L;
   } catch {
     const key = keyIn(line.text.slice(0, 4096), keyField);
-    return key ? { key, ok: false, error: new ProviderError('invalid_response', 'The batch API wrote a result line that is not JSON') } : null;
+    return key
+      ? { key, ok: false, error: new ProviderError('invalid_response', 'The batch API wrote a result line that is not JSON') }
+      : null;
   }
   return read(parsed);
 }

@@ -1,9 +1,9 @@
-import type { ProviderContext, RouteSetting } from './provider-type';
-import type { ProviderError, RenderRequest, RenderResult } from './provider.types';
+import type { ProviderError, RenderRequest, RenderResult } from './render.types';
 
 /**
- * An upstream's batch API, for the economy tier (half price, results within a window):
- * OpenAI's Batch API, Gemini's `batchGenerateContent`, and the `simulated` type's local one.
+ * An upstream's batch API, for the economy tier (half price, results within a window): each
+ * type with a batch API implements it in its folder (`<type>.batch.ts`); the `simulated`
+ * type's is local.
  *
  * The generator's collector gathers a route's waiting economy tasks into one upstream batch
  * and drives it through these steps, recording each answer in PostgreSQL (through
@@ -20,7 +20,7 @@ import type { ProviderError, RenderRequest, RenderResult } from './provider.type
  * 4. Once ended, `results` streams every line's outcome, in whatever order the upstream
  *    wrote them, one line at a time: a 10,000-image output file never sits in memory whole.
  *
- * Providers stay pure (provider.types.ts): no database, no queue, no configuration reads.
+ * Providers stay pure (render.types.ts): no database, no queue, no configuration reads.
  * Failures of the calls themselves are ProviderErrors (`retryable` as for renders); a
  * line's own failure is a result with `ok: false` (a content refusal is kind
  * `content_refused`).
@@ -43,7 +43,11 @@ export interface UpstreamBatchApi {
   /** Step 3: one status check, answered at once. Passing trouble of the poll itself answers `waiting`. */
   poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus>;
   /** Step 4: every line's outcome, any order; call only once `poll` answered `ended`, with what it answered. */
-  results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult>;
+  results(
+    ref: UpstreamBatchRef,
+    ended: Extract<UpstreamBatchStatus, { state: 'ended' }>,
+    signal?: AbortSignal,
+  ): AsyncIterable<UpstreamBatchResult>;
   /** Asks the upstream to stop the batch (lines already done are still delivered by `results`). */
   cancel(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<void>;
 }
@@ -64,7 +68,12 @@ export interface UpstreamBatchRef {
 }
 
 export type UpstreamBatchStatus =
-  | { state: 'waiting'; upstreamStatus: string; /** Lines done so far, when the upstream says. */ completed?: number; retryAfterMs?: number }
+  | {
+      state: 'waiting';
+      upstreamStatus: string;
+      /** Lines done so far, when the upstream says. */ completed?: number;
+      retryAfterMs?: number;
+    }
   | {
       state: 'ended';
       upstreamStatus: string;
@@ -93,46 +102,6 @@ export interface RouteBatchSettings {
 }
 
 export const BATCH_DEFAULTS = { collectMs: 60_000, maxRequests: 50_000, pollIntervalMs: 30_000 } as const;
-
-/**
- * What a type with a batch API adds to its definition (provider-type.ts): the `batch`
- * route setting (schema and check) and how its API is made for a route.
- */
-export interface BatchCapableType<R> {
-  /** The `batch` setting (batchSetting() below); the type also lists it in its `settings`, so validateRoute checks it. */
-  readonly batchSetting: RouteSetting;
-  createBatchApi(route: R, settings: RouteBatchSettings, context: ProviderContext): UpstreamBatchApi;
-}
-
-const BATCH_FIELDS = ['enabled', 'collectMs', 'maxRequests', 'pollIntervalMs'] as const;
-
-/**
- * The route setting `batch` of a type with a batch API: `{ enabled, collectMs?, maxRequests?,
- * pollIntervalMs? }` (BATCH_DEFAULTS for the optional ones), plus `delayMs` for the simulated
- * type. Reasons: `invalid` (not an object, `enabled` not a boolean, a number out of range) or
- * `unknown_key`.
- */
-export function batchSetting(opts: { delayMs?: boolean } = {}): RouteSetting {
-  const fields: readonly string[] = opts.delayMs ? [...BATCH_FIELDS, 'delayMs'] : BATCH_FIELDS;
-  return {
-    name: 'batch',
-    required: false,
-    description:
-      `Economy tier through the upstream's batch API: { "enabled": true, "collectMs": ${BATCH_DEFAULTS.collectMs}, "maxRequests": ${BATCH_DEFAULTS.maxRequests}, "pollIntervalMs": ${BATCH_DEFAULTS.pollIntervalMs}` +
-      (opts.delayMs ? ', "delayMs": 0 }' : ' }') +
-      ' (the optional ones default to those values)',
-    check: (v) => {
-      if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'invalid';
-      const b = v as Record<string, unknown>;
-      if (Object.keys(b).some((k) => !fields.includes(k))) return 'unknown_key';
-      if (typeof b.enabled !== 'boolean') return 'invalid';
-      const int = (x: unknown, min: number, max: number): boolean => x === undefined || (Number.isInteger(x) && (x as number) >= min && (x as number) <= max);
-      if (!int(b.collectMs, 0, 86_400_000) || !int(b.maxRequests, 1, 1_000_000) || !int(b.pollIntervalMs, 100, 86_400_000)) return 'invalid';
-      if (!int(b.delayMs, 0, 86_400_000)) return 'invalid';
-      return null;
-    },
-  };
-}
 
 /** A route's `batch` setting with BATCH_DEFAULTS applied; null when absent or not enabled. */
 export function routeBatchSettings(route: unknown): RouteBatchSettings | null {

@@ -2,7 +2,11 @@ import { parseDurationMs, parseRateHeaders } from './upstream-http';
 
 describe("OpenAI's request budget headers", () => {
   it('reads remaining, limit and the reset in its Go duration forms', () => {
-    const headers = new Headers({ 'x-ratelimit-remaining-requests': '17', 'x-ratelimit-limit-requests': '60', 'x-ratelimit-reset-requests': '6m0s' });
+    const headers = new Headers({
+      'x-ratelimit-remaining-requests': '17',
+      'x-ratelimit-limit-requests': '60',
+      'x-ratelimit-reset-requests': '6m0s',
+    });
     expect(parseRateHeaders(headers)).toEqual({ remaining: 17, limit: 60, resetMs: 360_000 });
     expect(parseDurationMs('1s')).toBe(1000);
     expect(parseDurationMs('250ms')).toBe(250);

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { EgressError, EgressPolicy, egressRequest, EgressResponse, formatBytes, isEgressError } from '@app/egress';
 import type { UpstreamErrorClassifier } from './provider-type';
-import { ProviderError, RenderResult, UpstreamRateHeaders } from './provider.types';
+import { ProviderError, RenderResult, UpstreamRateHeaders } from './render.types';
 import { sniffImageType } from './provider.utils';
 
 /**
@@ -21,7 +21,10 @@ export const JSON_ENVELOPE_BYTES = 1024 * 1024;
  * when private addresses are allowed, which is how fakes and self-hosted upstreams serve them).
  */
 export function upstreamPolicies(baseUrl: string, allowPrivate: boolean): { api: EgressPolicy; download: EgressPolicy } {
-  return { api: { allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' }, download: { allowPrivate: false, trustedOrigins: allowPrivate ? [originOf(baseUrl)] : [] } };
+  return {
+    api: { allowPrivate, allowSetting: 'UPSTREAM_ALLOW_PRIVATE' },
+    download: { allowPrivate: false, trustedOrigins: allowPrivate ? [originOf(baseUrl)] : [] },
+  };
 }
 
 /**
@@ -68,9 +71,13 @@ function imageUrlFailure(err: EgressError, maxImageBytes: number): ProviderError
     case 'timeout':
       return new ProviderError('timeout', `Downloading the generated image timed out (${err.message})`);
     case 'network':
-      return new ProviderError('upstream_error', `Could not download the generated image${err.detail.code ? ` (${err.detail.code})` : ''}`, {
-        retryable: true,
-      });
+      return new ProviderError(
+        'upstream_error',
+        `Could not download the generated image${err.detail.code ? ` (${err.detail.code})` : ''}`,
+        {
+          retryable: true,
+        },
+      );
     case 'too_large':
       return new ProviderError('invalid_response', `The generated image is larger than ${formatBytes(maxImageBytes)}`);
     case 'unexpected_content_type':

@@ -36,8 +36,8 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
   readonly prefix: string;
   /** host:port, for messages (never the URL, which may hold a password). */
   readonly host: string;
-  /** The connection's latest error, for saying why Redis is not reachable. */
-  private lastError: Error | null = null;
+  /** The connection's latest error, for saying why Redis is not reachable (a socket error carries its code). */
+  private lastError: NodeJS.ErrnoException | null = null;
 
   constructor(@Inject(KILN_CONFIG) config: KilnConfig) {
     this.prefix = config.redisPrefix;
@@ -69,7 +69,7 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private unreachableCause(): string {
-    const err = this.lastError as (Error & { code?: string }) | null;
+    const err = this.lastError;
     if (!err) return `no connection within the wait (${this.client.status})`;
     return err.code && !err.message.includes(err.code) ? `${err.code}: ${err.message}` : err.message;
   }
@@ -115,8 +115,10 @@ export class RedisService implements OnModuleInit, OnApplicationShutdown {
     }
   }
 
-  async onApplicationShutdown(): Promise<void> {
+  /** A promise still, as callers (the specs' teardowns) await it. */
+  onApplicationShutdown(): Promise<void> {
     this.client.disconnect();
+    return Promise.resolve();
   }
 }
 

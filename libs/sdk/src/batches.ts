@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { KilnApiError, KilnConnectionError } from './errors';
+import { BatchEvent, batchEvents, EventsOptions } from './events';
 import { KilnHttp, retryAfter, sleep } from './http';
 import type { Batch, BatchDetail, BatchPage, CreateBatchRequest, CreatedBatch, Estimate, Task } from './types';
 
@@ -67,7 +68,8 @@ export class BatchesResource {
   }
 
   async get(id: string, options: { signal?: AbortSignal } = {}): Promise<BatchDetail> {
-    return (await this.http.json<BatchDetail>('GET', `/v1/batches/${encodeURIComponent(id)}`, { repeatable: true, signal: options.signal })).body;
+    return (await this.http.json<BatchDetail>('GET', `/v1/batches/${encodeURIComponent(id)}`, { repeatable: true, signal: options.signal }))
+      .body;
   }
 
   /** Every batch of the account, newest first, fetching pages as the loop goes. */
@@ -92,7 +94,8 @@ export class BatchesResource {
     let seen: string | undefined;
     for (;;) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new KilnApiError('wait_timeout', `Batch ${id} was not done within ${options.timeoutMs} ms`, 0, { batchId: id }, undefined);
+      if (left <= 0)
+        throw new KilnApiError('wait_timeout', `Batch ${id} was not done within ${options.timeoutMs} ms`, 0, { batchId: id }, undefined);
       const hold = Math.max(1, Math.min(HOLD_SECONDS, Math.floor(left / 1000)));
       const headers: Record<string, string> = { Prefer: `wait=${hold}` };
       if (etag) headers['If-None-Match'] = etag;
@@ -119,6 +122,16 @@ export class BatchesResource {
       }
       if (!held) await sleep(Math.min(POLL_FALLBACK_MS, Math.max(0, deadline - Date.now())), options.signal);
     }
+  }
+
+  /**
+   * The batch's progress as it happens (Server-Sent Events): a `task` event as each task
+   * finishes and a `batch` event when the counts change, ending after the one that says done.
+   * Reconnects with Last-Event-ID when the connection drops, so no task event is lost or
+   * repeated. A Kiln without the stream answers 404: fall back to wait().
+   */
+  events(id: string, options: EventsOptions = {}): AsyncGenerator<BatchEvent> {
+    return batchEvents(this.http, id, options);
   }
 
   /** Stops what has not started; refunds it. Answers the batch as it is after the cancel. */
@@ -169,7 +182,10 @@ export class BatchesResource {
     const part = `${file}.part`;
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await fetchImpl(url, { redirect: 'follow', signal: AbortSignal.any([AbortSignal.timeout(FILE_TIMEOUT_MS), ...(signal ? [signal] : [])]) });
+        const res = await fetchImpl(url, {
+          redirect: 'follow',
+          signal: AbortSignal.any([AbortSignal.timeout(FILE_TIMEOUT_MS), ...(signal ? [signal] : [])]),
+        });
         if (!res.ok || !res.body) {
           await res.body?.cancel();
           const retryable = res.status === 429 || res.status >= 500;
@@ -177,7 +193,13 @@ export class BatchesResource {
             await sleep(retryAfter(res.headers) ?? 500 * 2 ** attempt, signal);
             continue;
           }
-          throw new KilnApiError('download_failed', `GET ${url} answered ${res.status}`, res.status, { url }, res.headers.get('x-request-id') ?? undefined);
+          throw new KilnApiError(
+            'download_failed',
+            `GET ${url} answered ${res.status}`,
+            res.status,
+            { url },
+            res.headers.get('x-request-id') ?? undefined,
+          );
         }
         await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(part));
         await rename(part, file);

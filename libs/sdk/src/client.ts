@@ -70,7 +70,8 @@ export class Kiln {
     const form = new FormData();
     for (const file of files) {
       if (typeof file === 'string') form.append('file', new Blob([await readFile(file)]), path.basename(file));
-      else form.append('file', file.data instanceof Blob ? file.data : new Blob([Uint8Array.from(file.data)], { type: file.type }), file.name);
+      else
+        form.append('file', file.data instanceof Blob ? file.data : new Blob([Uint8Array.from(file.data)], { type: file.type }), file.name);
     }
     // Uploads are free and unreferenced ones expire: sending one twice is harmless.
     return (await this.http.json<UploadResult>('POST', '/v1/uploads', { form, repeatable: true })).body;

@@ -18,8 +18,10 @@ async function scriptedServer(answers: ((req: http.IncomingMessage, res: http.Se
   return { url, seen, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}) => (_req: http.IncomingMessage, res: http.ServerResponse) =>
-  res.writeHead(status, { 'Content-Type': 'application/json', 'X-Request-Id': `req-${status}`, ...headers }).end(JSON.stringify(body));
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  (_req: http.IncomingMessage, res: http.ServerResponse) =>
+    res.writeHead(status, { 'Content-Type': 'application/json', 'X-Request-Id': `req-${status}`, ...headers }).end(JSON.stringify(body));
 const refusal = (code: string) => ({ error: { code, message: `${code} happened`, details: { why: code } } });
 const cut = (req: http.IncomingMessage) => req.socket.destroy();
 const me = { user: { id: 'u' } };
@@ -67,7 +69,11 @@ describe('SDK requests: retries, backoff and errors', () => {
 
   it('409 idempotency_key_in_use is retried after its Retry-After; 4xx refusals are not', async () => {
     const created = { id: 'b1', total: 1, creditsCharged: 3, status: 'pending' };
-    const s = await scriptedServer([json(409, refusal('idempotency_key_in_use'), { 'Retry-After': '0' }), json(201, created), json(402, refusal('insufficient_credits'))]);
+    const s = await scriptedServer([
+      json(409, refusal('idempotency_key_in_use'), { 'Retry-After': '0' }),
+      json(201, created),
+      json(402, refusal('insufficient_credits')),
+    ]);
     try {
       const sdk = new Kiln({ baseUrl: s.url, apiKey: 'k' });
       expect(await sdk.batches.create({ model: 'm', prompts: ['p'] }, { idempotencyKey: 'x' })).toEqual(created);
@@ -93,7 +99,11 @@ describe('SDK requests: retries, backoff and errors', () => {
     const s = await scriptedServer([() => undefined, () => undefined]);
     try {
       const err = await new Kiln({ baseUrl: s.url, apiKey: 'k', timeoutMs: 200, maxRetries: 1 }).me().catch((e) => e);
-      expect(err).toMatchObject({ name: 'KilnConnectionError', code: 'connection_failed', message: expect.stringContaining('no answer in time') });
+      expect(err).toMatchObject({
+        name: 'KilnConnectionError',
+        code: 'connection_failed',
+        message: expect.stringContaining('no answer in time'),
+      });
       expect(s.seen).toHaveLength(2);
     } finally {
       await s.close();

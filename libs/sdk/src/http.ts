@@ -68,7 +68,10 @@ export class KilnHttp {
       const canRetry = attempt < this.options.maxRetries;
       let res: Response;
       const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new DOMException('no answer in time', 'TimeoutError')), this.options.timeoutMs + (opts.extraTimeoutMs ?? 0));
+      const timer = setTimeout(
+        () => deadline.abort(new DOMException('no answer in time', 'TimeoutError')),
+        this.options.timeoutMs + (opts.extraTimeoutMs ?? 0),
+      );
       timer.unref?.();
       try {
         res = await this.options.fetch(url, { method, headers, body, redirect: 'error', signal: anySignal(opts.signal, deadline.signal) });
@@ -113,7 +116,13 @@ async function toApiError(res: Response): Promise<KilnApiError> {
   } catch {
     // Not Kiln's error object (a proxy's page): described below.
   }
-  return new KilnApiError(res.status >= 500 ? 'internal_error' : 'http_error', `HTTP ${res.status}: ${text.slice(0, 200)}`, res.status, undefined, requestId);
+  return new KilnApiError(
+    res.status >= 500 ? 'internal_error' : 'http_error',
+    `HTTP ${res.status}: ${text.slice(0, 200)}`,
+    res.status,
+    undefined,
+    requestId,
+  );
 }
 
 /** Retry-After in milliseconds (seconds or an HTTP date), or undefined. */
@@ -143,6 +152,7 @@ function describe(err: unknown): string {
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
+    // The caller's own reason, whatever it aborted with, as fetch rejects.
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
@@ -150,6 +160,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }, ms);
     const onAbort = () => {
       clearTimeout(timer);
+      // The caller's own reason, as above.
       reject(signal!.reason);
     };
     signal?.addEventListener('abort', onAbort, { once: true });

@@ -90,6 +90,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Follow a batch as Server-Sent Events: each task's final state, the batch's counts, until done; resumable with Last-Event-ID */
+        get: operations["streamBatchEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/batches/{id}/cancel": {
         parameters: {
             query?: never;
@@ -99,7 +116,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel a batch: every task not yet sent to its provider is cancelled and refunded; sent ones finish */
+        /** Cancel a batch: every task not yet sent to its provider is cancelled and refunded; tasks fal or Replicate accepted are asked of them (counts.cancelling) and refunded if they never ran; other sent ones finish */
         post: operations["cancelBatch"];
         delete?: never;
         options?: never;
@@ -133,7 +150,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** OpenAI's images.generate: makes a batch, waits for it, answers { created, data } */
+        /** OpenAI's images.generate: makes a batch, waits for it, answers { created, data, size, quality, output_format, background } */
         post: operations["createOpenAiImage"];
         delete?: never;
         options?: never;
@@ -341,7 +358,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every model, enabled or not, with its provider routing, its route's health as the generators see it (routeHealth; 503 when Redis is down) and routeWarnings (a preset retiring) */
+        /** Every model, enabled or not, with its provider routing, its route's health as the generators see it (routeHealth; 503 when Redis is down) and routeWarnings (a preset retiring, pairs the route cannot price or prices at no margin) */
         get: operations["listAdminModels"];
         put?: never;
         /** Create a model (optionally fromPreset); offered to clients at once when enabled */
@@ -445,8 +462,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Images, credits, upstream cost, revenue and margin per UTC day, model or account
-         * @description Credits are the ledger rows written in the window (a refund counts on the day it happened); images, failures and upstream cost are the tasks that ended in it. revenueUsd = net credits x CREDIT_VALUE_USD.
+         * Images, credits, upstream cost, revenue and margin per UTC day, model, account, route or API key
+         * @description Credits are the ledger rows written in the window (a refund counts on the day it happened); images, failures and upstream cost are the tasks that ended in it (unpricedImages: those no price covered, not in upstreamCostUsd). revenueUsd = net credits x CREDIT_VALUE_USD. With `Accept: text/csv` the same rows come as CSV.
          */
         get: operations["getAdminUsage"];
         put?: never;
@@ -525,6 +542,42 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/credit-packs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every credit pack, archived ones included */
+        get: operations["listAdminCreditPacks"];
+        put?: never;
+        /** Define a credit pack: credits for a price */
+        post: operations["createAdminCreditPack"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/credit-packs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Take a pack off sale (archived, never erased: purchases point at it) */
+        delete: operations["archiveAdminCreditPack"];
+        options?: never;
+        head?: never;
+        /** Edit a pack; purchases already paid keep what they bought */
+        patch: operations["updateAdminCreditPack"];
         trace?: never;
     };
     "/metrics": {
@@ -609,7 +662,8 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** Set or clear (null) the low-credits alert line (credits.low webhook event) */
+        patch: operations["updateDashboardAccount"];
         trace?: never;
     };
     "/v1/dashboard/keys": {
@@ -644,7 +698,7 @@ export interface paths {
         delete: operations["revokeDashboardKey"];
         options?: never;
         head?: never;
-        /** Rename, set or clear (null) the daily cap, or change the scopes of a key */
+        /** Rename, set or clear (null) the budget, or change the scopes or models of a key */
         patch: operations["updateDashboardKey"];
         trace?: never;
     };
@@ -685,6 +739,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/dashboard/credit-packs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The credit packs on sale, cheapest first */
+        get: operations["listDashboardCreditPacks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dashboard/checkout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start buying a pack: the URL of a Stripe Checkout page; the credits arrive once Stripe reports the payment */
+        post: operations["createDashboardCheckout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/dashboard/batches": {
         parameters: {
             query?: never;
@@ -692,7 +780,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's batches, newest first, whichever way they were created */
+        /** The account's batches, newest first, whichever way they were created; filtered by status, model, dates and text */
         get: operations["listDashboardBatches"];
         put?: never;
         /** Create a batch from the dashboard (createdViaApi: false); charged up front like POST /v1/batches */
@@ -729,6 +817,23 @@ export interface paths {
         };
         /** A batch with its counts, done flag and tasks; conditional and long polling as GET /v1/batches/{id} */
         get: operations["getDashboardBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dashboard/batches/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Follow a batch as Server-Sent Events, as GET /v1/batches/{id}/events */
+        get: operations["streamDashboardBatchEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -975,7 +1080,7 @@ export interface components {
         };
         ErrorObjectDto: {
             /** @enum {string} */
-            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "tier_not_available" | "insufficient_credits" | "daily_credit_cap_exceeded" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout";
+            code: "unauthorized" | "invalid_api_key" | "key_revoked" | "account_disabled" | "api_not_available_on_plan" | "insufficient_scope" | "invalid_request" | "unknown_model" | "size_not_allowed" | "too_many_ref_images" | "refs_not_supported" | "content_blocked" | "prompt_too_long" | "tier_not_available" | "insufficient_credits" | "daily_credit_cap_exceeded" | "key_budget_exceeded" | "model_not_allowed" | "batch_limit_exceeded" | "concurrent_limit_exceeded" | "key_limit_exceeded" | "endpoint_limit_exceeded" | "email_taken" | "invalid_credentials" | "rate_limited" | "not_found" | "batch_not_cancellable" | "internal_error" | "idempotency_key_reused" | "idempotency_key_in_use" | "service_unavailable" | "generation_failed" | "generation_timeout" | "moderation_blocked";
             message: string;
             details?: {
                 [key: string]: unknown;
@@ -996,6 +1101,8 @@ export interface components {
         };
         MeCreditsDto: {
             balance: number;
+            /** @description The credits.low alert line; null: none */
+            lowCreditsThreshold: number | null;
         };
         MeLimitsDto: {
             maxImagesPerBatch: number;
@@ -1011,13 +1118,29 @@ export interface components {
             /** @description Economy batches not done yet */
             activeEconomyBatches: number;
         };
+        KeyBudgetDto: {
+            credits: number;
+            /**
+             * @description UTC calendar period: day, ISO week from Monday, month
+             * @enum {string}
+             */
+            period: "day" | "week" | "month";
+            /** @description Credits spent through the key in the current period (refunds given back) */
+            spent: number;
+            /** @description Unix ms of the start of the next period */
+            resetsAt: number;
+        };
         MeKeyDto: {
             id: string;
             scopes: string[];
+            /** @description A day budget's credits (v1's spelling); null otherwise */
             creditCapPerDay: number | null;
             creditsUsedToday: number;
             /** @description Unix ms of the next 00:00 UTC */
             capResetsAt: number;
+            budget: components["schemas"]["KeyBudgetDto"] | null;
+            /** @description Models this key may use; empty: every model */
+            models: string[];
         };
         MeResponseDto: {
             user: components["schemas"]["MeUserDto"];
@@ -1097,6 +1220,8 @@ export interface components {
              * @enum {string}
              */
             tier?: "standard" | "economy";
+            /** @description Unix milliseconds, later than now and at most 7 days ahead; not allowed with tier "economy". Tasks not yet sent to their upstream by then are cancelled and refunded, as a cancel would; tasks already running finish. Omitted or null: no deadline. */
+            deadline?: number | null;
         };
         CreatedBatchResponseDto: {
             id: string;
@@ -1107,6 +1232,11 @@ export interface components {
              * @enum {string}
              */
             status: "pending" | "running" | "succeeded" | "partial" | "failed" | "cancelled";
+            /**
+             * @description The tier it was created on (and charged for)
+             * @enum {string}
+             */
+            tier: "standard" | "economy";
         };
         DailyCapEstimateDto: {
             /** @example 500 */
@@ -1169,8 +1299,10 @@ export interface components {
             running: number;
             succeeded: number;
             failed: number;
-            /** @description Tasks cancelled before they were sent (refunded) */
+            /** @description Tasks cancelled (refunded): before they were sent, or confirmed not run by their upstream */
             cancelled: number;
+            /** @description Of the running tasks, those whose cancel was asked of their upstream and not yet confirmed (not counted apart: counts still sum to total); absent from webhook events */
+            cancelling: number;
         };
         BatchDto: {
             id: string;
@@ -1226,6 +1358,16 @@ export interface components {
              * @example 1795513462562
              */
             expiresAt: number | null;
+            /**
+             * @description Unix milliseconds the batch was created with as its deadline: tasks not sent to their upstream by then are cancelled and refunded. null when none
+             * @example 1795513462562
+             */
+            deadline: number | null;
+            /**
+             * @description Why cancelledAt is set: 'deadline' when the deadline passed with tasks unsent (they were cancelled and refunded); null for a caller's cancel, or when not cancelled
+             * @enum {string|null}
+             */
+            cancelReason: "deadline" | null;
         };
         BatchListResponseDto: {
             batches: components["schemas"]["BatchDto"][];
@@ -1270,6 +1412,8 @@ export interface components {
              * @enum {string|null}
              */
             errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
+            /** @description True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events */
+            cancelling: boolean;
         };
         BatchDetailResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -1278,7 +1422,7 @@ export interface components {
         };
         OpenAiGenerationRequestDto: {
             /**
-             * @description A Kiln model key (GET /v1/models)
+             * @description A Kiln model key (GET /v1/models), or an OpenAI name an operator gave a model (openaiAliases)
              * @example eta-image
              */
             model: string;
@@ -1325,6 +1469,23 @@ export interface components {
             created: number;
             /** @description One per succeeded image, in fan-out order */
             data: components["schemas"]["OpenAiImageDataDto"][];
+            /**
+             * @description WxH of the images as made and stored
+             * @example 1536x1024
+             */
+            size: string;
+            /**
+             * @description The quality the upstream was given; absent when the model takes none or it was auto
+             * @enum {string}
+             */
+            quality?: "low" | "medium" | "high";
+            /** @enum {string} */
+            output_format: "png" | "jpeg" | "webp";
+            /**
+             * @description transparent only when asked of a model that makes it
+             * @enum {string}
+             */
+            background: "transparent" | "opaque";
         };
         UploadedFileDto: {
             /**
@@ -1353,7 +1514,7 @@ export interface components {
              *       "batch.completed"
              *     ]
              */
-            events?: ("batch.completed" | "task.succeeded" | "task.failed" | "ping")[];
+            events?: ("batch.completed" | "task.succeeded" | "task.failed" | "credits.low" | "key.budget.threshold" | "ping")[];
             description?: string | null;
         };
         WebhookEndpointDto: {
@@ -1365,7 +1526,7 @@ export interface components {
              *       "batch.completed"
              *     ]
              */
-            events: ("batch.completed" | "task.succeeded" | "task.failed" | "ping")[];
+            events: ("batch.completed" | "task.succeeded" | "task.failed" | "credits.low" | "key.budget.threshold" | "ping")[];
             description: string | null;
             /** @description Unix milliseconds */
             createdAt: number;
@@ -1401,7 +1562,7 @@ export interface components {
              */
             id: string;
             /** @enum {string} */
-            type: "batch.completed" | "task.succeeded" | "task.failed" | "ping";
+            type: "batch.completed" | "task.succeeded" | "task.failed" | "credits.low" | "key.budget.threshold" | "ping";
             attempts: number;
             /** @enum {string} */
             status: "pending" | "delivered" | "failed";
@@ -1462,11 +1623,24 @@ export interface components {
             amount: number;
             reason: string;
         };
+        KeyBudgetRequestDto: {
+            credits: number;
+            /**
+             * @description UTC day, ISO week (from Monday 00:00 UTC) or calendar month
+             * @enum {string}
+             */
+            period: "day" | "week" | "month";
+        };
         CreateKeyRequestDto: {
+            /** @description A day budget, in its v1 spelling; null clears it */
+            creditCapPerDay?: number | null;
+            /** @description null clears it; not with creditCapPerDay */
+            budget?: components["schemas"]["KeyBudgetRequestDto"] | null;
+            /** @description Model keys this key may use; [] allows every model */
+            models?: string[];
             name?: string;
             /** @description Defaults to every scope */
             scopes?: ("models:read" | "account:read" | "batches:read" | "batches:write" | "uploads:write" | "webhooks:manage")[];
-            creditCapPerDay?: number | null;
         };
         KeyDto: {
             id: string;
@@ -1474,10 +1648,14 @@ export interface components {
             /** @example kiln_live_abcd...wxyz */
             hint: string;
             scopes: string[];
+            /** @description A day budget's credits (v1's spelling); null otherwise */
             creditCapPerDay: number | null;
             creditsUsedToday: number;
             /** @description Unix ms of the next 00:00 UTC */
             capResetsAt: number;
+            budget: components["schemas"]["KeyBudgetDto"] | null;
+            /** @description Models this key may use; empty: every model */
+            models: string[];
             /** @description Unix ms */
             createdAt: number;
             /** @description Unix ms, kept to the minute */
@@ -1524,6 +1702,7 @@ export interface components {
              */
             economyWindowHours: number | null;
             /**
+             * @description What clients are offered (GET /v1/models): the model's own pairs that its route makes honestly
              * @example {
              *       "1:1": [
              *         "1K",
@@ -1534,6 +1713,18 @@ export interface components {
             resolutionsByRatio: {
                 [key: string]: ("1K" | "2K" | "4K")[];
             };
+            /**
+             * @description The model's own pairs, as last set (resolutionsByRatio in an edit, or the preset at creation): kept when a route narrows the offer, offered again when the model is routed back
+             * @example {
+             *       "1:1": [
+             *         "1K",
+             *         "2K"
+             *       ]
+             *     }
+             */
+            ownResolutionsByRatio: {
+                [key: string]: ("1K" | "2K" | "4K")[];
+            };
             supportsRefImages: boolean;
             maxRefImages: number | null;
             supportsQuality: boolean;
@@ -1541,7 +1732,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, batch?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
@@ -1552,6 +1743,48 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
+            /**
+             * @description The chain of routes, first the primary (routes[0] is provider); one route when the model has no fallback
+             * @example [
+             *       {
+             *         "type": "builtin"
+             *       }
+             *     ]
+             */
+            routes: ({
+                /** @enum {string} */
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
+            } & {
+                [key: string]: unknown;
+            })[];
+            /**
+             * @description Failover settings in force (the defaults unless edited)
+             * @example {
+             *       "on": [
+             *         "server_error",
+             *         "rate_limited",
+             *         "timeout",
+             *         "connection"
+             *       ],
+             *       "cooldownMs": 60000,
+             *       "failuresToOpen": 5,
+             *       "sizes": "all"
+             *     }
+             */
+            failover?: {
+                on: ("server_error" | "rate_limited" | "timeout" | "connection")[];
+                cooldownMs: number;
+                failuresToOpen: number;
+                /** @enum {string} */
+                sizes: "all" | "primary";
+            };
+            /**
+             * @description OpenAI model names the OpenAI-compatible door accepts for this model; empty when none
+             * @example [
+             *       "gpt-image-1"
+             *     ]
+             */
+            openaiAliases: string[];
             sortOrder: number;
             /**
              * Format: date-time
@@ -1590,17 +1823,55 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
-            /** @description Things to act on about the route: its preset's upstream model retired, or retires within 30 days. Empty when none */
+            /** @description Each route of the chain with its health and its circuit as the generators share it (routeHealth is routes[0]'s) */
+            routesHealth: {
+                /** @example 0 */
+                index: number;
+                /** @enum {string} */
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
+                /** @description As routeHealth, for this route */
+                health: {
+                    [key: string]: unknown;
+                };
+                circuit: {
+                    /** @enum {string} */
+                    state: "closed" | "half_open" | "open" | "unknown";
+                    /** @description Failures in a row so far */
+                    failures?: number;
+                    /**
+                     * Format: date-time
+                     * @description open: when one probe may go
+                     */
+                    openUntil?: string | null;
+                };
+            }[];
+            /** @description Things to act on about the route: its preset's upstream model retired, or retires within 30 days; pairs it offers that it cannot price (unpriced) or prices at or above what the model charges (no_margin). Empty when none */
             routeWarnings: {
                 /** @enum {string} */
-                code: "preset_retired" | "preset_retiring";
-                /** @example openai/gpt-image-1-mini */
-                preset: string;
+                code: "preset_retired" | "preset_retiring" | "unpriced" | "no_margin";
+                /**
+                 * @description preset_retired, preset_retiring
+                 * @example openai/gpt-image-1-mini
+                 */
+                preset?: string;
                 /**
                  * Format: date
+                 * @description preset_retired, preset_retiring
                  * @example 2026-12-01
                  */
-                retiresAt: string;
+                retiresAt?: string;
+                /** @description unpriced: the offered pairs nothing prices; no_margin: the pairs priced at or above the charge (each with its marginUsd) */
+                pairs?: {
+                    /** @example 16:9 */
+                    aspectRatio?: string;
+                    /** @example 2K */
+                    resolution?: string;
+                }[];
+                /**
+                 * @description no_margin: the lowest margin among the pairs (credits x CREDIT_VALUE_USD - upstream price)
+                 * @example 0
+                 */
+                marginUsd?: number;
                 message: string;
             }[];
         };
@@ -1633,6 +1904,7 @@ export interface components {
              * @example 24
              */
             economyWindowHours?: number | null;
+            /** @description The model's own pairs (ratio -> resolutions), offered as given: each must be priced and made honestly by the route (else route_cannot_make) */
             resolutionsByRatio?: {
                 [key: string]: string[];
             };
@@ -1643,10 +1915,60 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded; the model then offers its own pairs that the preset makes (a route without a preset must make them all); maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description A chain of routes, first the primary, each what provider takes (presets included); at most 5. A task whose attempt fails with a failover kind (failover.on) tries the next route. provider is the one-route shorthand (routes: [provider]); give one or the other. Refusals name the route: routes[1].baseUrl
+             * @example [
+             *       {
+             *         "preset": "openai/gpt-image-1"
+             *       },
+             *       {
+             *         "type": "openai",
+             *         "baseUrl": "https://gateway.example.com/v1",
+             *         "model": "gpt-image-1"
+             *       }
+             *     ]
+             */
+            routes?: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * @description Failover settings, each over the current one (defaults: every kind, cooldownMs 60000, failuresToOpen 5, sizes all)
+             * @example {
+             *       "on": [
+             *         "server_error",
+             *         "rate_limited",
+             *         "timeout",
+             *         "connection"
+             *       ],
+             *       "cooldownMs": 60000,
+             *       "failuresToOpen": 5,
+             *       "sizes": "all"
+             *     }
+             */
+            failover?: {
+                /** @description Failure kinds that move a task to the next route */
+                on?: ("server_error" | "rate_limited" | "timeout" | "connection")[];
+                /** @description How long an open circuit keeps tasks from its route before one probe */
+                cooldownMs?: number;
+                /** @description Failures in a row that open a route's circuit */
+                failuresToOpen?: number;
+                /**
+                 * @description all: offer a pair every route makes; primary: one the first makes (fallbacks that cannot make a task's pair are skipped)
+                 * @enum {string}
+                 */
+                sizes?: "all" | "primary";
+            };
+            /**
+             * @description OpenAI model names the OpenAI-compatible door (POST /v1/images/generations, /edits) accepts for this model; unique across models and never a model key; [] clears. Kiln's own API takes only the key
+             * @example [
+             *       "gpt-image-1"
+             *     ]
+             */
+            openaiAliases?: string[];
             /**
              * @description What clients pass as `model`; never changes
              * @example studio-flash
@@ -1689,6 +2011,7 @@ export interface components {
              */
             economyWindowHours: number | null;
             /**
+             * @description What clients are offered (GET /v1/models): the model's own pairs that its route makes honestly
              * @example {
              *       "1:1": [
              *         "1K",
@@ -1699,6 +2022,18 @@ export interface components {
             resolutionsByRatio: {
                 [key: string]: ("1K" | "2K" | "4K")[];
             };
+            /**
+             * @description The model's own pairs, as last set (resolutionsByRatio in an edit, or the preset at creation): kept when a route narrows the offer, offered again when the model is routed back
+             * @example {
+             *       "1:1": [
+             *         "1K",
+             *         "2K"
+             *       ]
+             *     }
+             */
+            ownResolutionsByRatio: {
+                [key: string]: ("1K" | "2K" | "4K")[];
+            };
             supportsRefImages: boolean;
             maxRefImages: number | null;
             supportsQuality: boolean;
@@ -1706,7 +2041,7 @@ export interface components {
             maxPromptLength: number;
             enabled: boolean;
             /**
-             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, batch?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
+             * @description Provider routing: builtin; openai (baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); gemini (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); simulated (latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, price?, batch?); fal (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); replicate (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?); bfl (baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input?)
              * @example {
              *       "type": "builtin"
              *     }
@@ -1717,6 +2052,48 @@ export interface components {
             } & {
                 [key: string]: unknown;
             };
+            /**
+             * @description The chain of routes, first the primary (routes[0] is provider); one route when the model has no fallback
+             * @example [
+             *       {
+             *         "type": "builtin"
+             *       }
+             *     ]
+             */
+            routes: ({
+                /** @enum {string} */
+                type: "builtin" | "openai" | "gemini" | "simulated" | "fal" | "replicate" | "bfl";
+            } & {
+                [key: string]: unknown;
+            })[];
+            /**
+             * @description Failover settings in force (the defaults unless edited)
+             * @example {
+             *       "on": [
+             *         "server_error",
+             *         "rate_limited",
+             *         "timeout",
+             *         "connection"
+             *       ],
+             *       "cooldownMs": 60000,
+             *       "failuresToOpen": 5,
+             *       "sizes": "all"
+             *     }
+             */
+            failover?: {
+                on: ("server_error" | "rate_limited" | "timeout" | "connection")[];
+                cooldownMs: number;
+                failuresToOpen: number;
+                /** @enum {string} */
+                sizes: "all" | "primary";
+            };
+            /**
+             * @description OpenAI model names the OpenAI-compatible door accepts for this model; empty when none
+             * @example [
+             *       "gpt-image-1"
+             *     ]
+             */
+            openaiAliases: string[];
             sortOrder: number;
             /**
              * Format: date-time
@@ -1726,6 +2103,35 @@ export interface components {
         };
         AdminModelResponseDto: {
             model: components["schemas"]["AdminModelDto"];
+            /** @description Things to act on about the route: its preset's upstream model retired, or retires within 30 days; pairs it offers that it cannot price (unpriced) or prices at or above what the model charges (no_margin). Empty when none */
+            routeWarnings: {
+                /** @enum {string} */
+                code: "preset_retired" | "preset_retiring" | "unpriced" | "no_margin";
+                /**
+                 * @description preset_retired, preset_retiring
+                 * @example openai/gpt-image-1-mini
+                 */
+                preset?: string;
+                /**
+                 * Format: date
+                 * @description preset_retired, preset_retiring
+                 * @example 2026-12-01
+                 */
+                retiresAt?: string;
+                /** @description unpriced: the offered pairs nothing prices; no_margin: the pairs priced at or above the charge (each with its marginUsd) */
+                pairs?: {
+                    /** @example 16:9 */
+                    aspectRatio?: string;
+                    /** @example 2K */
+                    resolution?: string;
+                }[];
+                /**
+                 * @description no_margin: the lowest margin among the pairs (credits x CREDIT_VALUE_USD - upstream price)
+                 * @example 0
+                 */
+                marginUsd?: number;
+                message: string;
+            }[];
         };
         UpdateModelRequestDto: {
             displayName?: string;
@@ -1747,6 +2153,7 @@ export interface components {
              * @example 24
              */
             economyWindowHours?: number | null;
+            /** @description The model's own pairs (ratio -> resolutions), offered as given: each must be priced and made honestly by the route (else route_cannot_make) */
             resolutionsByRatio?: {
                 [key: string]: string[];
             };
@@ -1757,10 +2164,60 @@ export interface components {
             /** @description null: no declared cap (the ceiling of 16 applies) */
             maxRefImages?: number | null;
             maxPromptLength?: number;
-            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, batch? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, pollIntervalMs?, maxWaitMs?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded, which also narrows the pairs to those the preset makes; maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
+            /** @description { type: "builtin" } | { type: "openai", baseUrl?, model, apiKeyEnv?, sizeMap?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "gemini", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "simulated", latencyMs?, failureRate?, rateLimitRate?, maxConcurrency?, ratePerMinute?, cost?, price?, batch? } | { type: "fal", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "replicate", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? } | { type: "bfl", baseUrl?, model, apiKeyEnv?, timeoutMs?, maxConcurrency?, ratePerMinute?, cost?, price?, pollIntervalMs?, maxWaitMs?, onUnknownSubmit?, sizeInput?, pixelRange?, aspectRatios?, referenceInput?, input? }; or { preset: "<id>", ...settings that override it } (GET /v1/admin/providers), stored expanded; the model then offers its own pairs that the preset makes (a route without a preset must make them all); maxConcurrency: concurrent upstream calls for the model across all generators (default MODEL_CONCURRENCY_CAP) */
             provider?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description A chain of routes, first the primary, each what provider takes (presets included); at most 5. A task whose attempt fails with a failover kind (failover.on) tries the next route. provider is the one-route shorthand (routes: [provider]); give one or the other. Refusals name the route: routes[1].baseUrl
+             * @example [
+             *       {
+             *         "preset": "openai/gpt-image-1"
+             *       },
+             *       {
+             *         "type": "openai",
+             *         "baseUrl": "https://gateway.example.com/v1",
+             *         "model": "gpt-image-1"
+             *       }
+             *     ]
+             */
+            routes?: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * @description Failover settings, each over the current one (defaults: every kind, cooldownMs 60000, failuresToOpen 5, sizes all)
+             * @example {
+             *       "on": [
+             *         "server_error",
+             *         "rate_limited",
+             *         "timeout",
+             *         "connection"
+             *       ],
+             *       "cooldownMs": 60000,
+             *       "failuresToOpen": 5,
+             *       "sizes": "all"
+             *     }
+             */
+            failover?: {
+                /** @description Failure kinds that move a task to the next route */
+                on?: ("server_error" | "rate_limited" | "timeout" | "connection")[];
+                /** @description How long an open circuit keeps tasks from its route before one probe */
+                cooldownMs?: number;
+                /** @description Failures in a row that open a route's circuit */
+                failuresToOpen?: number;
+                /**
+                 * @description all: offer a pair every route makes; primary: one the first makes (fallbacks that cannot make a task's pair are skipped)
+                 * @enum {string}
+                 */
+                sizes?: "all" | "primary";
+            };
+            /**
+             * @description OpenAI model names the OpenAI-compatible door (POST /v1/images/generations, /edits) accepts for this model; unique across models and never a model key; [] clears. Kiln's own API takes only the key
+             * @example [
+             *       "gpt-image-1"
+             *     ]
+             */
+            openaiAliases?: string[];
         };
         ProviderSettingDto: {
             /** @example baseUrl */
@@ -1806,20 +2263,28 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description The upstream's list price: usdPerImage by resolution, economyUsdPerImage (its batch API's price, for types with one), readOn (the day it was read) and a note; a route by this preset takes usdPerImage as its cost and economyUsdPerImage as cost.economy
+             * @description The upstream's price: rule (how it bills, in its own units; a route by this preset takes it as its price setting), readOn (the day it was read), source (the vendor's page), unconfirmed (figures its page did not show), a note; and, derived from the rule for a 1:1 image, usdPerImage by resolution and economyUsdPerImage (its batch API's price, for types with one)
              * @example {
+             *       "rule": {
+             *         "per": "megapixel",
+             *         "usd": 0.025,
+             *         "rounding": "up"
+             *       },
+             *       "readOn": "2026-11-28",
+             *       "source": "https://vendor.example/pricing",
              *       "usdPerImage": {
-             *         "1K": 0.042
-             *       },
-             *       "economyUsdPerImage": {
-             *         "1K": 0.021
-             *       },
-             *       "readOn": "2026-11-20"
+             *         "1K": 0.025
+             *       }
              *     }
              */
             cost?: {
                 [key: string]: unknown;
             };
+            /**
+             * @description The price rule in one line, with the day it was read and its source
+             * @example USD 0.025 per megapixel, rounded up (fal, read 2026-11-28, https://vendor.example/pricing)
+             */
+            price?: string;
             /**
              * Format: date
              * @description When the upstream announced it stops serving the model
@@ -1899,15 +2364,27 @@ export interface components {
              * @example 9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12
              */
             accountId?: string;
+            /**
+             * @description The route that made the tasks (groupBy=route): its preset, else '<type>/<model>', else its type
+             * @example fal/fal-ai/flux/dev
+             */
+            route?: string | null;
+            /**
+             * Format: uuid
+             * @description The API key that created the batches (groupBy=key); null: made without one (dashboard)
+             */
+            apiKeyId?: string | null;
             /** @description Tasks that succeeded in the window */
             images: number;
             /** @description Tasks that failed for good (refunded) in the window */
             failed: number;
+            /** @description Tasks whose upstream-billed image no price covered (recorded unpriced, never at $0): upstreamCostUsd leaves them out */
+            unpricedImages: number;
             /** @description Credits charged (ledger batch_charge rows written in the window) */
             creditsCharged: number;
             /** @description Credits refunded (ledger refund rows written in the window) */
             creditsRefunded: number;
-            /** @description What the window's ended tasks cost upstream, at their routes' list prices (route cost) */
+            /** @description What the window's ended tasks cost upstream, at their routes' prices for what was made (unpriced images left out) */
             upstreamCostUsd: number;
             /** @description (creditsCharged - creditsRefunded) x CREDIT_VALUE_USD */
             revenueUsd: number;
@@ -1955,8 +2432,17 @@ export interface components {
              * @enum {string|null}
              */
             errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
-            /** @description The queue upstream's request id (fal, Replicate, BFL) for the task's current attempt, to look it up upstream; null for other routes */
+            /** @description True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events */
+            cancelling: boolean;
+            /** @description The request id a queue upstream (a route of a queue type) gave the task's current attempt, to look it up upstream; null for other routes */
             upstreamRequestId: string | null;
+            /** @description The route of the batch's chain (index: its place, 0 the first; type: its type) that made the image; for a task not succeeded, the route its attempts go to */
+            route?: {
+                /** @example 1 */
+                index: number;
+                /** @example openai */
+                type: string;
+            } | null;
         };
         AdminBatchResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -1974,10 +2460,14 @@ export interface components {
             /** @example kiln_live_abcd...wxyz */
             hint: string;
             scopes: string[];
+            /** @description A day budget's credits (v1's spelling); null otherwise */
             creditCapPerDay: number | null;
             creditsUsedToday: number;
             /** @description Unix ms of the next 00:00 UTC */
             capResetsAt: number;
+            budget: components["schemas"]["KeyBudgetDto"] | null;
+            /** @description Models this key may use; empty: every model */
+            models: string[];
             /** @description Unix ms */
             createdAt: number;
             /** @description Unix ms, kept to the minute */
@@ -2017,6 +2507,68 @@ export interface components {
              */
             terms: string[];
         };
+        CreditPackDto: {
+            /**
+             * Format: uuid
+             * @example 3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60
+             */
+            id: string;
+            /**
+             * @description What Checkout shows the buyer
+             * @example 1,000 credits
+             */
+            name: string;
+            /** @example 1000 */
+            credits: number;
+            /**
+             * @description The price in the currency's smallest unit (cents; yen for JPY)
+             * @example 1000
+             */
+            priceCents: number;
+            /**
+             * @description ISO 4217, lower case
+             * @example usd
+             */
+            currency: string;
+            /** @description On sale; false once archived */
+            active: boolean;
+            /** @description Unix ms */
+            createdAt: number;
+        };
+        CreditPackListResponseDto: {
+            /** @description Cheapest first */
+            packs: components["schemas"]["CreditPackDto"][];
+        };
+        CreateCreditPackRequestDto: {
+            /** @example 1000 */
+            credits: number;
+            /**
+             * @description In the currency's smallest unit (cents; yen for JPY). Stripe refuses charges under its minimum (0.50 USD)
+             * @example 1000
+             */
+            priceCents: number;
+            /**
+             * @description ISO 4217 (any case; stored lower case)
+             * @example usd
+             */
+            currency: string;
+            /** @description Shown at Checkout; default "<credits> credits" */
+            name?: string;
+            /** @default true */
+            active?: boolean;
+        };
+        CreditPackResponseDto: {
+            pack: components["schemas"]["CreditPackDto"];
+        };
+        UpdateCreditPackRequestDto: {
+            credits?: number;
+            priceCents?: number;
+            /** @example eur */
+            currency?: string;
+            name?: string;
+            /** @description false takes the pack off sale (as DELETE does); true puts it back */
+            active?: boolean;
+        };
         SignupRequestDto: {
             /**
              * @description Compared case-insensitively
@@ -2041,6 +2593,19 @@ export interface components {
             /** @example correct-horse-battery */
             password: string;
         };
+        DashboardAccountDto: {
+            id: string;
+            email: string;
+            /** @enum {string} */
+            plan: "free" | "starter" | "studio" | "scale";
+            /** @enum {string} */
+            status: "active" | "disabled";
+            balance: number;
+            /** @description Unix ms */
+            createdAt: number;
+            /** @description A batch charge taking the balance below it sends a credits.low webhook event; null: none */
+            lowCreditsThreshold: number | null;
+        };
         DashboardLimitsDto: {
             maxImagesPerBatch: number;
             maxConcurrentBatches: number;
@@ -2056,23 +2621,38 @@ export interface components {
             requestsPerMinute: number;
         };
         DashboardAccountResponseDto: {
-            account: components["schemas"]["AccountDto"];
+            account: components["schemas"]["DashboardAccountDto"];
             limits: components["schemas"]["DashboardLimitsDto"];
+            /** @description Whether this installation sells credits (STRIPE_SECRET_KEY set): the web app shows Buy credits only then */
+            purchasesEnabled: boolean;
+        };
+        UpdateDashboardAccountRequestDto: {
+            /** @description The credits.low alert line; null: no alert */
+            lowCreditsThreshold: number | null;
         };
         KeyListResponseDto: {
             /** @description Newest first, revoked keys included */
             keys: components["schemas"]["KeyDto"][];
         };
         DashboardCreateKeyRequestDto: {
+            /** @description A day budget, in its v1 spelling; null clears it */
+            creditCapPerDay?: number | null;
+            /** @description null clears it; not with creditCapPerDay */
+            budget?: components["schemas"]["KeyBudgetRequestDto"] | null;
+            /** @description Model keys this key may use; [] allows every model */
+            models?: string[];
             /** @description Defaults to every scope */
             scopes?: ("models:read" | "account:read" | "batches:read" | "batches:write" | "uploads:write" | "webhooks:manage")[];
-            creditCapPerDay?: number | null;
             name: string;
         };
         UpdateKeyRequestDto: {
-            name?: string;
-            /** @description null clears the cap */
+            /** @description A day budget, in its v1 spelling; null clears it */
             creditCapPerDay?: number | null;
+            /** @description null clears it; not with creditCapPerDay */
+            budget?: components["schemas"]["KeyBudgetRequestDto"] | null;
+            /** @description Model keys this key may use; [] allows every model */
+            models?: string[];
+            name?: string;
             scopes?: ("models:read" | "account:read" | "batches:read" | "batches:write" | "uploads:write" | "webhooks:manage")[];
         };
         KeyResponseDto: {
@@ -2104,6 +2684,21 @@ export interface components {
             /** @description Images of those batches that succeeded so far */
             succeeded: number;
         };
+        UsageBreakdownDto: {
+            /** @description The key that created the batches; null for the dashboard */
+            keyId: string | null;
+            /** @example eta-image */
+            model: string;
+            batches: number;
+            /** @description Images those batches ordered */
+            ordered: number;
+            /** @description Images of those batches that succeeded so far */
+            succeeded: number;
+            /** @description Credits charged for those batches */
+            charged: number;
+            /** @description Credits refunded for them so far */
+            refunded: number;
+        };
         UsageResponseDto: {
             /**
              * @description First UTC day of the window
@@ -2115,6 +2710,8 @@ export interface components {
             totals: components["schemas"]["UsageTotalsDto"];
             /** @description Per UTC day with batches, oldest first: images ordered and succeeded (the web app chart) */
             images: components["schemas"]["ImagesDayDto"][];
+            /** @description The batches created in the window, per key and model (by the day a batch was created, unlike `days`) */
+            byKeyAndModel: components["schemas"]["UsageBreakdownDto"][];
         };
         LedgerEntryDto: {
             id: string;
@@ -2122,7 +2719,7 @@ export interface components {
             amount: number;
             balanceAfter: number;
             /** @enum {string} */
-            kind: "grant" | "adjustment" | "batch_charge" | "task_refund" | "cancel_refund";
+            kind: "grant" | "adjustment" | "batch_charge" | "task_refund" | "cancel_refund" | "purchase" | "purchase_refund";
             reason: string | null;
             batchId: string | null;
             taskId: string | null;
@@ -2134,6 +2731,26 @@ export interface components {
         LedgerResponseDto: {
             entries: components["schemas"]["LedgerEntryDto"][];
             nextCursor: string | null;
+        };
+        CheckoutRequestDto: {
+            /**
+             * Format: uuid
+             * @description A pack from GET /v1/dashboard/credit-packs
+             * @example 3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60
+             */
+            packId: string;
+        };
+        CheckoutResponseDto: {
+            /**
+             * @description Stripe's Checkout page: send the buyer here
+             * @example https://checkout.example.com/c/pay/cs_test_a1b2c3
+             */
+            url: string;
+            /**
+             * @description Stripe's Checkout Session id (also in the success URL's session_id)
+             * @example cs_test_a1b2c3
+             */
+            sessionId: string;
         };
     };
     responses: never;
@@ -2397,7 +3014,8 @@ export interface operations {
                      *         "createdAt": 1
                      *       },
                      *       "credits": {
-                     *         "balance": 1
+                     *         "balance": 1,
+                     *         "lowCreditsThreshold": null
                      *       },
                      *       "limits": {
                      *         "maxImagesPerBatch": 1,
@@ -2413,7 +3031,16 @@ export interface operations {
                      *         ],
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
-                     *         "capResetsAt": 1
+                     *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ]
                      *       }
                      *     }
                      */
@@ -2600,7 +3227,8 @@ export interface operations {
                      *             "running": 1,
                      *             "succeeded": 1,
                      *             "failed": 1,
-                     *             "cancelled": 1
+                     *             "cancelled": 1,
+                     *             "cancelling": 1
                      *           },
                      *           "previewUrl": null,
                      *           "createdViaApi": true,
@@ -2610,7 +3238,9 @@ export interface operations {
                      *           "creditsRefunded": 1,
                      *           "cancelledAt": null,
                      *           "tier": "standard",
-                     *           "expiresAt": 1795513462562
+                     *           "expiresAt": 1795513462562,
+                     *           "deadline": 1795513462562,
+                     *           "cancelReason": "deadline"
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -2777,7 +3407,8 @@ export interface operations {
                  *       "note": null,
                  *       "seed": 42,
                  *       "outputFormat": "png",
-                 *       "tier": "standard"
+                 *       "tier": "standard",
+                 *       "deadline": null
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -2800,7 +3431,8 @@ export interface operations {
                      *       "id": "string",
                      *       "total": 1,
                      *       "creditsCharged": 1,
-                     *       "status": "pending"
+                     *       "status": "pending",
+                     *       "tier": "standard"
                      *     }
                      */
                     "application/json": components["schemas"]["CreatedBatchResponseDto"];
@@ -2866,7 +3498,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            /**
+             * @description key_budget_exceeded, model_not_allowed (the key's budget or models allowlist)
+             *
+             *     account_disabled, api_not_available_on_plan, insufficient_scope
+             */
             403: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2879,8 +3515,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "account_disabled",
-                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *         "code": "key_budget_exceeded",
+                     *         "message": "key_budget_exceeded, model_not_allowed (the key's budget or models allowlist)\n\naccount_disabled, api_not_available_on_plan, insufficient_scope"
                      *       }
                      *     }
                      */
@@ -3026,7 +3662,8 @@ export interface operations {
                  *       "note": null,
                  *       "seed": 42,
                  *       "outputFormat": "png",
-                 *       "tier": "standard"
+                 *       "tier": "standard",
+                 *       "deadline": null
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -3250,7 +3887,8 @@ export interface operations {
                      *           "running": 1,
                      *           "succeeded": 1,
                      *           "failed": 1,
-                     *           "cancelled": 1
+                     *           "cancelled": 1,
+                     *           "cancelling": 1
                      *         },
                      *         "previewUrl": null,
                      *         "createdViaApi": true,
@@ -3260,7 +3898,9 @@ export interface operations {
                      *         "creditsRefunded": 1,
                      *         "cancelledAt": null,
                      *         "tier": "standard",
-                     *         "expiresAt": 1795513462562
+                     *         "expiresAt": 1795513462562,
+                     *         "deadline": 1795513462562,
+                     *         "cancelReason": "deadline"
                      *       },
                      *       "tasks": [
                      *         {
@@ -3279,7 +3919,8 @@ export interface operations {
                      *           "copy": 1,
                      *           "width": null,
                      *           "height": null,
-                     *           "errorCode": "upstream_rejected"
+                     *           "errorCode": "upstream_rejected",
+                     *           "cancelling": true
                      *         }
                      *       ]
                      *     }
@@ -3446,6 +4087,198 @@ export interface operations {
             };
         };
     };
+    streamBatchEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received: the stream resumes after it, without repeating or losing a task's event */
+                "Last-Event-ID"?: string;
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `task` events (a task object, once per task when it reaches succeeded, failed or cancelled) and `batch` events (the batch object, when it changed), each with an id to resume from; comment lines as heartbeats; the stream ends after the batch event whose done is true. Counts against the same 20 held requests per key as long polls. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Resumed after the done event: nothing left to send */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_request and other validation codes */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and other validation codes"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized, invalid_api_key, key_revoked */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized, invalid_api_key, key_revoked"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled, api_not_available_on_plan, insufficient_scope */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled, api_not_available_on_plan, insufficient_scope"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /**
+             * @description rate_limited: 20 held polls and streams already open for this key
+             *
+             *     rate_limited; honour Retry-After
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited: 20 held polls and streams already open for this key\n\nrate_limited; honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
     cancelBatch: {
         parameters: {
             query?: never;
@@ -3496,7 +4329,8 @@ export interface operations {
                      *         "running": 1,
                      *         "succeeded": 1,
                      *         "failed": 1,
-                     *         "cancelled": 1
+                     *         "cancelled": 1,
+                     *         "cancelling": 1
                      *       },
                      *       "previewUrl": null,
                      *       "createdViaApi": true,
@@ -3506,7 +4340,9 @@ export interface operations {
                      *       "creditsRefunded": 1,
                      *       "cancelledAt": null,
                      *       "tier": "standard",
-                     *       "expiresAt": 1795513462562
+                     *       "expiresAt": 1795513462562,
+                     *       "deadline": 1795513462562,
+                     *       "cancelReason": "deadline"
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDto"];
@@ -3860,6 +4696,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description As on POST /v1/batches (kept 24 h per account): a retry with the same key and body waits for the batch the first request made and answers from it, charging nothing again; the same key with another body is idempotency_key_reused (422) */
+                "Idempotency-Key"?: string;
                 /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -3905,13 +4743,21 @@ export interface operations {
                      *           "url": "string",
                      *           "b64_json": "string"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "size": "1536x1024",
+                     *       "quality": "low",
+                     *       "output_format": "png",
+                     *       "background": "transparent"
                      *     }
                      */
                     "application/json": components["schemas"]["OpenAiImagesResponseDto"];
                 };
             };
-            /** @description invalid_request and other validation codes */
+            /**
+             * @description moderation_blocked (type image_generation_user_error): the content policy, Kiln's or the upstream's, refused the prompt (refunded); invalid_request, unknown_model...
+             *
+             *     invalid_request and other validation codes
+             */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3924,8 +4770,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "invalid_request",
-                     *         "message": "invalid_request and other validation codes"
+                     *         "code": "moderation_blocked",
+                     *         "message": "moderation_blocked (type image_generation_user_error): the content policy, Kiln's or the upstream's, refused the prompt (refunded); invalid_request, unknown_model...\n\ninvalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -4035,7 +4881,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            /** @description generation_failed: no image succeeded (refunded); details.batchId, details.retryable */
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4049,7 +4895,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "generation_failed",
-                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId, details.retryable"
                      *       }
                      *     }
                      */
@@ -4146,13 +4992,21 @@ export interface operations {
                      *           "url": "string",
                      *           "b64_json": "string"
                      *         }
-                     *       ]
+                     *       ],
+                     *       "size": "1536x1024",
+                     *       "quality": "low",
+                     *       "output_format": "png",
+                     *       "background": "transparent"
                      *     }
                      */
                     "application/json": components["schemas"]["OpenAiImagesResponseDto"];
                 };
             };
-            /** @description invalid_request and other validation codes */
+            /**
+             * @description moderation_blocked (type image_generation_user_error): the content policy, Kiln's or the upstream's, refused the prompt (refunded); invalid_request, unknown_model...
+             *
+             *     invalid_request and other validation codes
+             */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4165,8 +5019,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "invalid_request",
-                     *         "message": "invalid_request and other validation codes"
+                     *         "code": "moderation_blocked",
+                     *         "message": "moderation_blocked (type image_generation_user_error): the content policy, Kiln's or the upstream's, refused the prompt (refunded); invalid_request, unknown_model...\n\ninvalid_request and other validation codes"
                      *       }
                      *     }
                      */
@@ -4276,7 +5130,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description generation_failed: no image succeeded (refunded); details.batchId */
+            /** @description generation_failed: no image succeeded (refunded); details.batchId, details.retryable */
             502: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4290,7 +5144,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "generation_failed",
-                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId"
+                     *         "message": "generation_failed: no image succeeded (refunded); details.batchId, details.retryable"
                      *       }
                      *     }
                      */
@@ -6301,11 +7155,18 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "creditCapPerDay": null,
+                 *       "budget": {
+                 *         "credits": 1,
+                 *         "period": "day"
+                 *       },
+                 *       "models": [
+                 *         "string"
+                 *       ],
                  *       "name": "string",
                  *       "scopes": [
                  *         "models:read"
-                 *       ],
-                 *       "creditCapPerDay": null
+                 *       ]
                  *     }
                  */
                 "application/json": components["schemas"]["CreateKeyRequestDto"];
@@ -6330,6 +7191,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null
@@ -6473,6 +7343,12 @@ export interface operations {
                      *               "2K"
                      *             ]
                      *           },
+                     *           "ownResolutionsByRatio": {
+                     *             "1:1": [
+                     *               "1K",
+                     *               "2K"
+                     *             ]
+                     *           },
                      *           "supportsRefImages": true,
                      *           "maxRefImages": null,
                      *           "supportsQuality": true,
@@ -6482,17 +7358,55 @@ export interface operations {
                      *           "provider": {
                      *             "type": "builtin"
                      *           },
+                     *           "routes": [
+                     *             {
+                     *               "type": "builtin"
+                     *             }
+                     *           ],
+                     *           "failover": {
+                     *             "on": [
+                     *               "server_error",
+                     *               "rate_limited",
+                     *               "timeout",
+                     *               "connection"
+                     *             ],
+                     *             "cooldownMs": 60000,
+                     *             "failuresToOpen": 5,
+                     *             "sizes": "all"
+                     *           },
+                     *           "openaiAliases": [
+                     *             "gpt-image-1"
+                     *           ],
                      *           "sortOrder": 1,
                      *           "updatedAt": "2026-11-25T09:30:00.000Z",
                      *           "routeHealth": {
                      *             "state": "ok",
                      *             "lastSuccessAt": "2026-01-31T12:00:00.000Z"
                      *           },
+                     *           "routesHealth": [
+                     *             {
+                     *               "index": 0,
+                     *               "type": "builtin",
+                     *               "health": {},
+                     *               "circuit": {
+                     *                 "state": "closed",
+                     *                 "failures": 1,
+                     *                 "openUntil": null
+                     *               }
+                     *             }
+                     *           ],
                      *           "routeWarnings": [
                      *             {
                      *               "code": "preset_retired",
                      *               "preset": "openai/gpt-image-1-mini",
                      *               "retiresAt": "2026-12-01",
+                     *               "pairs": [
+                     *                 {
+                     *                   "aspectRatio": "16:9",
+                     *                   "resolution": "2K"
+                     *                 }
+                     *               ],
+                     *               "marginUsd": 0,
                      *               "message": "string"
                      *             }
                      *           ]
@@ -6629,6 +7543,30 @@ export interface operations {
                  *       "maxRefImages": null,
                  *       "maxPromptLength": 1,
                  *       "provider": {},
+                 *       "routes": [
+                 *         {
+                 *           "preset": "openai/gpt-image-1"
+                 *         },
+                 *         {
+                 *           "type": "openai",
+                 *           "baseUrl": "https://gateway.example.com/v1",
+                 *           "model": "gpt-image-1"
+                 *         }
+                 *       ],
+                 *       "failover": {
+                 *         "on": [
+                 *           "server_error",
+                 *           "rate_limited",
+                 *           "timeout",
+                 *           "connection"
+                 *         ],
+                 *         "cooldownMs": 60000,
+                 *         "failuresToOpen": 5,
+                 *         "sizes": "all"
+                 *       },
+                 *       "openaiAliases": [
+                 *         "gpt-image-1"
+                 *       ],
                  *       "key": "studio-flash",
                  *       "fromPreset": "gemini/gemini-3.1-flash-image"
                  *     }
@@ -6663,6 +7601,12 @@ export interface operations {
                      *             "2K"
                      *           ]
                      *         },
+                     *         "ownResolutionsByRatio": {
+                     *           "1:1": [
+                     *             "1K",
+                     *             "2K"
+                     *           ]
+                     *         },
                      *         "supportsRefImages": true,
                      *         "maxRefImages": null,
                      *         "supportsQuality": true,
@@ -6672,9 +7616,43 @@ export interface operations {
                      *         "provider": {
                      *           "type": "builtin"
                      *         },
+                     *         "routes": [
+                     *           {
+                     *             "type": "builtin"
+                     *           }
+                     *         ],
+                     *         "failover": {
+                     *           "on": [
+                     *             "server_error",
+                     *             "rate_limited",
+                     *             "timeout",
+                     *             "connection"
+                     *           ],
+                     *           "cooldownMs": 60000,
+                     *           "failuresToOpen": 5,
+                     *           "sizes": "all"
+                     *         },
+                     *         "openaiAliases": [
+                     *           "gpt-image-1"
+                     *         ],
                      *         "sortOrder": 1,
                      *         "updatedAt": "2026-11-25T09:30:00.000Z"
-                     *       }
+                     *       },
+                     *       "routeWarnings": [
+                     *         {
+                     *           "code": "preset_retired",
+                     *           "preset": "openai/gpt-image-1-mini",
+                     *           "retiresAt": "2026-12-01",
+                     *           "pairs": [
+                     *             {
+                     *               "aspectRatio": "16:9",
+                     *               "resolution": "2K"
+                     *             }
+                     *           ],
+                     *           "marginUsd": 0,
+                     *           "message": "string"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AdminModelResponseDto"];
@@ -6804,7 +7782,31 @@ export interface operations {
                  *       "supportsBackground": true,
                  *       "maxRefImages": null,
                  *       "maxPromptLength": 1,
-                 *       "provider": {}
+                 *       "provider": {},
+                 *       "routes": [
+                 *         {
+                 *           "preset": "openai/gpt-image-1"
+                 *         },
+                 *         {
+                 *           "type": "openai",
+                 *           "baseUrl": "https://gateway.example.com/v1",
+                 *           "model": "gpt-image-1"
+                 *         }
+                 *       ],
+                 *       "failover": {
+                 *         "on": [
+                 *           "server_error",
+                 *           "rate_limited",
+                 *           "timeout",
+                 *           "connection"
+                 *         ],
+                 *         "cooldownMs": 60000,
+                 *         "failuresToOpen": 5,
+                 *         "sizes": "all"
+                 *       },
+                 *       "openaiAliases": [
+                 *         "gpt-image-1"
+                 *       ]
                  *     }
                  */
                 "application/json": components["schemas"]["UpdateModelRequestDto"];
@@ -6837,6 +7839,12 @@ export interface operations {
                      *             "2K"
                      *           ]
                      *         },
+                     *         "ownResolutionsByRatio": {
+                     *           "1:1": [
+                     *             "1K",
+                     *             "2K"
+                     *           ]
+                     *         },
                      *         "supportsRefImages": true,
                      *         "maxRefImages": null,
                      *         "supportsQuality": true,
@@ -6846,9 +7854,43 @@ export interface operations {
                      *         "provider": {
                      *           "type": "builtin"
                      *         },
+                     *         "routes": [
+                     *           {
+                     *             "type": "builtin"
+                     *           }
+                     *         ],
+                     *         "failover": {
+                     *           "on": [
+                     *             "server_error",
+                     *             "rate_limited",
+                     *             "timeout",
+                     *             "connection"
+                     *           ],
+                     *           "cooldownMs": 60000,
+                     *           "failuresToOpen": 5,
+                     *           "sizes": "all"
+                     *         },
+                     *         "openaiAliases": [
+                     *           "gpt-image-1"
+                     *         ],
                      *         "sortOrder": 1,
                      *         "updatedAt": "2026-11-25T09:30:00.000Z"
-                     *       }
+                     *       },
+                     *       "routeWarnings": [
+                     *         {
+                     *           "code": "preset_retired",
+                     *           "preset": "openai/gpt-image-1-mini",
+                     *           "retiresAt": "2026-12-01",
+                     *           "pairs": [
+                     *             {
+                     *               "aspectRatio": "16:9",
+                     *               "resolution": "2K"
+                     *             }
+                     *           ],
+                     *           "marginUsd": 0,
+                     *           "message": "string"
+                     *         }
+                     *       ]
                      *     }
                      */
                     "application/json": components["schemas"]["AdminModelResponseDto"];
@@ -6992,14 +8034,18 @@ export interface operations {
                      *             "model": "gpt-image-1"
                      *           },
                      *           "cost": {
+                     *             "rule": {
+                     *               "per": "megapixel",
+                     *               "usd": 0.025,
+                     *               "rounding": "up"
+                     *             },
+                     *             "readOn": "2026-11-28",
+                     *             "source": "https://vendor.example/pricing",
                      *             "usdPerImage": {
-                     *               "1K": 0.042
-                     *             },
-                     *             "economyUsdPerImage": {
-                     *               "1K": 0.021
-                     *             },
-                     *             "readOn": "2026-11-20"
+                     *               "1K": 0.025
+                     *             }
                      *           },
+                     *           "price": "USD 0.025 per megapixel, rounded up (fal, read 2026-11-28, https://vendor.example/pricing)",
                      *           "retiresAt": "2026-12-01",
                      *           "notes": "string",
                      *           "model": {}
@@ -7516,9 +8562,10 @@ export interface operations {
                 /** @description Last UTC day, YYYY-MM-DD, included (default: today); at most 366 days */
                 to?: string;
                 /** @description default day */
-                groupBy?: "day" | "model" | "account";
+                groupBy?: "day" | "model" | "account" | "route" | "key";
             };
-            header?: {
+            header: {
+                accept: string;
                 /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
                 "X-Request-Id"?: components["parameters"]["RequestId"];
             };
@@ -7540,8 +8587,11 @@ export interface operations {
                      *           "day": "string",
                      *           "model": null,
                      *           "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12",
+                     *           "route": "fal/fal-ai/flux/dev",
+                     *           "apiKeyId": null,
                      *           "images": 1,
                      *           "failed": 1,
+                     *           "unpricedImages": 1,
                      *           "creditsCharged": 1,
                      *           "creditsRefunded": 1,
                      *           "upstreamCostUsd": 1,
@@ -7552,6 +8602,28 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["OperatorUsageResponseDto"];
+                    /**
+                     * @example {
+                     *       "rows": [
+                     *         {
+                     *           "day": "string",
+                     *           "model": null,
+                     *           "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12",
+                     *           "route": "fal/fal-ai/flux/dev",
+                     *           "apiKeyId": null,
+                     *           "images": 1,
+                     *           "failed": 1,
+                     *           "unpricedImages": 1,
+                     *           "creditsCharged": 1,
+                     *           "creditsRefunded": 1,
+                     *           "upstreamCostUsd": 1,
+                     *           "revenueUsd": 1,
+                     *           "marginUsd": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "text/csv": components["schemas"]["OperatorUsageResponseDto"];
                 };
             };
             /** @description invalid_request */
@@ -7695,7 +8767,8 @@ export interface operations {
                      *           "running": 1,
                      *           "succeeded": 1,
                      *           "failed": 1,
-                     *           "cancelled": 1
+                     *           "cancelled": 1,
+                     *           "cancelling": 1
                      *         },
                      *         "previewUrl": null,
                      *         "createdViaApi": true,
@@ -7705,7 +8778,9 @@ export interface operations {
                      *         "creditsRefunded": 1,
                      *         "cancelledAt": null,
                      *         "tier": "standard",
-                     *         "expiresAt": 1795513462562
+                     *         "expiresAt": 1795513462562,
+                     *         "deadline": 1795513462562,
+                     *         "cancelReason": "deadline"
                      *       },
                      *       "tasks": [
                      *         {
@@ -7725,7 +8800,9 @@ export interface operations {
                      *           "width": null,
                      *           "height": null,
                      *           "errorCode": "upstream_rejected",
-                     *           "upstreamRequestId": null
+                     *           "cancelling": true,
+                     *           "upstreamRequestId": null,
+                     *           "route": null
                      *         }
                      *       ],
                      *       "accountId": "9b2f6c1e-4d3a-4f8e-b1a7-2c5d8e9f0a12"
@@ -7862,6 +8939,15 @@ export interface operations {
                      *           "creditCapPerDay": null,
                      *           "creditsUsedToday": 1,
                      *           "capResetsAt": 1,
+                     *           "budget": {
+                     *             "credits": 1,
+                     *             "period": "day",
+                     *             "spent": 1,
+                     *             "resetsAt": 1
+                     *           },
+                     *           "models": [
+                     *             "string"
+                     *           ],
                      *           "createdAt": 1,
                      *           "lastUsedAt": null,
                      *           "revokedAt": null,
@@ -7999,6 +9085,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
@@ -8135,6 +9230,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null,
@@ -8451,6 +9555,550 @@ export interface operations {
                      *       "error": {
                      *         "code": "service_unavailable",
                      *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listAdminCreditPacks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "packs": [
+                     *         {
+                     *           "id": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60",
+                     *           "name": "1,000 credits",
+                     *           "credits": 1000,
+                     *           "priceCents": 1000,
+                     *           "currency": "usd",
+                     *           "active": true,
+                     *           "createdAt": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditPackListResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createAdminCreditPack: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "credits": 1000,
+                 *       "priceCents": 1000,
+                 *       "currency": "usd",
+                 *       "name": "string",
+                 *       "active": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateCreditPackRequestDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pack": {
+                     *         "id": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60",
+                     *         "name": "1,000 credits",
+                     *         "credits": 1000,
+                     *         "priceCents": 1000,
+                     *         "currency": "usd",
+                     *         "active": true,
+                     *         "createdAt": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditPackResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such resource, or ADMIN_TOKEN is not configured */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    archiveAdminCreditPack: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pack": {
+                     *         "id": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60",
+                     *         "name": "1,000 credits",
+                     *         "credits": 1000,
+                     *         "priceCents": 1000,
+                     *         "currency": "usd",
+                     *         "active": true,
+                     *         "createdAt": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditPackResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: too many failed admin tokens from this address */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    updateAdminCreditPack: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "credits": 1,
+                 *       "priceCents": 1,
+                 *       "currency": "eur",
+                 *       "name": "string",
+                 *       "active": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateCreditPackRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pack": {
+                     *         "id": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60",
+                     *         "name": "1,000 credits",
+                     *         "credits": 1000,
+                     *         "priceCents": 1000,
+                     *         "currency": "usd",
+                     *         "active": true,
+                     *         "createdAt": 1
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditPackResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized: missing or wrong ADMIN_TOKEN */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found"
                      *       }
                      *     }
                      */
@@ -9014,7 +10662,8 @@ export interface operations {
                      *         "plan": "free",
                      *         "status": "active",
                      *         "balance": 1,
-                     *         "createdAt": 1
+                     *         "createdAt": 1,
+                     *         "lowCreditsThreshold": null
                      *       },
                      *       "limits": {
                      *         "maxImagesPerBatch": 1,
@@ -9025,10 +10674,195 @@ export interface operations {
                      *         "maxKeys": 1,
                      *         "apiAccess": true,
                      *         "requestsPerMinute": 1
-                     *       }
+                     *       },
+                     *       "purchasesEnabled": true
                      *     }
                      */
                     "application/json": components["schemas"]["DashboardAccountResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    updateDashboardAccount: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "lowCreditsThreshold": null
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpdateDashboardAccountRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "account": {
+                     *         "id": "string",
+                     *         "email": "string",
+                     *         "plan": "free",
+                     *         "status": "active",
+                     *         "balance": 1,
+                     *         "createdAt": 1,
+                     *         "lowCreditsThreshold": null
+                     *       },
+                     *       "limits": {
+                     *         "maxImagesPerBatch": 1,
+                     *         "maxConcurrentBatches": 1,
+                     *         "activeBatches": 1,
+                     *         "maxConcurrentEconomyBatches": 1,
+                     *         "activeEconomyBatches": 1,
+                     *         "maxKeys": 1,
+                     *         "apiAccess": true,
+                     *         "requestsPerMinute": 1
+                     *       },
+                     *       "purchasesEnabled": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DashboardAccountResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
             /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
@@ -9171,6 +11005,15 @@ export interface operations {
                      *           "creditCapPerDay": null,
                      *           "creditsUsedToday": 1,
                      *           "capResetsAt": 1,
+                     *           "budget": {
+                     *             "credits": 1,
+                     *             "period": "day",
+                     *             "spent": 1,
+                     *             "resetsAt": 1
+                     *           },
+                     *           "models": [
+                     *             "string"
+                     *           ],
                      *           "createdAt": 1,
                      *           "lastUsedAt": null,
                      *           "revokedAt": null
@@ -9322,10 +11165,17 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "creditCapPerDay": null,
+                 *       "budget": {
+                 *         "credits": 1,
+                 *         "period": "day"
+                 *       },
+                 *       "models": [
+                 *         "string"
+                 *       ],
                  *       "scopes": [
                  *         "models:read"
                  *       ],
-                 *       "creditCapPerDay": null,
                  *       "name": "string"
                  *     }
                  */
@@ -9354,6 +11204,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null
@@ -9526,6 +11385,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null
@@ -9699,8 +11567,15 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "name": "string",
                  *       "creditCapPerDay": null,
+                 *       "budget": {
+                 *         "credits": 1,
+                 *         "period": "day"
+                 *       },
+                 *       "models": [
+                 *         "string"
+                 *       ],
+                 *       "name": "string",
                  *       "scopes": [
                  *         "models:read"
                  *       ]
@@ -9731,6 +11606,15 @@ export interface operations {
                      *         "creditCapPerDay": null,
                      *         "creditsUsedToday": 1,
                      *         "capResetsAt": 1,
+                     *         "budget": {
+                     *           "credits": 1,
+                     *           "period": "day",
+                     *           "spent": 1,
+                     *           "resetsAt": 1
+                     *         },
+                     *         "models": [
+                     *           "string"
+                     *         ],
                      *         "createdAt": 1,
                      *         "lastUsedAt": null,
                      *         "revokedAt": null
@@ -9931,6 +11815,17 @@ export interface operations {
                      *           "day": "2025-01-31",
                      *           "ordered": 1,
                      *           "succeeded": 1
+                     *         }
+                     *       ],
+                     *       "byKeyAndModel": [
+                     *         {
+                     *           "keyId": null,
+                     *           "model": "eta-image",
+                     *           "batches": 1,
+                     *           "ordered": 1,
+                     *           "succeeded": 1,
+                     *           "charged": 1,
+                     *           "refunded": 1
                      *         }
                      *       ]
                      *     }
@@ -10238,12 +12133,375 @@ export interface operations {
             };
         };
     };
+    listDashboardCreditPacks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "packs": [
+                     *         {
+                     *           "id": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60",
+                     *           "name": "1,000 credits",
+                     *           "credits": 1000,
+                     *           "priceCents": 1000,
+                     *           "currency": "usd",
+                     *           "active": true,
+                     *           "createdAt": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreditPackListResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found (details.reason payments_disabled: no STRIPE_SECRET_KEY) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found (details.reason payments_disabled: no STRIPE_SECRET_KEY)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createDashboardCheckout: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "packId": "3f6c2a9e-8b1d-4c5e-9f7a-1b2c3d4e5f60"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CheckoutRequestDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "https://checkout.example.com/c/pay/cs_test_a1b2c3",
+                     *       "sessionId": "cs_test_a1b2c3"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CheckoutResponseDto"];
+                };
+            };
+            /** @description invalid_request */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found (details.reason payments_disabled: no STRIPE_SECRET_KEY); not_found (no such pack on sale) */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found (details.reason payments_disabled: no STRIPE_SECRET_KEY); not_found (no such pack on sale)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited (requests per session, failed tokens per IP); honour Retry-After */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited (requests per session, failed tokens per IP); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable (Stripe refused or did not answer); honour Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable (Stripe refused or did not answer); honour Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
     listDashboardBatches: {
         parameters: {
             query?: {
                 limit?: number;
                 /** @description Opaque; the previous page's nextCursor */
                 cursor?: string;
+                /** @description Comma-separated statuses (pending, running, succeeded, partial, failed, cancelled); any of them */
+                status?: string;
+                /** @description A model key */
+                model?: string;
+                /** @description Created at or after: a UTC day (YYYY-MM-DD) or an ISO 8601 instant */
+                from?: string;
+                /** @description Created before: an instant, or a UTC day (then through its end) */
+                to?: string;
+                /** @description Text the note or a prompt contains, any case (1 to 200 characters) */
+                q?: string;
             };
             header?: {
                 /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
@@ -10291,7 +12549,8 @@ export interface operations {
                      *             "running": 1,
                      *             "succeeded": 1,
                      *             "failed": 1,
-                     *             "cancelled": 1
+                     *             "cancelled": 1,
+                     *             "cancelling": 1
                      *           },
                      *           "previewUrl": null,
                      *           "createdViaApi": true,
@@ -10301,7 +12560,9 @@ export interface operations {
                      *           "creditsRefunded": 1,
                      *           "cancelledAt": null,
                      *           "tier": "standard",
-                     *           "expiresAt": 1795513462562
+                     *           "expiresAt": 1795513462562,
+                     *           "deadline": 1795513462562,
+                     *           "cancelReason": "deadline"
                      *         }
                      *       ],
                      *       "nextCursor": null
@@ -10468,7 +12729,8 @@ export interface operations {
                  *       "note": null,
                  *       "seed": 42,
                  *       "outputFormat": "png",
-                 *       "tier": "standard"
+                 *       "tier": "standard",
+                 *       "deadline": null
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -10491,7 +12753,8 @@ export interface operations {
                      *       "id": "string",
                      *       "total": 1,
                      *       "creditsCharged": 1,
-                     *       "status": "pending"
+                     *       "status": "pending",
+                     *       "tier": "standard"
                      *     }
                      */
                     "application/json": components["schemas"]["CreatedBatchResponseDto"];
@@ -10717,7 +12980,8 @@ export interface operations {
                  *       "note": null,
                  *       "seed": 42,
                  *       "outputFormat": "png",
-                 *       "tier": "standard"
+                 *       "tier": "standard",
+                 *       "deadline": null
                  *     }
                  */
                 "application/json": components["schemas"]["CreateBatchRequestDto"];
@@ -10941,7 +13205,8 @@ export interface operations {
                      *           "running": 1,
                      *           "succeeded": 1,
                      *           "failed": 1,
-                     *           "cancelled": 1
+                     *           "cancelled": 1,
+                     *           "cancelling": 1
                      *         },
                      *         "previewUrl": null,
                      *         "createdViaApi": true,
@@ -10951,7 +13216,9 @@ export interface operations {
                      *         "creditsRefunded": 1,
                      *         "cancelledAt": null,
                      *         "tier": "standard",
-                     *         "expiresAt": 1795513462562
+                     *         "expiresAt": 1795513462562,
+                     *         "deadline": 1795513462562,
+                     *         "cancelReason": "deadline"
                      *       },
                      *       "tasks": [
                      *         {
@@ -10970,7 +13237,8 @@ export interface operations {
                      *           "copy": 1,
                      *           "width": null,
                      *           "height": null,
-                     *           "errorCode": "upstream_rejected"
+                     *           "errorCode": "upstream_rejected",
+                     *           "cancelling": true
                      *         }
                      *       ]
                      *     }
@@ -11137,6 +13405,194 @@ export interface operations {
             };
         };
     };
+    streamDashboardBatchEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The id of the last event received: the stream resumes after it, without repeating or losing a task's event */
+                "Last-Event-ID"?: string;
+                /** @description Your own id for this request (1 to 128 characters of [A-Za-z0-9._:-]); echoed back and logged. */
+                "X-Request-Id"?: components["parameters"]["RequestId"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `task` events (a task object, once per task when it reaches succeeded, failed or cancelled) and `batch` events (the batch object, when it changed), each with an id to resume from; comment lines as heartbeats; the stream ends after the batch event whose done is true. Counts against the same 20 held requests per key as long polls. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Resumed after the done event: nothing left to send */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_request and the other validation codes of POST /v1/batches */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "invalid_request",
+                     *         "message": "invalid_request and the other validation codes of POST /v1/batches"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description unauthorized (no token), invalid_credentials (unknown, expired or signed-out session) */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "unauthorized",
+                     *         "message": "unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description account_disabled */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "account_disabled",
+                     *         "message": "account_disabled"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description not_found: no such batch on this account */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "not_found: no such batch on this account"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description rate_limited: 20 held polls and streams already open for this key */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "rate_limited",
+                     *         "message": "rate_limited: 20 held polls and streams already open for this key"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "internal_error",
+                     *         "message": "internal_error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "service_unavailable",
+                     *         "message": "service_unavailable: PostgreSQL or Redis cannot be reached; retry after Retry-After"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
     cancelDashboardBatch: {
         parameters: {
             query?: never;
@@ -11187,7 +13643,8 @@ export interface operations {
                      *         "running": 1,
                      *         "succeeded": 1,
                      *         "failed": 1,
-                     *         "cancelled": 1
+                     *         "cancelled": 1,
+                     *         "cancelling": 1
                      *       },
                      *       "previewUrl": null,
                      *       "createdViaApi": true,
@@ -11197,7 +13654,9 @@ export interface operations {
                      *       "creditsRefunded": 1,
                      *       "cancelledAt": null,
                      *       "tier": "standard",
-                     *       "expiresAt": 1795513462562
+                     *       "expiresAt": 1795513462562,
+                     *       "deadline": 1795513462562,
+                     *       "cancelReason": "deadline"
                      *     }
                      */
                     "application/json": components["schemas"]["BatchDto"];

@@ -11,7 +11,9 @@ describe('@kiln/sdk package', () => {
     const imports = fs
       .readdirSync(__dirname)
       .filter((f) => f.endsWith('.ts') && !f.endsWith('.spec.ts'))
-      .flatMap((f) => [...fs.readFileSync(path.join(__dirname, f), 'utf8').matchAll(/(?:from|import\()\s*'([^']+)'/g)].map((m) => `${f}: ${m[1]}`));
+      .flatMap((f) =>
+        [...fs.readFileSync(path.join(__dirname, f), 'utf8').matchAll(/(?:from|import\()\s*'([^']+)'/g)].map((m) => `${f}: ${m[1]}`),
+      );
     expect(imports.filter((i) => !/: (\.\/|node:)/.test(i))).toEqual([]);
     const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
     expect(pkg.dependencies ?? {}).toEqual({});
@@ -26,6 +28,8 @@ describe('@kiln/sdk package', () => {
       const entry = path.join(out, pkg.exports['.'].default);
       expect(fs.existsSync(path.join(out, pkg.exports['.'].types))).toBe(true);
       expect(fs.existsSync(path.join(out, pkg.types))).toBe(true);
+      // The built package, loaded as a consumer's require() loads it (a path known at run time only).
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- see above
       const sdk = require(entry);
       expect(typeof sdk.Kiln).toBe('function');
       expect(typeof sdk.Kiln.verifyWebhook).toBe('function');
@@ -49,19 +53,28 @@ describe('@kiln/sdk package', () => {
   it('packs into a tarball that installs offline into another project and runs there: ESM, CommonJS and TypeScript', () => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-sdk-pack-'));
     const run = (cmd: string, args: string[], cwd: string) =>
-      execFileSync(cmd, args, { cwd, stdio: 'pipe', timeout: 180_000, env: { ...process.env, npm_config_update_notifier: 'false' } }).toString();
+      execFileSync(cmd, args, {
+        cwd,
+        stdio: 'pipe',
+        timeout: 180_000,
+        env: { ...process.env, npm_config_update_notifier: 'false' },
+      }).toString();
     try {
       // npm pack runs the package's prepack (its own tsc build) and lists what it packed.
       const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], ROOT))[0];
       const names: string[] = packed.files.map((f: { path: string }) => f.path);
       expect(names).toEqual(expect.arrayContaining(['README.md', 'index.mjs', 'dist/index.js', 'dist/index.d.ts', 'package.json']));
-      expect(names.filter((n) => n.endsWith('.map') || n.endsWith('.ts') && !n.endsWith('.d.ts') || n.includes('spec'))).toEqual([]);
+      expect(names.filter((n) => n.endsWith('.map') || (n.endsWith('.ts') && !n.endsWith('.d.ts')) || n.includes('spec'))).toEqual([]);
 
       const project = path.join(work, 'project');
       fs.mkdirSync(project);
       fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'uses-kiln', private: true }));
       // No dependencies: --offline with an empty cache of its own proves nothing is fetched.
-      run('npm', ['install', '--offline', '--cache', path.join(work, 'npm-cache'), '--no-audit', '--no-fund', path.join(work, packed.filename)], project);
+      run(
+        'npm',
+        ['install', '--offline', '--cache', path.join(work, 'npm-cache'), '--no-audit', '--no-fund', path.join(work, packed.filename)],
+        project,
+      );
 
       // Both entry points load the same client; a call to a closed port fails as the SDK's own error.
       const probe = `
@@ -69,7 +82,8 @@ describe('@kiln/sdk package', () => {
         kiln.me().then(() => { console.log('answered?'); process.exit(1); }, (err) => console.log(typeof Kiln.verifyWebhook, err instanceof KilnApiError, err.code));`;
       fs.writeFileSync(path.join(project, 'esm.mjs'), `import { Kiln, KilnApiError } from '@kiln/sdk';${probe}`);
       fs.writeFileSync(path.join(project, 'cjs.cjs'), `const { Kiln, KilnApiError } = require('@kiln/sdk');${probe}`);
-      for (const file of ['esm.mjs', 'cjs.cjs']) expect(run(process.execPath, [file], project).trim()).toBe('function true connection_failed');
+      for (const file of ['esm.mjs', 'cjs.cjs'])
+        expect(run(process.execPath, [file], project).trim()).toBe('function true connection_failed');
 
       // Its declarations type-check a client, and catch a wrong field.
       const client = `
@@ -85,7 +99,26 @@ describe('@kiln/sdk package', () => {
       const tsc = (source: string) => {
         fs.writeFileSync(path.join(project, 'client.ts'), source);
         try {
-          run(process.execPath, [require.resolve('typescript/bin/tsc'), '--noEmit', '--strict', '--module', 'node16', '--moduleResolution', 'node16', '--target', 'ES2022', '--types', 'node', '--typeRoots', path.resolve(ROOT, '../../node_modules/@types'), 'client.ts'], project);
+          run(
+            process.execPath,
+            [
+              require.resolve('typescript/bin/tsc'),
+              '--noEmit',
+              '--strict',
+              '--module',
+              'node16',
+              '--moduleResolution',
+              'node16',
+              '--target',
+              'ES2022',
+              '--types',
+              'node',
+              '--typeRoots',
+              path.resolve(ROOT, '../../node_modules/@types'),
+              'client.ts',
+            ],
+            project,
+          );
           return '';
         } catch (err) {
           return String((err as { stdout?: Buffer }).stdout ?? err);

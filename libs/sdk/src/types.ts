@@ -13,6 +13,8 @@ export type Me = Schemas['MeResponseDto'];
 export type CreateBatchRequest = Schemas['CreateBatchRequestDto'];
 /** `standard` (the default) or `economy`: the model's economy price, every image within its economyWindowHours. */
 export type BatchTier = NonNullable<CreateBatchRequest['tier']>;
+/** `1K`, `2K` or `4K`: the size tier a model prices (its legal pairs with each aspect ratio are in the catalog). */
+export type BatchResolution = NonNullable<CreateBatchRequest['resolution']>;
 export type CreatedBatch = Schemas['CreatedBatchResponseDto'];
 export type Batch = Schemas['BatchDto'];
 export type Task = Schemas['TaskDto'];

@@ -10,7 +10,7 @@ export const WEBHOOK_TOLERANCE_SECONDS = 5 * 60;
 
 function header(headers: WebhookHeaders, name: string): string | undefined {
   if (typeof (headers as Headers).get === 'function') return (headers as Headers).get(name) ?? undefined;
-  const entry = Object.entries(headers).find(([k]) => k.toLowerCase() === name);
+  const entry = Object.entries(headers as Record<string, string | string[] | undefined>).find(([k]) => k.toLowerCase() === name);
   const value = entry?.[1];
   return Array.isArray(value) ? value[0] : value;
 }
@@ -30,7 +30,8 @@ export function verifyWebhook<T = unknown>(
   const id = header(headers, 'webhook-id');
   const timestamp = header(headers, 'webhook-timestamp');
   const signatures = header(headers, 'webhook-signature');
-  if (!id || !timestamp || !signatures) throw new KilnWebhookVerificationError('Missing webhook-id, webhook-timestamp or webhook-signature');
+  if (!id || !timestamp || !signatures)
+    throw new KilnWebhookVerificationError('Missing webhook-id, webhook-timestamp or webhook-signature');
   const seconds = Number(timestamp);
   const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
   if (!Number.isInteger(seconds) || Math.abs(now - seconds) > (options.toleranceSeconds ?? WEBHOOK_TOLERANCE_SECONDS)) {

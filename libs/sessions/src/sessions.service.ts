@@ -1,8 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, IsNull, Repository } from 'typeorm';
 import { AccountsService, hashPassword, verifyPassword } from '@app/accounts';
-import { AccountEntity, PlanEntity, SessionEntity } from '@app/database';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { AccountEntity, PLAN_KEYS, PlanEntity, PlanKey, SessionEntity } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
 import { generateSessionToken, SESSION_PATTERN, SESSION_TTL_MS, sessionTokenHash } from './session-token';
 
@@ -26,7 +27,7 @@ const invalidSession = (reason: 'unknown' | 'expired' | 'signed_out') =>
  * request (no cache), so logout and account disabling apply at once on every api replica.
  */
 @Injectable()
-export class SessionsService {
+export class SessionsService implements OnModuleInit {
   /** Verified against for unknown emails so that both refusals cost one scrypt. */
   private dummyHash: Promise<string> | null = null;
 
@@ -34,11 +35,20 @@ export class SessionsService {
     @InjectDataSource() private readonly db: DataSource,
     @InjectRepository(SessionEntity) private readonly sessions: Repository<SessionEntity>,
     private readonly accounts: AccountsService,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
-  /** A new account on the free plan with a zero balance, signed in. */
+  /** A SIGNUP_PLAN that names no plan stops the api at boot, not every sign-up later. */
+  onModuleInit(): void {
+    if (!(PLAN_KEYS as readonly string[]).includes(this.config.signup.plan)) {
+      throw new Error(`SIGNUP_PLAN must be one of ${PLAN_KEYS.join(', ')} (got ${this.config.signup.plan})`);
+    }
+  }
+
+  /** A new account on SIGNUP_PLAN (free) with SIGNUP_CREDITS (none), signed in. */
   async signup(email: string, password: string): Promise<IssuedSession> {
-    const account = await this.accounts.create({ email, password, plan: 'free' });
+    const { plan, credits } = this.config.signup;
+    const account = await this.accounts.create({ email, password, plan: plan as PlanKey, credits, creditsReason: 'Sign-up credits' });
     return this.issue(account.id);
   }
 

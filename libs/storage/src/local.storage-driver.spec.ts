@@ -1,7 +1,8 @@
 import { promises as fs } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { LocalStorageDriver, resolveLocalPath } from './local.storage-driver';
+import { LocalStorageDriver, olderLayoutObjects, resolveLocalPath } from './local.storage-driver';
+import { MinioStorageDriver } from './minio.storage-driver';
 import { InvalidStorageKeyError, StorageObjectNotFoundError } from './storage.errors';
 import { newObjectKey } from './storage.keys';
 
@@ -101,6 +102,32 @@ describe('LocalStorageDriver', () => {
     await expect(fs.stat(path.dirname(legacyFile))).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await driver.findLocalFile(legacy)).toBeNull();
     expect((await driver.get(fresh)).toString()).toBe('new bytes');
+  });
+
+  it('counts the objects of the directory-per-object layout left, not the shards', async () => {
+    expect(await olderLayoutObjects(driver)).toBe(0);
+    await driver.put(newObjectKey('results', 'new.png'), Buffer.from('new bytes'), 'image/png');
+    const legacy = [newObjectKey('results', 'old.png'), newObjectKey('uploads', 'old.png')];
+    for (const key of legacy) {
+      await fs.mkdir(path.dirname(path.join(dataDir, 'files', key)), { recursive: true });
+      await fs.writeFile(path.join(dataDir, 'files', key), 'legacy bytes');
+    }
+    expect(await olderLayoutObjects(driver)).toBe(2);
+    await driver.remove(legacy[0]);
+    expect(await driver.olderLayoutObjects()).toBe(1);
+    expect(
+      await olderLayoutObjects(
+        new MinioStorageDriver({
+          endPoint: '127.0.0.1',
+          port: 1,
+          useSSL: false,
+          accessKey: 'a',
+          secretKey: 's',
+          bucket: 'b',
+          publicUrl: 'http://127.0.0.1:1/b',
+        }),
+      ),
+    ).toBe(0);
   });
 
   it('lists no temp file and no stray name as an object', async () => {

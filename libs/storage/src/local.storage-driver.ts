@@ -60,7 +60,17 @@ export function resolveLocalPath(dataDir: string, key: string): string | null {
   return isValidKey(key) ? underRoot(filesRoot(dataDir), layoutPath(key)) : null;
 }
 
-/** The key's own path, where the directory-per-object layout kept it; null when that is where a put writes. */
+/**
+ * The key's own path, where the directory-per-object layout kept it; null when that is where a
+ * put writes. That layout is read (here, and through candidatePaths, remove's directory removal
+ * and keyOfLayoutPath's own path of a three-segment key) only for objects stored before
+ * 2026-11-27, which nothing writes any more and the retention sweep removes: uploads and
+ * results RETENTION_DAYS after the upgrade, a preview RETENTION_DAYS after its batch ended (an
+ * economy batch up to 7 days after the upgrade). Kept until 2027-01-31 (the default 30 days
+ * plus that week, with room for a late upgrade); the first build after that date may delete
+ * this reading, on the condition that no generator still logs "objects of the local driver's
+ * older layout" at start (olderLayoutObjects; docs/operations.md "Local storage on disk").
+ */
 function legacyLocalPath(root: string, key: string): string | null {
   return layoutPath(key) === key ? null : underRoot(root, key);
 }
@@ -107,8 +117,21 @@ export class LocalStorageDriver extends StorageDriver {
     try {
       await fs.access(this.root, fsConstants.W_OK);
     } catch (error) {
-      throw new Error(`Storage directory ${this.root} is not writable (${(error as NodeJS.ErrnoException).code})`);
+      throw new Error(`Storage directory ${this.root} is not writable (${(error as NodeJS.ErrnoException).code})`, { cause: error });
     }
+  }
+
+  /**
+   * How many objects of the older layout are left: each had a directory of its own, named by
+   * its 32-character token, beside the 2-character shards, so one readdir of each prefix
+   * counts them without opening any.
+   */
+  async olderLayoutObjects(): Promise<number> {
+    let count = 0;
+    for (const prefix of await this.directoriesIn(this.root)) {
+      count += (await this.directoriesIn(path.join(this.root, prefix))).filter((name) => name.length > SHARD_LENGTH).length;
+    }
+    return count;
   }
 
   /** Same as the exported resolveLocalPath, bound to this driver's data directory. */
@@ -259,6 +282,15 @@ export class LocalStorageDriver extends StorageDriver {
     }
   }
 
+  private async directoriesIn(dirPath: string): Promise<string[]> {
+    try {
+      return (await fs.readdir(dirPath, { withFileTypes: true })).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
+    } catch (error) {
+      if (isNotFound(error)) return [];
+      throw error;
+    }
+  }
+
   /** Where a put of the key writes. */
   private pathFor(key: string): string {
     assertValidKey(key);
@@ -282,4 +314,12 @@ export class LocalStorageDriver extends StorageDriver {
     const legacy = legacyLocalPath(this.root, key);
     return legacy ? [this.pathFor(key), legacy] : [this.pathFor(key)];
   }
+}
+
+/**
+ * Objects of the local driver's older layout still stored (0 with any other driver), for the
+ * generator to say at start until the retention sweep has removed them all.
+ */
+export async function olderLayoutObjects(driver: StorageDriver): Promise<number> {
+  return driver instanceof LocalStorageDriver ? driver.olderLayoutObjects() : 0;
 }

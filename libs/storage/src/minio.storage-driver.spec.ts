@@ -56,9 +56,7 @@ describe('MinioStorageDriver against s3rver', () => {
 
   it('tolerates two processes creating the same bucket at once', async () => {
     const bucket = 'kiln-race';
-    const drivers = [1, 2, 3].map(
-      () => new MinioStorageDriver({ ...options, bucket, publicUrl: `${options.publicUrl}-race` }),
-    );
+    const drivers = [1, 2, 3].map(() => new MinioStorageDriver({ ...options, bucket, publicUrl: `${options.publicUrl}-race` }));
     await Promise.all(drivers.map((driver) => driver.init()));
     expect(await admin.bucketExists(bucket)).toBe(true);
   });

@@ -59,7 +59,7 @@ function errorCode(error: unknown): string | undefined {
 
 async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  for await (const chunk of stream as AsyncIterable<Buffer | string>) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
   return Buffer.concat(chunks);
 }
 
@@ -121,7 +121,10 @@ export class MinioStorageDriver extends StorageDriver {
     const code = errorCode(error);
     const message = (error as Error | undefined)?.message ?? String(error);
     // The S3 code stays on the error, for callers that tell failures apart by it.
-    return Object.assign(new Error(`Bucket "${this.bucket}" at ${this.where} ${what}: ${code ? `${code}: ` : ''}${message}`, { cause: error }), { code });
+    return Object.assign(
+      new Error(`Bucket "${this.bucket}" at ${this.where} ${what}: ${code ? `${code}: ` : ''}${message}`, { cause: error }),
+      { code },
+    );
   }
 
   async put(key: string, body: Buffer, contentType: string): Promise<void> {
@@ -202,8 +205,7 @@ export class MinioStorageDriver extends StorageDriver {
       // serve objects anonymously anyway; anything else is a real failure.
       if (errorCode(error) !== 'NotImplemented') throw error;
       this.logger.warn(
-        `Bucket "${this.bucket}": this server does not implement bucket policies; ` +
-          'anonymous reads depend on its own defaults',
+        `Bucket "${this.bucket}": this server does not implement bucket policies; ` + 'anonymous reads depend on its own defaults',
       );
     }
   }

@@ -52,7 +52,11 @@ export class SharedVolumeCheck {
     const { redis } = this.options;
     const now = Date.now();
     const peers = await redis.hgetall(this.registry);
-    await redis.multi().hset(this.registry, this.instanceId, String(now)).pexpire(this.registry, ALIVE_MS * 2).exec();
+    await redis
+      .multi()
+      .hset(this.registry, this.instanceId, String(now))
+      .pexpire(this.registry, ALIVE_MS * 2)
+      .exec();
     const unseen: string[] = [];
     for (const [id, at] of Object.entries(peers)) {
       if (id === this.instanceId || now - Number(at) > ALIVE_MS) continue;

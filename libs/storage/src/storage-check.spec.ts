@@ -22,7 +22,13 @@ describe('storage readiness checks', () => {
 
   const minio = (port: number) =>
     new MinioStorageDriver({
-      endPoint: '127.0.0.1', port, useSSL: false, accessKey: 'k', secretKey: 's', bucket: 'kiln-b', publicUrl: 'http://x/kiln-b',
+      endPoint: '127.0.0.1',
+      port,
+      useSSL: false,
+      accessKey: 'k',
+      secretKey: 's',
+      bucket: 'kiln-b',
+      publicUrl: 'http://x/kiln-b',
     });
 
   it('minio: a refused connection names the endpoint and the bucket', async () => {

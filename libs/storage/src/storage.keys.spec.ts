@@ -77,9 +77,7 @@ describe('keyFromUrlUnder', () => {
 
   it('returns the key for URLs under the base', () => {
     expect(keyFromUrlUnder(base, 'http://localhost:8080/files/uploads/ab/x.png')).toBe('uploads/ab/x.png');
-    expect(keyFromUrlUnder(`${base}/`, 'http://LOCALHOST:8080/files/uploads/ab/x.png?x=1#y')).toBe(
-      'uploads/ab/x.png',
-    );
+    expect(keyFromUrlUnder(`${base}/`, 'http://LOCALHOST:8080/files/uploads/ab/x.png?x=1#y')).toBe('uploads/ab/x.png');
     expect(keyFromUrlUnder('http://localhost:80/files', 'http://localhost/files/a/b')).toBe('a/b');
   });
 

@@ -40,6 +40,7 @@ export function sanitizeFileName(name: string): string {
     // Accents are kept as their base letter so "café.png" stays readable instead of "caf-.png".
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what this strips
     .replace(/[\u0000-\u001f\u007f-\u009f]/g, '')
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     // Runs of dots are collapsed and leading dots dropped so no name is "..", hidden, or

@@ -1,13 +1,4 @@
-import {
-  BeforeApplicationShutdown,
-  Global,
-  Inject,
-  Logger,
-  Module,
-  OnApplicationBootstrap,
-  OnModuleInit,
-  Optional,
-} from '@nestjs/common';
+import { BeforeApplicationShutdown, Global, Inject, Logger, Module, OnApplicationBootstrap, OnModuleInit, Optional } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RedisService } from '@app/redis';
 import { SharedVolumeCheck } from './shared-volume.check';

@@ -20,32 +20,38 @@ async function listed(driver: StorageDriver, prefix: 'results' | 'previews' | 'u
 // The same behaviour on both drivers: the local one on a temp directory, the MinIO one
 // against a real S3-compatible server (s3rver, in-process).
 describe.each([
-  ['local', async () => {
-    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-sweep-'));
-    const driver = new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://localhost:8080' });
-    return { driver, close: () => fs.rm(dataDir, { recursive: true, force: true }) };
-  }],
-  ['minio', async () => {
-    const directory = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-sweep-s3rver-'));
-    const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory, configureBuckets: [] });
-    const { port } = await server.run();
-    const driver = new MinioStorageDriver({
-      endPoint: '127.0.0.1',
-      port,
-      useSSL: false,
-      accessKey: 'S3RVER',
-      secretKey: 'S3RVER',
-      bucket: 'kiln-sweep',
-      publicUrl: `http://127.0.0.1:${port}/kiln-sweep`,
-    });
-    return {
-      driver,
-      close: async () => {
-        await server.close();
-        await fs.rm(directory, { recursive: true, force: true });
-      },
-    };
-  }],
+  [
+    'local',
+    async () => {
+      const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-sweep-'));
+      const driver = new LocalStorageDriver({ dataDir, publicBaseUrl: 'http://localhost:8080' });
+      return { driver, close: () => fs.rm(dataDir, { recursive: true, force: true }) };
+    },
+  ],
+  [
+    'minio',
+    async () => {
+      const directory = await fs.mkdtemp(path.join(os.tmpdir(), 'kiln-sweep-s3rver-'));
+      const server = new S3rver({ port: 0, address: '127.0.0.1', silent: true, directory, configureBuckets: [] });
+      const { port } = await server.run();
+      const driver = new MinioStorageDriver({
+        endPoint: '127.0.0.1',
+        port,
+        useSSL: false,
+        accessKey: 'S3RVER',
+        secretKey: 'S3RVER',
+        bucket: 'kiln-sweep',
+        publicUrl: `http://127.0.0.1:${port}/kiln-sweep`,
+      });
+      return {
+        driver,
+        close: async () => {
+          await server.close();
+          await fs.rm(directory, { recursive: true, force: true });
+        },
+      };
+    },
+  ],
 ] as const)('%s driver: listing and sweeping unreferenced objects', (_name, make) => {
   let driver: StorageDriver;
   let close: () => Promise<unknown>;
@@ -84,9 +90,9 @@ describe.each([
     const preview = newObjectKey('previews', 'preview.webp');
     for (const key of [kept, ...orphans, preview]) await driver.put(key, png, 'image/png');
     const asked: string[][] = [];
-    const referenced = async (keys: string[]): Promise<Set<string>> => {
+    const referenced = (keys: string[]): Promise<Set<string>> => {
       asked.push(keys);
-      return new Set(keys.filter((k) => k === kept));
+      return Promise.resolve(new Set(keys.filter((k) => k === kept)));
     };
 
     // Everything is newer than a cutoff in the past: nothing is even looked up.
@@ -117,7 +123,7 @@ describe.each([
     const cutoff = new Date();
     await new Promise((r) => setTimeout(r, 1100));
     await driver.put(key, Buffer.concat([png, png]), 'image/png');
-    const none = async (): Promise<Set<string>> => new Set();
+    const none = (): Promise<Set<string>> => Promise.resolve(new Set<string>());
     expect(await sweepUnreferenced(driver, { prefix: 'results', olderThan: cutoff, referenced: none, chunk: 10 })).toBe(0);
     expect(await driver.exists(key)).toBe(true);
     await driver.remove(key);

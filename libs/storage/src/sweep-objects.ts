@@ -33,12 +33,12 @@ export async function sweepObjects(
   for (;;) {
     const rows = await next();
     if (rows.length === 0) return { swept, failed: 0 };
-    const removals = await Promise.allSettled(rows.map((row) => (row.key ? storage.remove(row.key) : undefined)));
+    const removals = await Promise.allSettled(rows.map(async (row) => (row.key ? storage.remove(row.key) : undefined)));
     const removed = rows.filter((_, i) => removals[i].status === 'fulfilled').map((row) => row.id);
     if (removed.length > 0) await forget(removed);
     swept += removed.length;
     if (removed.length < rows.length) {
-      const failure = removals.find((r): r is PromiseRejectedResult => r.status === 'rejected')?.reason;
+      const failure: unknown = removals.find((r): r is PromiseRejectedResult => r.status === 'rejected')?.reason;
       return { swept, failed: rows.length - removed.length, failure };
     }
     if (rows.length < chunk) return { swept, failed: 0 };

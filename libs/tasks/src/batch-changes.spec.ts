@@ -14,9 +14,9 @@ function recordingRedis() {
             channels.push(channel);
             return pipeline;
           },
-          exec: async () => {
+          exec: () => {
             sent.push(channels);
-            return [];
+            return Promise.resolve([]);
           },
         };
         return pipeline;
@@ -44,6 +44,18 @@ describe('BatchChangePublisher', () => {
     publisher.announce(['a']);
     await wait(ANNOUNCE_GATHER_MS + 20);
     expect(sent).toEqual([['t:batch-changed:a', 't:batch-changed:b', 't:batch-changed:c'], ['t:batch-changed:a']]);
+  });
+
+  it('publishes a finished batch at once, with what had gathered, and nothing for an empty one', async () => {
+    const { redis, sent } = recordingRedis();
+    const publisher = new BatchChangePublisher(redis);
+    publisher.announceFinished([]);
+    expect(sent).toEqual([]);
+    publisher.announce(['a']);
+    publisher.announceFinished(['f']);
+    expect(sent).toEqual([['t:batch-changed:a', 't:batch-changed:f']]);
+    await wait(ANNOUNCE_GATHER_MS + 20);
+    expect(sent).toHaveLength(1);
   });
 
   it('publishes what has gathered when the module stops, and nothing for an empty announcement', async () => {

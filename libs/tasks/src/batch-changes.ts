@@ -39,6 +39,17 @@ export class BatchChangePublisher implements OnModuleDestroy {
     this.timer.unref();
   }
 
+  /**
+   * A batch that has just finished: published now, with whatever has gathered, not after the
+   * gather. A client waiting for the whole batch (the OpenAI door, a held poll of a 1-image
+   * batch) answers on this announcement, and a batch finishes once, so this costs at most one
+   * round trip per batch.
+   */
+  announceFinished(batchIds: Iterable<string>): void {
+    for (const id of batchIds) this.gathered.add(id);
+    if (this.gathered.size > 0) this.flush();
+  }
+
   /** Publishes what has gathered now (also on shutdown, so a stopping process's last changes are not held back). */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);

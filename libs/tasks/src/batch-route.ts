@@ -5,6 +5,8 @@ import { ProviderRoute, queryRows } from '@app/database';
 export interface BatchRoute {
   model: string;
   provider: ProviderRoute;
+  /** The batch's chain of routes; null when it rides on its provider alone. */
+  routes: ProviderRoute[] | null;
 }
 
 /** Batches are many over a generator's life; a map past this size starts again. */
@@ -13,7 +15,7 @@ const MAX_CACHED = 10_000;
 /**
  * The routes of batches, read once per batch and kept: a batch's model and provider snapshot
  * never change after its creation, so a worker may take its slot by them before it claims a
- * task (TaskRunnerService). Concurrent lookups of one batch share one read.
+ * task (RunSyncRender.slotFirst). Concurrent lookups of one batch share one read.
  */
 export class BatchRoutes {
   private readonly known = new Map<string, Promise<BatchRoute | null>>();
@@ -37,7 +39,11 @@ export class BatchRoutes {
   }
 
   private async read(batchId: string): Promise<BatchRoute | null> {
-    const [row] = await queryRows<{ model: string; provider: ProviderRoute }>(this.db, 'SELECT model, provider FROM batches WHERE id = $1', [batchId]);
-    return row ? { model: row.model, provider: row.provider } : null;
+    const [row] = await queryRows<{ model: string; provider: ProviderRoute; routes: ProviderRoute[] | null }>(
+      this.db,
+      'SELECT model, provider, routes FROM batches WHERE id = $1',
+      [batchId],
+    );
+    return row ? { model: row.model, provider: row.provider, routes: row.routes } : null;
   }
 }

@@ -1,5 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BatchTier, OutputFormat, ProviderRoute, RefMode, Resolution } from '@app/database';
+import { BatchTier, OutputFormat, ProviderRoute, queryRows, RefMode, Resolution } from '@app/database';
+import type { FailoverSettings } from '@app/providers';
 import type { NewTask } from './task-rows';
 
 /*
@@ -7,7 +8,8 @@ import type { NewTask } from './task-rows';
  * row is inserted here, its counts, status, version, finished_at and cancel are written by the
  * task transitions in the same statements as the tasks they count (batch-tally.ts,
  * fenced-write.ts, task-cancellation.ts), and the retention sweep clears previews through
- * the functions below. Clients read it through libs/batches (batch-view.ts).
+ * the functions below. Clients see it as the Batch object (batch-view.ts, batch-object.ts, here
+ * beside the task object so that the webhooks lib reports a batch without libs/batches).
  */
 
 /** A new batch row: everything its creation decides (the rest are column defaults). */
@@ -32,6 +34,9 @@ export interface NewBatch {
   creditsCharged: number;
   /** The model's routing when the batch was made: its tasks render through this snapshot. */
   provider: ProviderRoute;
+  /** The model's chain of routes (routes[0] is `provider`) and its failover settings; null: `provider` alone, the defaults. */
+  routes: ProviderRoute[] | null;
+  failover: FailoverSettings | null;
   width: number;
   height: number;
   createdViaApi: boolean;
@@ -39,6 +44,8 @@ export interface NewBatch {
   tier: BatchTier;
   /** Economy: the model's window; expires_at = created_at + this many hours. Null for standard. */
   windowHours: number | null;
+  /** Tasks not sent by then are cancelled and refunded (BatchDeadlines); null: none. */
+  deadline: Date | null;
 }
 
 /**
@@ -69,13 +76,14 @@ export async function insertBatchWithTasks(
   tasks: readonly NewTask[],
   dispatchCount: number,
 ): Promise<{ createdAt: Date; expiresAt: Date | null }> {
-  const [row] = await m.query(
+  const [row] = await queryRows<{ created_at: Date; expires_at: Date | null }>(
+    m,
     `WITH batch AS (
        INSERT INTO batches (id, account_id, api_key_id, prompts, model, aspect_ratio, resolution, quality, background,
          count_per_combo, ref_mode, ref_images, total, note, unit_cost, credits_charged, credits_refunded, provider,
-         width, height, status, created_via_api, seed, output_format, tier, created_at, expires_at)
+         width, height, status, created_via_api, seed, output_format, tier, created_at, expires_at, deadline, routes, failover)
        SELECT $1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 0, $17, $18, $19, 'pending', $20,
-         $21, $22, $23, at.t, at.t + make_interval(hours => $24::int)
+         $21, $22, $23, at.t, at.t + make_interval(hours => $24::int), $31, $32::jsonb, $33::jsonb
          FROM (SELECT clock_timestamp()::timestamptz(3) AS t) at
        RETURNING created_at, expires_at
      ), task AS (
@@ -116,6 +124,9 @@ export async function insertBatchWithTasks(
       tasks.map((t) => `{${t.refUploadIds.join(',')}}`),
       tasks.map((t) => t.seed),
       b.tier === 'economy' ? 0 : dispatchCount,
+      b.deadline,
+      b.routes && b.routes.length > 1 ? JSON.stringify(b.routes) : null,
+      b.failover ? JSON.stringify(b.failover) : null,
     ],
   );
   return { createdAt: row.created_at, expiresAt: row.expires_at };
@@ -123,7 +134,8 @@ export async function insertBatchWithTasks(
 
 /** Previews of batches done before `cutoff`, oldest first: the retention sweep's next chunk. */
 export async function selectExpiredPreviews(db: DataSource, cutoff: Date, limit: number): Promise<{ id: string; url: string }[]> {
-  return db.query(
+  return queryRows<{ id: string; url: string }>(
+    db,
     `SELECT id, preview_url AS url FROM batches
       WHERE preview_url IS NOT NULL AND finished_at < $1 ORDER BY finished_at LIMIT $2`,
     [cutoff, limit],

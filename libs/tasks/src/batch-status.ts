@@ -19,10 +19,17 @@ export interface TaskCounts {
   succeeded: number;
   failed: number;
   cancelled: number;
+  /**
+   * Of the `running` tasks, those whose cancel was asked of their upstream and not yet
+   * answered (not counted apart: the counts still sum to the total). Read from the tasks
+   * (the api's reads); absent where counts come from the batch row's tallies.
+   */
+  cancelling?: number;
 }
 
+/** Counts as the api's reads build them from the tasks, `cancelling` included. */
 export function emptyCounts(): TaskCounts {
-  return { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
+  return { pending: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, cancelling: 0 };
 }
 
 export function addToCounts(counts: TaskCounts, status: TaskStatus, n = 1): TaskCounts {
@@ -52,7 +59,6 @@ export function batchIsDone(counts: TaskCounts): boolean {
   return counts.pending + counts.running === 0;
 }
 
-
 /**
  * The counts a batch row stores (its tallies): every task not settled yet counts as waiting,
  * since the row cannot tell waiting tasks from running ones. Exact for a done batch, which is
@@ -66,6 +72,8 @@ export function storedCounts(row: { total: number; succeededCount: number; faile
     succeeded: row.succeededCount,
     failed: row.failedCount,
     cancelled: row.cancelledCount,
+    // Stored counts serve finished batches (batch.completed): none waits on an upstream cancel.
+    cancelling: 0,
   };
 }
 

@@ -47,6 +47,15 @@ export const statusIs = (alias: string, ...statuses: TaskStatus[]): string =>
  */
 export const lockBatchesInIdOrder = (where: string): string => `SELECT id FROM batches WHERE ${where} ORDER BY id FOR UPDATE`;
 
+/**
+ * The batches among `locked` (a CTE of lockBatchesInIdOrder) whose deadline has passed: no
+ * task of theirs is sent any more (claim, send), and the deadline sweep cancels what is left
+ * unsent (BatchDeadlines). A deadline never changes once set, so the statement's snapshot
+ * reads it right; the batch lock orders these writes against the sweep's.
+ */
+export const overdueBatchesIn = (locked: string): string =>
+  `SELECT id FROM batches WHERE id IN (SELECT id FROM ${locked}) AND deadline <= now()`;
+
 /** One task's tally: $1 batch, $2 succeeded, $3 failed, $4 refunded, $5 preview URL or null. */
 const TALLY_SQL = `
 UPDATE batches SET ${tallyAssignments({ succeeded: '$2', failed: '$3', cancelled: '0', refunded: '$4', preview: '$5::text' })}
@@ -95,7 +104,7 @@ export function endedTaskOf(row: EndedRow): EndedTask {
 
 /**
  * What every task transition after creation shares (one file per transition: task-claim,
- * task-send, task-success, task-failure, task-requeue, task-cancellation): the connection, the
+ * task-send, task-success, task-fail-and-refund, task-requeue, task-cancellation): the connection, the
  * deadlock retry of grouped statements, the batch tally, the outbox, and the announcement of
  * the batches a committed write changed.
  *
@@ -143,6 +152,11 @@ export class FencedWrites {
 
   announce(batchIds: Iterable<string>): void {
     this.changes.announce(batchIds);
+  }
+
+  /** Batches a committed write finished: announced at once (BatchChangePublisher.announceFinished). */
+  announceFinished(batchIds: Iterable<string>): void {
+    this.changes.announceFinished(batchIds);
   }
 
   /** Whether anyone listens to the outcomes of these batches (TaskOutcomeHook.listening). */

@@ -1,6 +1,7 @@
 import { OutputFormat, PreparedStatement, ProviderRoute } from '@app/database';
+import type { FailoverSettings } from '@app/providers';
 import { newObjectToken } from '@app/storage';
-import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs } from './fenced-write';
+import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP, overdueBatchesIn, statusIs } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
@@ -12,7 +13,11 @@ export interface RenderBatch {
   quality: string;
   background: string | null;
   outputFormat: OutputFormat;
+  /** The route this task's attempts go to now: routes[routeIndex] of the batch's chain, else its provider. */
   provider: ProviderRoute;
+  /** The batch's chain of routes (null: its provider alone) and failover settings (null: the defaults). */
+  routes: ProviderRoute[] | null;
+  failover: FailoverSettings | null;
   width: number;
   height: number;
   previewUrl: string | null;
@@ -37,6 +42,8 @@ export interface ClaimedTask {
   batch: RenderBatch | null;
   /** The queue upstream's request this task already made (to resume, never to submit again); null if none. */
   upstream: UpstreamRequest | null;
+  /** The route of its batch's chain the task's attempts go to (0: the first, or the only one). */
+  routeIndex: number;
 }
 
 /** A request a queue upstream accepted for a task (see upstream-wait.store.ts). */
@@ -67,12 +74,14 @@ function claimStatement(form: 'claim' | 'claim-and-send'): PreparedStatement {
   const sending = form === 'claim-and-send';
   const batchesOfInput = sending ? 'id = ANY($3::uuid[])' : 'id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))';
   return {
-    name: sending ? 'kiln_claim_send_group' : 'kiln_claim_group',
+    name: sending ? 'kiln_claim_send_group_v2' : 'kiln_claim_group_v2',
     text: `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
 ), locked AS (
   ${lockBatchesInIdOrder(batchesOfInput)}
+), overdue AS (
+  ${overdueBatchesIn('locked')}
 ), claimed AS (
   UPDATE tasks t SET status = 'running', attempts = t.attempts + 1,
          -- A task with an upstream request stays sent: it is resumed, never sent again.
@@ -87,14 +96,20 @@ WITH input AS (
      -- Economy tasks are the collector's (upstream batches), never a job's: a stray job finds nothing.
      AND t.tier = 'standard' AND t.upstream_batch_id IS NULL
      AND t.batch_id IN (SELECT id FROM locked)
+     -- Past its batch's deadline a task not yet sent is never started (the deadline sweep
+     -- cancels it); one already sent (a takeover, or a queue upstream's request) runs on.
+     AND (t.upstream_request_id IS NOT NULL OR (t.status = 'running' AND t.sent_at IS NOT NULL)
+          OR t.batch_id NOT IN (SELECT id FROM overdue))
    RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
-             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at
+             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.route_index
 ), touched AS (
   UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
    WHERE id IN (SELECT batch_id FROM claimed)
 )
 SELECT c.*,
-       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format,
+       -- The task's route: its place in the batch's chain (the batch's provider when it has none).
+       b.routes, b.failover, COALESCE(b.routes -> c.route_index, b.provider) AS provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background
@@ -157,9 +172,9 @@ export class TaskClaims {
 
   private async claimed(statement: PreparedStatement, ids: readonly string[], extra: unknown[]): Promise<(ClaimedTask | null)[]> {
     const distinct = [...new Set(ids)];
-    const rows = await this.writes.grouped<Record<string, any>>(statement, [distinct, distinct.map(() => newObjectToken()), ...extra]);
-    this.writes.announce(rows.map((row: Record<string, any>) => row.batch_id as string));
-    const byId = new Map<string, ClaimedTask>(rows.map((row: Record<string, any>) => [row.id, claimedTaskOf(row)]));
+    const rows = await this.writes.grouped<ClaimRow>(statement, [distinct, distinct.map(() => newObjectToken()), ...extra]);
+    this.writes.announce(rows.map((row) => row.batch_id));
+    const byId = new Map<string, ClaimedTask>(rows.map((row) => [row.id, claimedTaskOf(row)]));
     // A job delivered twice at once is run once: the first delivery gets the claim, the
     // others nothing to do, as if they had come after it.
     return ids.map((id) => {
@@ -180,12 +195,55 @@ function parseUuidArray(value: unknown): string[] {
   return [];
 }
 
+/** A claimed task's own columns (CLAIM_GROUP's `claimed`, and the economy and waiting reads of the same columns). */
+export interface ClaimedTaskRow {
+  id: string;
+  batch_id: string;
+  account_id: string;
+  seq: number;
+  prompt: string;
+  seed: number;
+  ref_upload_ids: unknown;
+  attempts: number;
+  result_token: string;
+  /** Absent from reads that never see an upstream request (the economy tier's). The three are recorded and cleared together. */
+  upstream_request_id?: string | null;
+  upstream_handle?: Record<string, string> | null;
+  upstream_submitted_at?: Date | null;
+  /** Absent from the economy tier's reads (its tasks stay on the first route). */
+  route_index?: number;
+}
+
+/** The batch and model columns a render needs (CLAIM_GROUP's, and BATCH_SNAPSHOT_COLUMNS'). */
+export interface RenderBatchRow {
+  batch_id: string;
+  model: string;
+  aspect_ratio: string;
+  resolution: string;
+  quality: string;
+  background: string | null;
+  output_format: OutputFormat;
+  provider: ProviderRoute;
+  routes?: ProviderRoute[] | null;
+  failover?: FailoverSettings | null;
+  width: number;
+  height: number;
+  preview_url: string | null;
+  supports_quality: boolean;
+  supports_background: boolean;
+}
+
+/** A CLAIM_GROUP row: the claimed task, its batch's columns read in the same statement (null when the batch row is gone, then batch_found is null). */
+export interface ClaimRow extends ClaimedTaskRow, RenderBatchRow {
+  batch_found: string | null;
+}
+
 /**
  * A CLAIM_GROUP row (or a row with the same columns) as a claim. `batch`, when given, is used
  * instead of the row's batch columns: callers reading thousands of tasks of a few batches
  * (the economy collector) read each batch once and share it.
  */
-export function claimedTaskOf(row: Record<string, any>, batch?: RenderBatch | null): ClaimedTask {
+export function claimedTaskOf(row: ClaimedTaskRow | ClaimRow, batch?: RenderBatch | null): ClaimedTask {
   return {
     id: row.id,
     batchId: row.batch_id,
@@ -196,15 +254,16 @@ export function claimedTaskOf(row: Record<string, any>, batch?: RenderBatch | nu
     refUploadIds: parseUuidArray(row.ref_upload_ids),
     attempts: row.attempts,
     resultToken: row.result_token,
-    batch: batch !== undefined ? batch : row.batch_found ? renderBatchOf(row) : null,
+    batch: batch !== undefined ? batch : 'batch_found' in row && row.batch_found ? renderBatchOf(row) : null,
     upstream: row.upstream_request_id
-      ? { requestId: row.upstream_request_id, handle: row.upstream_handle ?? {}, submittedAt: new Date(row.upstream_submitted_at) }
+      ? { requestId: row.upstream_request_id, handle: row.upstream_handle ?? {}, submittedAt: new Date(row.upstream_submitted_at as Date) }
       : null,
+    routeIndex: row.route_index ?? 0,
   };
 }
 
 /** The batch columns of a CLAIM_GROUP row (or of BATCH_SNAPSHOT_COLUMNS' row). */
-export function renderBatchOf(row: Record<string, any>): RenderBatch {
+export function renderBatchOf(row: RenderBatchRow): RenderBatch {
   return {
     id: row.batch_id,
     model: row.model,
@@ -214,6 +273,8 @@ export function renderBatchOf(row: Record<string, any>): RenderBatch {
     background: row.background,
     outputFormat: row.output_format,
     provider: row.provider,
+    routes: row.routes ?? null,
+    failover: row.failover ?? null,
     width: row.width,
     height: row.height,
     previewUrl: row.preview_url,

@@ -6,6 +6,7 @@ import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { queryRows } from '@app/database';
 import { ErrorCode, KilnError } from '@app/errors';
+import { withinRedisDeadline } from '@app/redis';
 import { BatchChangePublisher, bumpBatchVersions } from './batch-changes';
 import { statusIs } from './fenced-write';
 import { renderJob, RenderJobTask, TASK_QUEUE } from './task-queue.contract';
@@ -85,7 +86,7 @@ export class TaskDispatchService {
    * per request was 5 % of the api's CPU at 150 creations/s).
    */
   private waitingCount(): Promise<number> {
-    this.waitingAsked ??= withTimeout(this.queue.getWaitingCount(), ROOM_CHECK_TIMEOUT_MS).finally(() => {
+    this.waitingAsked ??= withinRedisDeadline(this.queue.getWaitingCount(), ROOM_CHECK_TIMEOUT_MS).finally(() => {
       this.waitingAsked = null;
     });
     return this.waitingAsked;
@@ -98,7 +99,7 @@ export class TaskDispatchService {
   async enqueueQueued(tasks: readonly RenderJobTask[]): Promise<number> {
     if (tasks.length === 0) return 0;
     try {
-      await withTimeout(this.queue.addBulk(tasks.map(renderJob)), this.enqueueTimeoutMs);
+      await withinRedisDeadline(this.queue.addBulk(tasks.map(renderJob)), this.enqueueTimeoutMs);
       return tasks.length;
     } catch (err) {
       this.logger.warn(`Could not enqueue ${tasks.length} task(s) (${errorMessage(err)}); they go back to pending for the feeder`);
@@ -115,7 +116,7 @@ export class TaskDispatchService {
   async queueStats(): Promise<{ name: string; pending: number } & Record<string, number | string>> {
     const [counts, [{ pending }]] = await Promise.all([
       this.jobCounts(),
-      this.db.query(`SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending' AND tier = 'standard'`),
+      queryRows<{ pending: number }>(this.db, `SELECT count(*)::int AS pending FROM tasks WHERE status = 'pending' AND tier = 'standard'`),
     ]);
     return { name: TASK_QUEUE, ...counts, pending };
   }
@@ -126,7 +127,8 @@ export class TaskDispatchService {
    * for room in the queue: they are not backlog.
    */
   async backlog(): Promise<{ pending: number; oldestPendingSeconds: number }> {
-    const [row] = await this.db.query(
+    const [row] = await queryRows<{ pending: number; oldest: number }>(
+      this.db,
       `SELECT count(*)::int AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest
          FROM tasks WHERE status = 'pending' AND tier = 'standard'`,
     );
@@ -135,7 +137,7 @@ export class TaskDispatchService {
 
   /** Bull's job counts (waiting, active, delayed, ...), or a 503 KilnError within QUEUE_STATS_TIMEOUT_MS. */
   async jobCounts(): Promise<JobCounts> {
-    return withTimeout(this.queue.getJobCounts(), QUEUE_STATS_TIMEOUT_MS).catch((err) => {
+    return withinRedisDeadline(this.queue.getJobCounts(), QUEUE_STATS_TIMEOUT_MS).catch((err) => {
       throw new KilnError(ErrorCode.ServiceUnavailable, `The task queue's Redis is unavailable (${errorMessage(err)}); retry shortly`, {
         dependency: 'redis',
       });
@@ -190,14 +192,6 @@ export class TaskDispatchService {
       this.logger.warn(`Could not put ${taskIds.length} task(s) back to pending: ${errorMessage(err)}`);
     }
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function errorMessage(err: unknown): string {

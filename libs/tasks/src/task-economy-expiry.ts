@@ -33,7 +33,11 @@ export class TaskEconomyExpiry {
   /** Fails and refunds the batch's unfinished tasks; answers how many, and the batch's model. */
   expireBatch(batchId: string): Promise<{ count: number; model: string } | null> {
     return this.writes.inTransaction(batchId, async (m) => {
-      const [batch] = await m.query(`SELECT unit_cost, model FROM batches WHERE id = $1 AND expires_at <= now() FOR UPDATE`, [batchId]);
+      const [batch] = await queryRows<{ unit_cost: number; model: string }>(
+        m,
+        `SELECT unit_cost, model FROM batches WHERE id = $1 AND expires_at <= now() FOR UPDATE`,
+        [batchId],
+      );
       if (!batch) return null;
       const rows = await queryRows<EndedRow>(
         m,
@@ -51,7 +55,7 @@ export class TaskEconomyExpiry {
       const refunded = paid.size * batch.unit_cost;
       const tally = await this.writes.tally(m, batchId, { succeeded: 0, failed: rows.length, refunded, previewUrl: null });
       await this.writes.recordOutcomes(m, [batchId], { ended: rows.map(endedTaskOf), finishedBatchIds: tally.finished ? [batchId] : [] });
-      return { count: rows.length, model: batch.model as string };
+      return { count: rows.length, model: batch.model };
     });
   }
 }

@@ -23,7 +23,11 @@ const SUBMITTED_PROGRESS = 10;
 export class TaskEconomySubmits {
   constructor(private readonly writes: FencedWrites) {}
 
-  async formGroup(route: { model: string; provider: object }, taskIds: readonly string[], hold: { poller: string; leaseMs: number }): Promise<FormedGroup | null> {
+  async formGroup(
+    route: { model: string; provider: object },
+    taskIds: readonly string[],
+    hold: { poller: string; leaseMs: number },
+  ): Promise<FormedGroup | null> {
     if (taskIds.length === 0) return null;
     const result = await this.writes.retryingDeadlocks(() =>
       this.writes.db.transaction(async (m) => {

@@ -23,6 +23,8 @@ export interface TaskObject {
   width: number | null;
   height: number | null;
   errorCode: string | null;
+  /** The api's reads only: its cancel was asked of its upstream, not yet answered (it is still `running`). */
+  cancelling?: boolean;
 }
 
 export function taskObject(t: PositionedTask): TaskObject {
@@ -44,5 +46,7 @@ export function taskObject(t: PositionedTask): TaskObject {
     height: succeeded ? t.resultHeight : null,
     // A task failed before error codes were recorded is still a failure with a cause.
     errorCode: failed ? (t.errorCode ?? 'internal') : null,
+    // Absent from webhook events (their rows do not carry it), which stay as they were.
+    ...(t.cancelling === undefined ? {} : { cancelling: t.cancelling }),
   };
 }

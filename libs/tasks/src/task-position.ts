@@ -16,10 +16,7 @@ export interface TaskPosition {
  * The inverse of fanOut for one task: its position follows from its 0-based seq and the
  * batch's shape alone, so nothing but seq needs storing.
  */
-export function taskPosition(
-  seq: number,
-  batch: { refMode: RefMode; refImages: readonly string[]; countPerCombo: number },
-): TaskPosition {
+export function taskPosition(seq: number, batch: { refMode: RefMode; refImages: readonly string[]; countPerCombo: number }): TaskPosition {
   const refsPerPrompt = batch.refMode === 'each' ? batch.refImages.length : 1;
   const combo = Math.floor(seq / batch.countPerCombo);
   return {

@@ -20,7 +20,11 @@ describe('the task queue contract', () => {
 
   it('carries the batch id and seq as hints only when both are known; they never change the job id', () => {
     const batchId = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
-    expect(renderJob({ id, batchId, seq: 0 })).toEqual({ name: 'render', data: { taskId: id, batchId, seq: 0 }, opts: { jobId: id, attempts: 1 } });
+    expect(renderJob({ id, batchId, seq: 0 })).toEqual({
+      name: 'render',
+      data: { taskId: id, batchId, seq: 0 },
+      opts: { jobId: id, attempts: 1 },
+    });
     expect(nextRenderJob({ id, attempts: 1, batchId, seq: 4 }).data).toEqual({ taskId: id, batchId, seq: 4 });
     expect(nextRenderJob({ id, attempts: 1, batchId, seq: 4 }).opts.jobId).toBe(`${id}-attempt2`);
     expect(renderJob({ id, batchId }).data).toEqual({ taskId: id });

@@ -12,7 +12,7 @@ import type { JobOptions } from 'bull';
  * Payloads carry ids only; the database holds everything else, so a job never runs on a
  * stale copy of a row. `batchId` and `seq` are hints from the task row, which never change:
  * with them a worker takes its slot before the claim and claims and sends in one write
- * (TaskRunnerService). The claim checks the batch id against the row; a job without them
+ * (RunSyncRender.slotFirst). The claim checks the batch id against the row; a job without them
  * (added before they existed) is run as before.
  */
 export const TASK_QUEUE = 'kiln-tasks';

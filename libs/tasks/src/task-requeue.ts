@@ -28,9 +28,17 @@ export class TaskRequeues {
    */
   requeue(fence: Fence): Promise<RequeueOutcome> {
     return this.writes.inTransaction(fence.batchId, async (m): Promise<RequeueOutcome> => {
-      const [batch] = await m.query(`SELECT cancelled_at FROM batches WHERE id = $1 FOR UPDATE`, [fence.batchId]);
+      const [batch] = await queryRows<{ cancelled_at: Date | null }>(m, `SELECT cancelled_at FROM batches WHERE id = $1 FOR UPDATE`, [
+        fence.batchId,
+      ]);
       if (batch?.cancelled_at) {
-        const cancelled = await cancelUnsentTasks(m, this.billing, fence.batchId, { taskId: fence.taskId, attempt: fence.attempt }, this.writes);
+        const cancelled = await cancelUnsentTasks(
+          m,
+          this.billing,
+          fence.batchId,
+          { taskId: fence.taskId, attempt: fence.attempt },
+          this.writes,
+        );
         return cancelled.count > 0 ? 'cancelled' : null;
       }
       const rows = await queryRows(
@@ -53,9 +61,14 @@ export class TaskRequeues {
    */
   finishFromTasks(batchId: string): Promise<BatchStatus | null> {
     return this.writes.inTransaction(batchId, async (m) => {
-      const [batch] = await m.query(`SELECT status FROM batches WHERE id = $1 AND finished_at IS NULL FOR UPDATE`, [batchId]);
+      const [batch] = await queryRows<{ status: BatchStatus }>(
+        m,
+        `SELECT status FROM batches WHERE id = $1 AND finished_at IS NULL FOR UPDATE`,
+        [batchId],
+      );
       if (!batch) return null;
-      const [c] = await m.query(
+      const [c] = await queryRows<{ succeeded: number; failed: number; cancelled: number; unfinished: number }>(
+        m,
         `SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
                 count(*) FILTER (WHERE status = 'failed')::int AS failed,
                 count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled,

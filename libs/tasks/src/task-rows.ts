@@ -17,7 +17,13 @@ export interface NewTask {
 export type TaskView = Pick<
   TaskEntity,
   'id' | 'batchId' | 'seq' | 'prompt' | 'status' | 'progress' | 'resultUrl' | 'error' | 'errorCode' | 'resultWidth' | 'resultHeight'
->;
+> & {
+  /** Its cancel was asked of its upstream and not yet answered (upstream_cancel asked or sending); the api's reads only. */
+  cancelling?: boolean;
+};
+
+/** A running task whose cancel was asked of its upstream and not yet answered. */
+const CANCELLING_SQL = `(status = 'running' AND COALESCE(upstream_cancel IN ('asked', 'sending'), false))`;
 
 /**
  * A task's status as clients see it: `running` only once it is in its provider's hands; a
@@ -36,15 +42,17 @@ export async function selectTaskViews(db: DataSource, batchId: string): Promise<
 
 /** Every full poll runs it: prepared once per connection. */
 const SELECT_TASK_VIEWS: PreparedStatement = {
-  name: 'kiln_select_task_views',
+  name: 'kiln_select_task_views_v2',
   text: `SELECT id, batch_id AS "batchId", seq, prompt, ${SHOWN_STATUS_SQL} AS status, progress, result_url AS "resultUrl", error,
-                error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight"
+                error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight", ${CANCELLING_SQL} AS cancelling
            FROM tasks WHERE batch_id = $1 ORDER BY seq`,
 };
 
 /** The stored result object of each of a batch's tasks (null when it has none, or no longer has one). */
 export async function selectResultKeys(db: DataSource, batchId: string): Promise<Map<string, string | null>> {
-  const rows: { id: string; key: string | null }[] = await db.query(`SELECT id, result_key AS key FROM tasks WHERE batch_id = $1`, [batchId]);
+  const rows: { id: string; key: string | null }[] = await db.query(`SELECT id, result_key AS key FROM tasks WHERE batch_id = $1`, [
+    batchId,
+  ]);
   return new Map(rows.map((r) => [r.id, r.key]));
 }
 
@@ -52,12 +60,14 @@ export async function selectResultKeys(db: DataSource, batchId: string): Promise
 export async function countTasksByBatch(db: DataSource, batchIds: string[]): Promise<Map<string, TaskCounts>> {
   const counts = new Map<string, TaskCounts>();
   if (batchIds.length === 0) return counts;
-  const rows: { batch_id: string; status: TaskStatus; n: number }[] = await db.query(
-    `SELECT batch_id, ${SHOWN_STATUS_SQL} AS status, count(*)::int AS n FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY 1, 2`,
+  const rows: { batch_id: string; status: TaskStatus; n: number; cancelling: number }[] = await db.query(
+    `SELECT batch_id, ${SHOWN_STATUS_SQL} AS status, count(*)::int AS n, count(*) FILTER (WHERE ${CANCELLING_SQL})::int AS cancelling
+       FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY 1, 2`,
     [batchIds],
   );
   for (const r of rows) {
     const c = counts.get(r.batch_id) ?? emptyCounts();
+    c.cancelling = (c.cancelling ?? 0) + r.cancelling;
     counts.set(r.batch_id, addToCounts(c, r.status, r.n));
   }
   return counts;
@@ -80,7 +90,7 @@ export async function clearResultKeys(db: DataSource, taskIds: string[]): Promis
 }
 
 /**
- * Each of a batch's tasks' queue-upstream request id (fal, Replicate, BFL), for operators
+ * Each of a batch's tasks' queue-upstream request id (routes of a queue type), for operators
  * only: account holders never see it. Tasks without one are absent.
  */
 export async function selectUpstreamRequestIds(db: DataSource, batchId: string): Promise<Map<string, string>> {
@@ -89,4 +99,17 @@ export async function selectUpstreamRequestIds(db: DataSource, batchId: string):
     [batchId],
   );
   return new Map(rows.map((r) => [r.id, r.request_id]));
+}
+
+/**
+ * Each task's route (operators only): its place in its batch's chain and that route's type.
+ * A succeeded task's is the route that made its image; another's, where its attempts go.
+ */
+export async function selectTaskRoutes(db: DataSource, batchId: string): Promise<Map<string, { index: number; type: string }>> {
+  const rows: { id: string; route_index: number; type: string }[] = await db.query(
+    `SELECT t.id, t.route_index, COALESCE(b.routes -> t.route_index, b.provider) ->> 'type' AS type
+       FROM tasks t JOIN batches b ON b.id = t.batch_id WHERE t.batch_id = $1`,
+    [batchId],
+  );
+  return new Map(rows.map((r) => [r.id, { index: Number(r.route_index), type: r.type }]));
 }

@@ -1,5 +1,5 @@
 import { PreparedStatement } from '@app/database';
-import { Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs } from './fenced-write';
+import { Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, overdueBatchesIn, statusIs } from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A progress report to write. */
@@ -11,7 +11,7 @@ interface Progress {
 /**
  * A group of "sends": each task's fenced move into its provider's hands, right before the
  * call (sent_at, progress 1), with its batch's version bump. A task cancelled (or taken
- * over) meanwhile is not sent. $1 task ids, $2 attempts, $3 the tasks' batch ids. Here and in
+ * over) meanwhile is not sent, nor one whose batch's deadline has passed (left to the deadline sweep). $1 task ids, $2 attempts, $3 the tasks' batch ids. Here and in
  * the progress group the rows are found by primary key whatever the statistics say (statusIs).
  */
 const SEND_GROUP: PreparedStatement = {
@@ -21,11 +21,13 @@ WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::int[]) AS i(id, attempt)
 ), locked AS (
   ${lockBatchesInIdOrder('id = ANY($3::uuid[])')}
+), overdue AS (
+  ${overdueBatchesIn('locked')}
 ), sent AS (
   UPDATE tasks t SET sent_at = now(), progress = GREATEST(t.progress, 1), updated_at = now()
     FROM input i
    WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt AND t.sent_at IS NULL
-     AND t.batch_id IN (SELECT id FROM locked)
+     AND t.batch_id IN (SELECT id FROM locked) AND t.batch_id NOT IN (SELECT id FROM overdue)
    RETURNING t.id, t.attempts, t.batch_id
 ), bumped AS (
   UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM sent)

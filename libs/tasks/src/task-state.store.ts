@@ -7,17 +7,18 @@ import { BatchChangePublisher } from './batch-changes';
 import { BatchRoute, BatchRoutes } from './batch-route';
 import { Fence, FencedWrites, TallyResult } from './fenced-write';
 import { ClaimedTask, TaskClaims } from './task-claim';
-import { FailResult, Failure, TaskFailures } from './task-failure';
+import { FailResult, Failure, TaskFailures } from './task-fail-and-refund';
 import { TASK_OUTCOME_HOOK, TaskOutcomeHook, TaskOutcomes } from './task-outcome.hook';
 import { RequeueOutcome, TaskRequeues } from './task-requeue';
 import { TaskSends } from './task-send';
 import { Success, TaskSuccesses } from './task-success';
+import { moveTaskToRoute } from './task-route';
 
 /**
  * Task state after creation, one transition per file around one fenced-write helper
  * (fenced-write.ts, which states the rules every transition keeps): the claim (task-claim),
  * the send and progress (task-send), success (task-success), failure and its refund
- * (task-failure), the give-back for a retry and the recount of a lost tally (task-requeue);
+ * (task-fail-and-refund), the give-back for a retry and the recount of a lost tally (task-requeue);
  * the cancel is task-cancellation. This class is what the generator injects: it only hands
  * each call to its transition. A new task state is a new file and a line here.
  */
@@ -30,6 +31,7 @@ export class TaskStateStore {
   private readonly failures: TaskFailures;
   private readonly requeues: TaskRequeues;
   private readonly routes: BatchRoutes;
+  private readonly db: DataSource;
 
   constructor(
     @InjectDataSource() db: DataSource,
@@ -44,6 +46,12 @@ export class TaskStateStore {
     this.failures = new TaskFailures(this.writes, billing);
     this.requeues = new TaskRequeues(this.writes, billing);
     this.routes = new BatchRoutes(db);
+    this.db = db;
+  }
+
+  /** moveTaskToRoute: the task's next attempt goes to another route of its batch's chain. */
+  moveToRoute(fence: Fence, routeIndex: number): Promise<boolean> {
+    return moveTaskToRoute(this.db, fence, routeIndex);
   }
 
   /** TaskClaims.claim */
@@ -77,7 +85,7 @@ export class TaskStateStore {
   }
 
   /** TaskFailures.fail */
-  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros = 0): Promise<FailResult | null> {
+  fail(fence: Fence, message: string, code: TaskErrorCode, upstreamCostMicros: number | null = 0): Promise<FailResult | null> {
     return this.failures.fail(fence, message, code, upstreamCostMicros);
   }
 

@@ -1,6 +1,16 @@
 import { BatchStatus, PreparedStatement, queryPrepared } from '@app/database';
 import { tallyAssignments } from './batch-tally';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, lockBatchesInIdOrder, MAX_GROUP, statusIs, TallyResult } from './fenced-write';
+import {
+  ENDED_TASK_COLUMNS,
+  EndedRow,
+  endedTaskOf,
+  Fence,
+  FencedWrites,
+  lockBatchesInIdOrder,
+  MAX_GROUP,
+  statusIs,
+  TallyResult,
+} from './fenced-write';
 import { groupWrites } from './group-writes';
 
 /** A rendered and stored image, to be recorded as its task's success. */
@@ -13,8 +23,8 @@ export interface Success {
   width: number;
   height: number;
   previewUrl: string | null;
-  /** What the upstream charged for it, in micro-dollars (route `cost`); absent: 0, unpriced. */
-  upstreamCostMicros?: number;
+  /** What the upstream charged for it, in micro-dollars (its route's price); null: no price covers it (unpriced); absent: 0. */
+  upstreamCostMicros?: number | null;
 }
 
 /**
@@ -36,7 +46,7 @@ WITH input AS (
 ), done AS (
   UPDATE tasks t SET status = 'succeeded', progress = 100, result_url = i.result_url, result_key = i.result_key,
          result_width = i.width, result_height = i.height, error = NULL, error_code = NULL,
-         upstream_cost_micros = t.upstream_cost_micros + i.cost_micros,
+         upstream_cost_micros = t.upstream_cost_micros + i.cost_micros, -- unpriced (NULL) stays unpriced
          finished_at = now(), updated_at = now()
     FROM input i
    -- t.id = ANY($1) as well as the join, and statusIs: the group's rows are found by primary
@@ -82,7 +92,7 @@ export class TaskSuccesses {
       batchIds,
       group.map((s) => s.width),
       group.map((s) => s.height),
-      group.map((s) => s.upstreamCostMicros ?? 0),
+      group.map((s) => (s.upstreamCostMicros === undefined ? 0 : s.upstreamCostMicros)),
     ];
     // With someone listening, the outcomes go into the outbox in the same transaction; the
     // group stays one transaction whatever its size, so 1,000 successes cost a handful of
@@ -98,7 +108,9 @@ export class TaskSuccesses {
           }),
         )
       : await this.writes.grouped<Row>(SUCCEED_GROUP, params);
-    this.writes.announce(rows.map((row) => row.batch_id));
+    // Finished batches at once (a client may be waiting for exactly that), the rest gathered.
+    this.writes.announce(rows.filter((row) => row.finished_at === null).map((row) => row.batch_id));
+    this.writes.announceFinished(rows.filter((row) => row.finished_at !== null).map((row) => row.batch_id));
     // Keyed by attempt too: a stale attempt of a task may share the group with the current one.
     const byAttempt = new Map(rows.map((row) => [`${row.id}:${row.attempts}`, row]));
     const finishReported = new Set<string>();

@@ -5,7 +5,7 @@ import { BillingService } from '@app/billing';
 import { ProviderRoute, queryRows, UpstreamBatchState } from '@app/database';
 import { BatchChangePublisher } from './batch-changes';
 import { FencedWrites } from './fenced-write';
-import { ClaimedTask, claimedTaskOf, RenderBatch, renderBatchOf } from './task-claim';
+import { ClaimedTask, claimedTaskOf, ClaimedTaskRow, RenderBatch, RenderBatchRow, renderBatchOf } from './task-claim';
 import { TaskEconomyExpiry } from './task-economy-expiry';
 import { FormedGroup, TaskEconomySubmits } from './task-economy-submit';
 import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
@@ -38,7 +38,6 @@ export interface WaitingEconomyTask extends ClaimedTask {
   createdAt: Date;
 }
 
-/** The claim's columns for a task, with its batch's snapshot (as CLAIM_GROUP reads them). */
 /**
  * A task's own columns. Its batch's (the same for up to 10,000 tasks of a group) are read once
  * per batch (BATCH_SNAPSHOT_COLUMNS) and shared, not carried on every row: a 10,000-row read
@@ -47,14 +46,36 @@ export interface WaitingEconomyTask extends ClaimedTask {
  */
 const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at`;
 
+/** A task's batch's snapshot under the names a CLAIM_GROUP row gives it (renderBatchOf reads either). */
 const BATCH_SNAPSHOT_COLUMNS = `b.id AS batch_id, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background`;
 
+/** A row of TASK_COLUMNS. */
+interface EconomyTaskRow extends ClaimedTaskRow {
+  created_at: Date;
+}
+
 const GROUP_COLUMNS = `id, model, provider, state, lines, input_id, upstream_batch_id, upstream_state, found, outcome, upstream_status, tries`;
 
-function groupOf(row: Record<string, any>): UpstreamGroup {
+/** A row of GROUP_COLUMNS. */
+interface GroupRow {
+  id: string;
+  model: string;
+  provider: ProviderRoute;
+  state: UpstreamBatchState;
+  lines: number;
+  input_id: string | null;
+  upstream_batch_id: string | null;
+  upstream_state: Record<string, string> | null;
+  found: Record<string, string> | null;
+  outcome: string | null;
+  upstream_status: string | null;
+  tries: number;
+}
+
+function groupOf(row: GroupRow): UpstreamGroup {
   return {
     id: row.id,
     model: row.model,
@@ -113,7 +134,7 @@ export class UpstreamBatchStore {
 
   /** The oldest waiting economy tasks of these batches, up to `limit`, with what their lines need. */
   async waitingTasks(batchIds: readonly string[], limit: number): Promise<WaitingEconomyTask[]> {
-    const rows = await queryRows<Record<string, any>>(
+    const rows = await queryRows<EconomyTaskRow>(
       this.db,
       `SELECT ${TASK_COLUMNS}
          FROM tasks t
@@ -124,11 +145,17 @@ export class UpstreamBatchStore {
     );
     const batches = await this.batchSnapshots(rows);
     // A task whose batch row is gone is left out, as the join with batches did.
-    return rows.filter((row) => batches.get(row.batch_id)).map((row) => ({ ...claimedTaskOf(row, batches.get(row.batch_id)), createdAt: new Date(row.created_at) }));
+    return rows
+      .filter((row) => batches.get(row.batch_id))
+      .map((row) => ({ ...claimedTaskOf(row, batches.get(row.batch_id)), createdAt: new Date(row.created_at) }));
   }
 
   /** TaskEconomySubmits.formGroup */
-  formGroup(route: { model: string; provider: object }, taskIds: readonly string[], hold: { poller: string; leaseMs: number }): Promise<FormedGroup | null> {
+  formGroup(
+    route: { model: string; provider: object },
+    taskIds: readonly string[],
+    hold: { poller: string; leaseMs: number },
+  ): Promise<FormedGroup | null> {
     return this.submits.formGroup(route, taskIds, hold);
   }
 
@@ -138,7 +165,7 @@ export class UpstreamBatchStore {
    * batch row is gone).
    */
   async runningTasks(groupId: string, ids?: readonly string[]): Promise<ClaimedTask[]> {
-    const rows = await queryRows<Record<string, any>>(
+    const rows = await queryRows<EconomyTaskRow>(
       this.db,
       `SELECT ${TASK_COLUMNS}
          FROM tasks t
@@ -152,15 +179,19 @@ export class UpstreamBatchStore {
 
   /** The ids of the group's tasks still `running` in it: what its upload needs when the lines are already made. */
   async runningTaskIds(groupId: string): Promise<string[]> {
-    const rows = await queryRows<{ id: string }>(this.db, `SELECT t.id FROM tasks t WHERE t.upstream_batch_id = $1 AND t.status = 'running' ORDER BY t.batch_id, t.seq`, [groupId]);
+    const rows = await queryRows<{ id: string }>(
+      this.db,
+      `SELECT t.id FROM tasks t WHERE t.upstream_batch_id = $1 AND t.status = 'running' ORDER BY t.batch_id, t.seq`,
+      [groupId],
+    );
     return rows.map((r) => r.id);
   }
 
   /** The batches of these task rows, each read once, as what a render needs of them. */
-  private async batchSnapshots(rows: readonly Record<string, any>[]): Promise<Map<string, RenderBatch>> {
-    const ids = [...new Set(rows.map((r) => r.batch_id as string))];
+  private async batchSnapshots(rows: readonly ClaimedTaskRow[]): Promise<Map<string, RenderBatch>> {
+    const ids = [...new Set(rows.map((r) => r.batch_id))];
     if (ids.length === 0) return new Map();
-    const found = await queryRows<Record<string, any>>(
+    const found = await queryRows<RenderBatchRow>(
       this.db,
       `SELECT ${BATCH_SNAPSHOT_COLUMNS} FROM batches b LEFT JOIN models m ON m.key = b.model WHERE b.id = ANY($1::uuid[])`,
       [ids],
@@ -171,7 +202,7 @@ export class UpstreamBatchStore {
   /** Up to `limit` groups due (poll_at passed) that nobody holds, leased to `poller`. */
   async leaseDue(poller: string, leaseMs: number, limit: number): Promise<UpstreamGroup[]> {
     if (limit <= 0) return [];
-    const rows = await queryRows<Record<string, any>>(
+    const rows = await queryRows<GroupRow>(
       this.db,
       `WITH due AS (
          SELECT id FROM upstream_batches
@@ -180,7 +211,9 @@ export class UpstreamBatchStore {
        )
        UPDATE upstream_batches u SET poller = $1, lease_until = now() + $2::int * interval '1 millisecond', updated_at = now()
          FROM due WHERE u.id = due.id
-       RETURNING ${GROUP_COLUMNS.split(', ').map((c) => `u.${c}`).join(', ')}`,
+       RETURNING ${GROUP_COLUMNS.split(', ')
+         .map((c) => `u.${c}`)
+         .join(', ')}`,
       [poller, leaseMs, limit],
     );
     return rows.map(groupOf);
@@ -193,7 +226,13 @@ export class UpstreamBatchStore {
 
   /** Step 1 done: the input's id, recorded before the create. */
   recordInput(groupId: string, poller: string, inputId: string): Promise<boolean> {
-    return this.fenced(groupId, poller, `input_id = $3, state = 'uploaded', tries = 0, last_error = NULL`, [inputId], `state = 'collecting'`);
+    return this.fenced(
+      groupId,
+      poller,
+      `input_id = $3, state = 'uploaded', tries = 0, last_error = NULL`,
+      [inputId],
+      `state = 'collecting'`,
+    );
   }
 
   /** Step 2 done (or found again): the upstream batch id, recorded before any wait; the group is let go until pollAt. */
@@ -209,12 +248,25 @@ export class UpstreamBatchStore {
 
   /** A poll answered waiting: let go until pollAt. */
   recordWaiting(groupId: string, poller: string, upstreamStatus: string, pollAt: Date): Promise<boolean> {
-    return this.fenced(groupId, poller, `upstream_status = $3, tries = 0, poll_at = $4, poller = NULL, lease_until = NULL`, [upstreamStatus, pollAt]);
+    return this.fenced(groupId, poller, `upstream_status = $3, tries = 0, poll_at = $4, poller = NULL, lease_until = NULL`, [
+      upstreamStatus,
+      pollAt,
+    ]);
   }
 
   /** A poll answered ended: the outcome and where the results are (the lease is kept to read them). */
-  recordEnded(groupId: string, poller: string, ended: { upstreamStatus: string; outcome: string; found: Record<string, string> }): Promise<boolean> {
-    return this.fenced(groupId, poller, `state = 'ended', upstream_status = $3, outcome = $4, found = $5::jsonb, tries = 0`, [ended.upstreamStatus, ended.outcome, JSON.stringify(ended.found)], `state = 'created'`);
+  recordEnded(
+    groupId: string,
+    poller: string,
+    ended: { upstreamStatus: string; outcome: string; found: Record<string, string> },
+  ): Promise<boolean> {
+    return this.fenced(
+      groupId,
+      poller,
+      `state = 'ended', upstream_status = $3, outcome = $4, found = $5::jsonb, tries = 0`,
+      [ended.upstreamStatus, ended.outcome, JSON.stringify(ended.found)],
+      `state = 'created'`,
+    );
   }
 
   /** Every task of the group has ended: the group is done. */
@@ -229,24 +281,42 @@ export class UpstreamBatchStore {
 
   /** The upstream refused the group (its tasks are failed and refunded by the caller). */
   recordFailed(groupId: string, poller: string, error: string, failed: number): Promise<boolean> {
-    return this.fenced(groupId, poller, `state = 'failed', last_error = $3, failed_count = failed_count + $4, finished_at = now(), poller = NULL, lease_until = NULL`, [error, failed]);
+    return this.fenced(
+      groupId,
+      poller,
+      `state = 'failed', last_error = $3, failed_count = failed_count + $4, finished_at = now(), poller = NULL, lease_until = NULL`,
+      [error, failed],
+    );
   }
 
   /** Passing trouble at the current step: tried again from pollAt, by whichever generator leases it then. */
   retryLater(groupId: string, poller: string, error: string, pollAt: Date): Promise<boolean> {
-    return this.fenced(groupId, poller, `tries = tries + 1, last_error = $3, poll_at = $4, poller = NULL, lease_until = NULL`, [error, pollAt]);
+    return this.fenced(groupId, poller, `tries = tries + 1, last_error = $3, poll_at = $4, poller = NULL, lease_until = NULL`, [
+      error,
+      pollAt,
+    ]);
   }
 
   /** Lets go of every group this poller holds (at a shutdown), due at once for the next. */
   async releaseAll(poller: string): Promise<number> {
-    const rows = await queryRows<{ id: string }>(this.db, `UPDATE upstream_batches SET poller = NULL, lease_until = NULL WHERE poller = $1 RETURNING id`, [poller]);
+    const rows = await queryRows<{ id: string }>(
+      this.db,
+      `UPDATE upstream_batches SET poller = NULL, lease_until = NULL WHERE poller = $1 RETURNING id`,
+      [poller],
+    );
     return rows.length;
   }
 
   /** Groups by state and lines waiting for a group: the kiln_economy_* gauges. */
   async stats(): Promise<{ byState: Record<string, number>; waitingLines: number }> {
-    const states = await queryRows<{ state: string; n: number }>(this.db, `SELECT state, count(*)::int AS n FROM upstream_batches WHERE state NOT IN ('read', 'failed') GROUP BY state`);
-    const [{ n }] = await queryRows<{ n: number }>(this.db, `SELECT count(*)::int AS n FROM tasks WHERE status = 'pending' AND tier = 'economy'`);
+    const states = await queryRows<{ state: string; n: number }>(
+      this.db,
+      `SELECT state, count(*)::int AS n FROM upstream_batches WHERE state NOT IN ('read', 'failed') GROUP BY state`,
+    );
+    const [{ n }] = await queryRows<{ n: number }>(
+      this.db,
+      `SELECT count(*)::int AS n FROM tasks WHERE status = 'pending' AND tier = 'economy'`,
+    );
     return { byState: Object.fromEntries(states.map((s) => [s.state, s.n])), waitingLines: n };
   }
 

@@ -2,10 +2,12 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { PreparedStatement, queryPrepared, queryRows } from '@app/database';
+import { UPSTREAM_CANCEL_TYPES } from '@app/providers';
 import { BatchChangePublisher } from './batch-changes';
+import { UpstreamCancelSignal } from './upstream-cancel.store';
 import { groupWrites } from './group-writes';
 import { Fence, statusIs } from './fenced-write';
-import { ClaimedTask, claimedTaskOf } from './task-claim';
+import { ClaimedTask, claimedTaskOf, ClaimedTaskRow, RenderBatchRow, renderBatchOf } from './task-claim';
 
 /**
  * Who holds a waiting task: a generator's poller (by its id) until its lease runs out, or
@@ -33,17 +35,23 @@ const SUBMITTED_PROGRESS = 10;
  * Records a group of submits' answers, fenced, each with its move into the waiting state:
  * the upstream's request id and handle, when it was submitted, when to poll it and which
  * poller holds it. The batches are locked first and in id order (the order of every task
- * write), and their versions bumped (progress moves). $1 task ids, $2 attempts, $3 request
- * ids, $4 handles, $5 batch ids, $6 pollers (null: none yet), $7 poll times, $8 lease ms.
+ * write), and their versions bumped (progress moves). A request accepted after its batch was
+ * cancelled (its submit was in flight) is marked for its upstream's cancel, as the cancel
+ * marks those accepted before it (markUpstreamCancels). $1 task ids, $2 attempts, $3
+ * request ids, $4 handles, $5 batch ids, $6 pollers (null: none yet), $7 poll times, $8
+ * lease ms, $9 the types whose upstream has a cancel.
  */
 const RECORD_GROUP_SQL = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::jsonb[], $6::text[], $7::timestamptz[], $8::int[])
     AS i(id, attempt, request_id, handle, poller, poll_at, lease_ms)
 ), locked AS (
-  SELECT id FROM batches WHERE id = ANY($5::uuid[]) ORDER BY id FOR UPDATE
+  SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY($9::text[]) AS cancel_upstream
+    FROM batches WHERE id = ANY($5::uuid[]) ORDER BY id FOR UPDATE
 ), recorded AS (
   UPDATE tasks t SET upstream_request_id = i.request_id, upstream_handle = i.handle, upstream_submitted_at = now(),
+         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked WHERE locked.id = t.batch_id) THEN 'asked' END,
+         upstream_cancel_at = NULL,
          upstream_poll_at = i.poll_at, upstream_poller = i.poller,
          upstream_lease_until = CASE WHEN i.poller IS NULL THEN NULL ELSE now() + i.lease_ms * interval '1 millisecond' END,
          sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
@@ -51,12 +59,12 @@ WITH input AS (
    -- Found by primary key whatever the statistics say (statusIs).
    WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
      AND t.batch_id IN (SELECT id FROM locked)
-   RETURNING t.id, t.attempts, t.batch_id
+   RETURNING t.id, t.attempts, t.batch_id, t.upstream_cancel
 ), bumped AS (
   UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM recorded)
 )
 -- Evaluated for every task recorded, so whenever one is: see RECORD_GROUP.
-SELECT id, attempts, batch_id, set_config('synchronous_commit', 'on', true) AS durable FROM recorded`;
+SELECT id, attempts, batch_id, upstream_cancel, set_config('synchronous_commit', 'on', true) AS durable FROM recorded`;
 
 /**
  * Commits synchronously (set_config(..., true): this transaction only), though the generator's
@@ -64,21 +72,28 @@ SELECT id, attempts, batch_id, set_config('synchronous_commit', 'on', true) AS d
  * the request and bills it, and an id a PostgreSQL crash undid would have the task submit, and
  * pay, again. One WAL flush per group.
  */
-const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group_v2', text: RECORD_GROUP_SQL };
+const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group_v3', text: RECORD_GROUP_SQL };
 
 /** The claim's columns for a waiting task, with its batch's snapshot (as CLAIM_GROUP_SQL reads them). */
 const WAITING_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
-       t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.upstream_poll_at,
-       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.provider,
+       t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.upstream_poll_at, t.route_index,
+       b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format,
+       b.routes, b.failover, COALESCE(b.routes -> t.route_index, b.provider) AS provider,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background`;
+
+/** A row of WAITING_COLUMNS: its batch columns are a CLAIM_GROUP row's, every one a render needs. */
+interface WaitingRow extends ClaimedTaskRow, RenderBatchRow {
+  batch_found: string | null;
+  upstream_poll_at: Date;
+}
 
 /** Most items one grouped statement carries. */
 const MAX_GROUP = 250;
 
 /**
- * The waiting state of tasks on queue upstreams (fal, Replicate, BFL): a task the upstream
+ * The waiting state of tasks on queue upstreams (routes of a queue type): a task the upstream
  * has accepted stays `running` (sent: a cancel leaves it to finish), with its request id
  * recorded before Kiln waits on it, while no worker holds it: a generator's poller does,
  * under a lease it renews, so another generator's poller takes over the tasks of one that
@@ -96,6 +111,7 @@ export class UpstreamWaitStore {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly changes: BatchChangePublisher,
+    private readonly upstreamCancels: UpstreamCancelSignal,
   ) {}
 
   /**
@@ -125,13 +141,14 @@ export class UpstreamWaitStore {
 
   /**
    * The upstream failed the request itself (its own failure answer, a request it no longer
-   * knows): the next attempt submits anew. Out of the waiting state too. False when the
+   * knows): the next attempt submits anew, with no submit in doubt. Out of the waiting state too. False when the
    * fence no longer holds.
    */
   async forget(fence: Fence): Promise<boolean> {
     const rows = await queryRows<{ id: string }>(
       this.db,
       `UPDATE tasks SET upstream_request_id = NULL, upstream_handle = NULL, upstream_submitted_at = NULL,
+              submit_intent_at = NULL, submit_intent = NULL,
               upstream_poll_at = NULL, upstream_poller = NULL, upstream_lease_until = NULL, updated_at = now()
         WHERE id = $1 AND status = 'running' AND attempts = $2
         RETURNING id`,
@@ -147,7 +164,7 @@ export class UpstreamWaitStore {
    */
   async lease(poller: string, leaseMs: number, limit: number): Promise<(ClaimedTask & { pollAt: Date })[]> {
     if (limit <= 0) return [];
-    const rows = await queryRows<Record<string, any>>(
+    const rows = await queryRows<WaitingRow>(
       this.db,
       `WITH free AS (
          SELECT id FROM tasks
@@ -165,7 +182,12 @@ export class UpstreamWaitStore {
          LEFT JOIN models m ON m.key = b.model`,
       [poller, leaseMs, limit],
     );
-    return rows.map((row) => ({ ...claimedTaskOf(row), pollAt: new Date(row.upstream_poll_at) }));
+    // The batch read explicitly (renderBatchOf takes a whole RenderBatchRow): a row short of a
+    // column a render needs no longer passes as a bare ClaimedTaskRow.
+    return rows.map((row) => ({
+      ...claimedTaskOf(row, row.batch_found ? renderBatchOf(row) : null),
+      pollAt: new Date(row.upstream_poll_at),
+    }));
   }
 
   /**
@@ -206,19 +228,24 @@ export class UpstreamWaitStore {
   }
 
   private async recordGroup(group: readonly Submission[]): Promise<boolean[]> {
-    const rows = await queryPrepared<{ id: string; attempts: number; batch_id: string }>(this.db, RECORD_GROUP, [
-      group.map((s) => s.fence.taskId),
-      group.map((s) => s.fence.attempt),
-      group.map((s) => s.requestId),
-      group.map((s) => JSON.stringify(s.handle)),
-      [...new Set(group.map((s) => s.fence.batchId))],
-      group.map((s) => s.hold.poller),
-      group.map((s) => s.hold.pollAt),
-      group.map((s) => s.hold.leaseMs),
-    ]);
+    const rows = await queryPrepared<{ id: string; attempts: number; batch_id: string; upstream_cancel: string | null }>(
+      this.db,
+      RECORD_GROUP,
+      [
+        group.map((s) => s.fence.taskId),
+        group.map((s) => s.fence.attempt),
+        group.map((s) => s.requestId),
+        group.map((s) => JSON.stringify(s.handle)),
+        [...new Set(group.map((s) => s.fence.batchId))],
+        group.map((s) => s.hold.poller),
+        group.map((s) => s.hold.pollAt),
+        group.map((s) => s.hold.leaseMs),
+        UPSTREAM_CANCEL_TYPES,
+      ],
+    );
     this.changes.announce(rows.map((row) => row.batch_id));
+    if (rows.some((row) => row.upstream_cancel === 'asked')) this.upstreamCancels.signal();
     const recorded = new Set(rows.map((row) => `${row.id}:${row.attempts}`));
     return group.map((s) => recorded.delete(`${s.fence.taskId}:${s.fence.attempt}`));
   }
 }
-

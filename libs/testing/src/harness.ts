@@ -89,7 +89,10 @@ export const bearer = (a: TestAccount) => `Bearer ${a.key}`;
 
 /** POST /v1/batches as the account's key; the response, to assert on. */
 export function postBatch(t: TestApp, a: TestAccount, body: unknown) {
-  return t.http.post('/v1/batches').set('Authorization', bearer(a)).send(body as object);
+  return t.http
+    .post('/v1/batches')
+    .set('Authorization', bearer(a))
+    .send(body as object);
 }
 
 /** GET a path as the account's key; the response, to assert on. */
@@ -110,9 +113,10 @@ export async function getBatch(t: TestApp, a: TestAccount, id: string): Promise<
   return res.body;
 }
 
+/** Calls `probe` every `everyMs` until it answers a truthy value (at once or as a promise), which it returns. */
 export async function waitFor<T>(
   what: string,
-  probe: () => Promise<T | null | undefined | false>,
+  probe: () => T | null | undefined | false | Promise<T | null | undefined | false>,
   timeoutMs = 30_000,
   everyMs = 100,
 ): Promise<T> {
@@ -143,7 +147,10 @@ export async function waitForBatchDone(t: TestApp, batchId: string, timeoutMs = 
 }
 
 /** A task row as node-postgres returns it: the columns tests read most, and the rest. */
-export type TaskRow = { id: string; seq: number; prompt: string; ref_upload_ids: string[]; seed: number; status: string } & Record<string, any>;
+export type TaskRow = { id: string; seq: number; prompt: string; ref_upload_ids: string[]; seed: number; status: string } & Record<
+  string,
+  any
+>;
 
 /** The batch's task rows in fan-out order. */
 export async function taskRows(t: TestApp, batchId: string): Promise<TaskRow[]> {
@@ -194,7 +201,10 @@ export async function routeModel(t: TestApp, key: string, provider: ProviderRout
   const res = await t.admin('patch', `/v1/admin/models/${key}`).send({ provider });
   if (res.status !== 200) throw new Error(`PATCH /v1/admin/models/${key} answered ${res.status}: ${JSON.stringify(res.body)}`);
   return async () => {
-    await t.admin('patch', `/v1/admin/models/${key}`).send({ provider: { type: 'builtin' } }).expect(200);
+    await t
+      .admin('patch', `/v1/admin/models/${key}`)
+      .send({ provider: { type: 'builtin' } })
+      .expect(200);
   };
 }
 
@@ -202,7 +212,13 @@ export async function routeModel(t: TestApp, key: string, provider: ProviderRout
  * Creates a batch of `model` with the model routed only while the batch is created
  * (routeModel, then put back): the batch keeps that route as its snapshot.
  */
-export async function createBatchVia(t: TestApp, a: TestAccount, model: string, provider: ProviderRoute, body: Record<string, unknown>): Promise<string> {
+export async function createBatchVia(
+  t: TestApp,
+  a: TestAccount,
+  model: string,
+  provider: ProviderRoute,
+  body: Record<string, unknown>,
+): Promise<string> {
   const restore = await routeModel(t, model, provider);
   try {
     return await createBatch(t, a, { model, ...body });
@@ -219,7 +235,9 @@ export async function upload(t: TestApp, a: TestAccount, image: Buffer, name: st
 }
 
 export function solidPng(width: number, height: number, rgb: { r: number; g: number; b: number }): Promise<Buffer> {
-  return sharp({ create: { width, height, channels: 3, background: rgb } }).png().toBuffer();
+  return sharp({ create: { width, height, channels: 3, background: rgb } })
+    .png()
+    .toBuffer();
 }
 
 /** Pixels within `tolerance` of the colour in an image (any format sharp reads). */
@@ -227,7 +245,8 @@ export async function countColour(image: Buffer, rgb: { r: number; g: number; b:
   const { data, info } = await sharp(image).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   let n = 0;
   for (let i = 0; i < data.length; i += info.channels) {
-    if (Math.abs(data[i] - rgb.r) <= tolerance && Math.abs(data[i + 1] - rgb.g) <= tolerance && Math.abs(data[i + 2] - rgb.b) <= tolerance) n++;
+    if (Math.abs(data[i] - rgb.r) <= tolerance && Math.abs(data[i + 1] - rgb.g) <= tolerance && Math.abs(data[i + 2] - rgb.b) <= tolerance)
+      n++;
   }
   return n;
 }
@@ -270,8 +289,8 @@ export function spawnGenerator(config: KilnConfig, env: Record<string, string>):
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })),
   );

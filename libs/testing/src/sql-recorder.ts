@@ -8,7 +8,7 @@ import { Client } from 'pg';
  */
 export function recordSql(): { statements(): string[]; clear(): void; restore(): void } {
   const spy = jest.spyOn(Client.prototype, 'query');
-  const textOf = (arg: unknown): string => (typeof arg === 'string' ? arg : String((arg as { text?: unknown })?.text ?? ''));
+  const textOf = (arg: unknown): string => (typeof arg === 'string' ? arg : String((arg as { text?: string } | undefined)?.text ?? ''));
   const recorded = (): string[] => spy.mock.calls.map((c) => textOf(c[0]).replace(/\s+/g, ' ').trim());
   let kept: string[] | null = null;
   return {

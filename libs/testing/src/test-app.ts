@@ -20,8 +20,7 @@ type RootModule = NonNullable<ModuleMetadata['imports']>[number];
 
 /** A provider replaced by token: with a value, or built by a factory from other providers. */
 export type ProviderOverride =
-  | [token: unknown, value: unknown]
-  | { token: unknown; useFactory: (...deps: any[]) => unknown; inject: unknown[] };
+  [token: unknown, value: unknown] | { token: unknown; useFactory: (...deps: any[]) => unknown; inject: unknown[] };
 
 function compile(rootModule: RootModule, overrides: ProviderOverride[]): Promise<TestingModule> {
   const builder = Test.createTestingModule({ imports: [rootModule] });
@@ -64,7 +63,7 @@ export class TestApp {
   constructor(readonly app: INestApplication) {}
 
   get http(): TestAgent {
-    return request(this.app.getHttpServer()) as unknown as TestAgent;
+    return request(this.app.getHttpServer());
   }
 
   get db(): DataSource {
@@ -76,9 +75,7 @@ export class TestApp {
   }
 
   /** A fresh account with its own key, so tests never share data. */
-  async account(
-    opts: { plan?: string; credits?: number; scopes?: string[]; creditCapPerDay?: number | null } = {},
-  ): Promise<TestAccount> {
+  async account(opts: { plan?: string; credits?: number; scopes?: string[]; creditCapPerDay?: number | null } = {}): Promise<TestAccount> {
     const email = `t-${randomUUID()}@example.test`;
     const created = await this.admin('post', '/v1/admin/accounts')
       .send({ email, plan: opts.plan ?? 'studio', credits: opts.credits ?? 1000 })
@@ -98,10 +95,7 @@ export class TestApp {
 
   /** Balance and the ledger's sum must always agree. */
   async ledgerSum(accountId: string): Promise<number> {
-    const [row] = await this.db.query(
-      `SELECT COALESCE(SUM(amount), 0) AS sum FROM ledger_entries WHERE account_id = $1`,
-      [accountId],
-    );
+    const [row] = await this.db.query(`SELECT COALESCE(SUM(amount), 0) AS sum FROM ledger_entries WHERE account_id = $1`, [accountId]);
     return Number(row.sum);
   }
 

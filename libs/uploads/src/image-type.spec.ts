@@ -3,7 +3,9 @@ import { detectImageType } from './image-type';
 
 describe('detectImageType', () => {
   const make = (format: 'png' | 'jpeg' | 'webp' | 'gif') =>
-    sharp({ create: { width: 3, height: 2, channels: 3, background: '#123456' } })[format]().toBuffer();
+    sharp({ create: { width: 3, height: 2, channels: 3, background: '#123456' } })
+      [format]()
+      .toBuffer();
 
   it.each([
     ['png', 'image/png', 'png'],

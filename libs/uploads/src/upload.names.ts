@@ -2,6 +2,7 @@ import { sanitizeFileName } from '@app/storage';
 
 const MAX_DISPLAY_NAME_LENGTH = 255;
 // C0/C1 controls and the bidi overrides/isolates that can make "gpj.exe" display as "exe.jpg".
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 /**

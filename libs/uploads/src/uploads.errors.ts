@@ -18,8 +18,7 @@ export class UploadRefusedError extends KilnError {
 }
 
 export const uploadRefusals = {
-  noFiles: () =>
-    new UploadRefusedError('no_files', 'Send at least one file in a multipart field named "file"', { field: 'file' }),
+  noFiles: () => new UploadRefusedError('no_files', 'Send at least one file in a multipart field named "file"', { field: 'file' }),
 
   tooManyFiles: (file?: string) =>
     new UploadRefusedError('too_many_files', `At most ${UPLOAD_LIMITS.maxFiles} files per request`, {

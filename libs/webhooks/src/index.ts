@@ -5,3 +5,4 @@ export * from './webhook-outbox';
 export * from './webhook-endpoints.service';
 export * from './webhook-sender.service';
 export * from './webhooks.module';
+export * from './spend-alerts';

@@ -3,7 +3,15 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { Cursor, encodeCursor, isUuid, queryRows, WebhookDeliveryEntity, WebhookDeliveryStatus, WebhookEndpointEntity } from '@app/database';
+import {
+  Cursor,
+  encodeCursor,
+  isUuid,
+  queryRows,
+  WebhookDeliveryEntity,
+  WebhookDeliveryStatus,
+  WebhookEndpointEntity,
+} from '@app/database';
 import { checkEgressTarget, isEgressError } from '@app/egress';
 import { ErrorCode, invalidRequest, KilnError, notFound } from '@app/errors';
 import { DEFAULT_WEBHOOK_EVENTS, newEvent, WebhookEventType } from './webhook-events';
@@ -55,18 +63,21 @@ export class WebhookEndpointsService {
     const endpoint = await this.db.transaction(async (m) => {
       // The account row serialises concurrent registrations, so the limit holds under races.
       await m.query(`SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, [accountId]);
-      const [{ n }] = await m.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1`, [accountId]);
+      const [{ n }] = await queryRows<{ n: number }>(m, `SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1`, [
+        accountId,
+      ]);
       if (n >= MAX_ENDPOINTS_PER_ACCOUNT) {
         throw new KilnError(ErrorCode.EndpointLimitExceeded, `An account may have at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints`, {
           limit: MAX_ENDPOINTS_PER_ACCOUNT,
         });
       }
-      const [row] = await m.query(
+      const [row] = await queryRows<WebhookEndpoint>(
+        m,
         `INSERT INTO webhook_endpoints (id, account_id, url, events, description, secret_enc)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${ENDPOINT_COLUMNS}`,
         [id, accountId, input.url, input.events ?? DEFAULT_WEBHOOK_EVENTS, input.description ?? null, this.box.seal(secret, id)],
       );
-      return row as WebhookEndpoint;
+      return row;
     });
     return { endpoint, secret };
   }
@@ -109,7 +120,8 @@ export class WebhookEndpointsService {
   async sendTest(accountId: string, id: string): Promise<WebhookDelivery> {
     const endpoint = await this.find(accountId, id);
     const event = newEvent(accountId, 'ping', { endpointId: endpoint.id });
-    const [row] = await this.db.query(
+    const [row] = await queryRows<WebhookDelivery>(
+      this.db,
       `INSERT INTO webhook_deliveries (event_id, endpoint_id, account_id, type, body, next_attempt_at)
        VALUES ($1, $2, $3, 'ping', $4, now()) RETURNING ${DELIVERY_COLUMNS}`,
       [event.id, endpoint.id, accountId, event.body],
@@ -118,7 +130,12 @@ export class WebhookEndpointsService {
   }
 
   /** The endpoint (its circuit tells why deliveries may wait) and its deliveries, newest first, keyset-paged. */
-  async deliveries(accountId: string, id: string, limit: number, cursor: Cursor | null): Promise<{ endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; nextCursor: string | null }> {
+  async deliveries(
+    accountId: string,
+    id: string,
+    limit: number,
+    cursor: Cursor | null,
+  ): Promise<{ endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; nextCursor: string | null }> {
     const endpoint = await this.find(accountId, id);
     const rows: (WebhookDelivery & { id: string; createdAt: Date })[] = await this.db.query(
       `SELECT id, created_at AS "createdAt", ${DELIVERY_COLUMNS} FROM webhook_deliveries
@@ -154,10 +171,11 @@ export class WebhookEndpointsService {
   }
 
   private async find(accountId: string, id: string): Promise<WebhookEndpoint> {
-    const [row] = await this.db.query(`SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND account_id = $2`, [
-      this.endpointId(id),
-      accountId,
-    ]);
+    const [row] = await queryRows<WebhookEndpoint>(
+      this.db,
+      `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1 AND account_id = $2`,
+      [this.endpointId(id), accountId],
+    );
     if (!row) throw notFound('Webhook endpoint');
     return row;
   }
@@ -180,9 +198,13 @@ export class WebhookEndpointsService {
   /** https on public addresses only (unless WEBHOOK_ALLOW_PRIVATE), checked after resolving the host. */
   private async checkUrl(url: string): Promise<void> {
     try {
-      await checkEgressTarget(url, { allowPrivate: this.config.webhooks.allowPrivate, allowSetting: 'WEBHOOK_ALLOW_PRIVATE' }, { signal: AbortSignal.timeout(URL_CHECK_TIMEOUT_MS) });
+      await checkEgressTarget(
+        url,
+        { allowPrivate: this.config.webhooks.allowPrivate, allowSetting: 'WEBHOOK_ALLOW_PRIVATE' },
+        { signal: AbortSignal.timeout(URL_CHECK_TIMEOUT_MS) },
+      );
     } catch (err) {
-      if (!isEgressError(err)) throw invalidRequest('url', 'unresolvable', 'The URL\'s host name did not resolve in time');
+      if (!isEgressError(err)) throw invalidRequest('url', 'unresolvable', "The URL's host name did not resolve in time");
       const reason = err.reason === 'bad_url' ? 'invalid_url' : err.reason;
       throw invalidRequest('url', reason, `Webhook URL refused: ${err.message}`);
     }

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 
 /** Event types an endpoint may subscribe to. `ping` is sent by the test route. */
-export const WEBHOOK_EVENT_TYPES = ['batch.completed', 'task.succeeded', 'task.failed', 'ping'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'batch.completed',
+  'task.succeeded',
+  'task.failed',
+  'credits.low',
+  'key.budget.threshold',
+  'ping',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** What an endpoint gets when it names no events. */

@@ -1,8 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource, EntityManager, In } from 'typeorm';
-import { batchObject, storedBatchView } from '@app/batches';
 import { BatchEntity, PreparedStatement, queryPrepared } from '@app/database';
-import { TaskOutcomeHook, TaskOutcomes, taskObject, taskPosition } from '@app/tasks';
+import { batchObject, storedBatchView, TaskOutcomeHook, TaskOutcomes, taskObject, taskPosition } from '@app/tasks';
 import { newEvent, OutboxEvent, WebhookEventType } from './webhook-events';
 
 /**
@@ -18,6 +17,17 @@ SELECT ev.id, e.id, e.account_id, ev.type, ev.body, now()
   FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[]) AS ev(id, account_id, type, body)
   JOIN webhook_endpoints e ON e.account_id = ev.account_id AND e.disabled_at IS NULL AND ev.type = ANY(e.events)`,
 };
+
+/** WebhookOutbox.insert, for callers outside Nest's container (a lib's transaction that has no outbox injected). */
+export async function writeOutboxEvents(m: DataSource | EntityManager, events: readonly OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await queryPrepared(m, INSERT_DELIVERIES, [
+    events.map((e) => e.id),
+    events.map((e) => e.accountId),
+    events.map((e) => e.type),
+    events.map((e) => e.body),
+  ]);
+}
 
 /** Run before every group of task successes (TaskOutcomeHook.listening). */
 const LISTENING: PreparedStatement = {
@@ -60,15 +70,22 @@ export class WebhookOutbox implements TaskOutcomeHook {
    * whole pipeline; a batch's shape is read once and kept (it never changes).
    */
   async record(m: EntityManager, outcomes: TaskOutcomes): Promise<void> {
-    const shapes = await this.shapesOf(m, outcomes.ended.map((e) => e.task.batchId));
+    const shapes = await this.shapesOf(
+      m,
+      outcomes.ended.map((e) => e.task.batchId),
+    );
     const events: OutboxEvent[] = [];
     for (const { accountId, task } of outcomes.ended) {
-      const type: WebhookEventType | null = task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
+      const type: WebhookEventType | null =
+        task.status === 'succeeded' ? 'task.succeeded' : task.status === 'failed' ? 'task.failed' : null;
       const shape = shapes.get(task.batchId);
-      if (type && shape) events.push(newEvent(accountId, type, taskObject({ ...task, ...taskPosition(task.seq, shape) })));
+      // The API's task object, cancelling included: an ended task is never waiting on an upstream cancel.
+      if (type && shape)
+        events.push(newEvent(accountId, type, taskObject({ ...task, cancelling: false, ...taskPosition(task.seq, shape) })));
     }
     // A batch finishes once: its full row is read then, for the batch.completed body.
-    const finished = outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
+    const finished =
+      outcomes.finishedBatchIds.length > 0 ? await m.getRepository(BatchEntity).findBy({ id: In(outcomes.finishedBatchIds) }) : [];
     // The write that finished the batch has just set its counts: nothing is waiting or running.
     for (const b of finished) events.push(newEvent(b.accountId, 'batch.completed', batchObject(storedBatchView(b))));
     await this.insert(m, events);
@@ -76,14 +93,17 @@ export class WebhookOutbox implements TaskOutcomeHook {
 
   /** Writes events (in the caller's transaction); one delivery per subscribed endpoint. */
   async insert(m: DataSource | EntityManager, events: readonly OutboxEvent[]): Promise<void> {
-    if (events.length === 0) return;
-    await queryPrepared(m, INSERT_DELIVERIES, [events.map((e) => e.id), events.map((e) => e.accountId), events.map((e) => e.type), events.map((e) => e.body)]);
+    await writeOutboxEvents(m, events);
   }
 
   private async shapesOf(m: EntityManager, batchIds: readonly string[]): Promise<Map<string, BatchShape>> {
     const missing = [...new Set(batchIds)].filter((id) => !this.shapes.has(id));
     if (missing.length > 0) {
-      const rows = await queryPrepared<{ id: string; ref_mode: BatchShape['refMode']; ref_images: string[]; count_per_combo: number }>(m, BATCH_SHAPES, [missing]);
+      const rows = await queryPrepared<{ id: string; ref_mode: BatchShape['refMode']; ref_images: string[]; count_per_combo: number }>(
+        m,
+        BATCH_SHAPES,
+        [missing],
+      );
       for (const r of rows) {
         this.shapes.set(r.id, { refMode: r.ref_mode, refImages: r.ref_images, countPerCombo: r.count_per_combo });
         // Oldest first out: a Map iterates in insertion order.

@@ -55,7 +55,13 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.current, iv);
     cipher.setAAD(Buffer.from(endpointId));
     const ciphertext = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
-    return ['v1', this.currentId, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join('.');
+    return [
+      'v1',
+      this.currentId,
+      iv.toString('base64url'),
+      cipher.getAuthTag().toString('base64url'),
+      ciphertext.toString('base64url'),
+    ].join('.');
   }
 
   /** The secret, or an Error naming why it cannot be opened (unknown key, tampered). */

@@ -16,7 +16,11 @@ import { WebhookSender } from './webhook-sender.service';
 @Module({
   imports: [MetricsModule],
   providers: [
-    { provide: SecretBox, inject: [KILN_CONFIG], useFactory: (c: KilnConfig) => new SecretBox(c.webhooks.secretKey, c.webhooks.previousSecretKeys) },
+    {
+      provide: SecretBox,
+      inject: [KILN_CONFIG],
+      useFactory: (c: KilnConfig) => new SecretBox(c.webhooks.secretKey, c.webhooks.previousSecretKeys),
+    },
     WebhookOutbox,
     { provide: TASK_OUTCOME_HOOK, useExisting: WebhookOutbox },
     WebhookEndpointsService,

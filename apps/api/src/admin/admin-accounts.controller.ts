@@ -9,12 +9,7 @@ import { CreateKeyRequestDto } from '../common/key.request.dto';
 import { CreatedKeyResponseDto, KeyDto } from '../common/key.response.dto';
 import { AdminGuard } from './admin.guard';
 import { AdminAccountListResponseDto } from './admin.response.dto';
-import {
-  CreateAccountRequestDto,
-  CreditsRequestDto,
-  ListQueryDto,
-  UpdateAccountRequestDto,
-} from './admin.request.dto';
+import { CreateAccountRequestDto, CreditsRequestDto, ListQueryDto, UpdateAccountRequestDto } from './admin.request.dto';
 
 /** Operator API: accounts, their credits and keys (docs/admin.md). Thin: every rule lives in the libs. */
 @ApiTags('Admin')
@@ -40,7 +35,7 @@ export class AdminAccountsController {
   @ApiOkResponse({ type: AdminAccountListResponseDto })
   async listAccounts(@Query() q: ListQueryDto) {
     const page = await this.accounts.list(parseLimit(q.limit), decodeCursor(q.cursor));
-    return { accounts: page.accounts.map(AccountDto.from), nextCursor: page.nextCursor };
+    return { accounts: page.accounts.map((a) => AccountDto.from(a)), nextCursor: page.nextCursor };
   }
 
   @Get(':id')

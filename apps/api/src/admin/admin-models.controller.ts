@@ -1,7 +1,7 @@
-import { Body, Controller, Get, Param, Patch, Post, UseGuards } from '@nestjs/common';
+import { Body, Controller, Get, Inject, Param, Patch, Post, UseGuards } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
-import { CatalogService, resolveRoute, RouteHealthStore } from '@app/catalog';
-import { routeWarnings } from '@app/providers';
+import { CatalogService, modelRouteWarnings, modelView, resolveChain, RouteHealthStore } from '@app/catalog';
+import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { AdminGuard } from './admin.guard';
 import { AdminModelListResponseDto, AdminModelResponseDto } from './admin.response.dto';
 import { CreateModelRequestDto, UpdateModelRequestDto } from './admin.request.dto';
@@ -15,27 +15,41 @@ export class AdminModelsController {
   constructor(
     private readonly catalog: CatalogService,
     private readonly routeHealth: RouteHealthStore,
+    @Inject(KILN_CONFIG) private readonly config: KilnConfig,
   ) {}
 
   @Get()
   @ApiOperation({
     operationId: 'listAdminModels',
     summary:
-      "Every model, enabled or not, with its provider routing, its route's health as the generators see it (routeHealth; 503 when Redis is down) and routeWarnings (a preset retiring)",
+      "Every model, enabled or not, with its provider routing, its route's health as the generators see it (routeHealth; 503 when Redis is down) and routeWarnings (a preset retiring, pairs the route cannot price or prices at no margin)",
   })
   @ApiOkResponse({ type: AdminModelListResponseDto })
   async listModels() {
     const models = await this.catalog.listAll();
+    const views = models.map(modelView);
     const health = await this.routeHealth.healthOf(models);
-    return { models: models.map((m) => ({ ...m, routeHealth: health[m.key], routeWarnings: routeWarnings(m.provider) })) };
+    const routes = await this.routeHealth.routesHealthOf(views);
+    return {
+      models: views.map((m) => ({
+        ...m,
+        routeHealth: health[m.key],
+        routesHealth: routes[m.key],
+        routeWarnings: modelRouteWarnings(m, this.config.creditValueUsd),
+      })),
+    };
   }
 
   @Post()
-  @ApiOperation({ operationId: 'createAdminModel', summary: 'Create a model (optionally fromPreset); offered to clients at once when enabled' })
+  @ApiOperation({
+    operationId: 'createAdminModel',
+    summary: 'Create a model (optionally fromPreset); offered to clients at once when enabled',
+  })
   @ApiCreatedResponse({ type: AdminModelResponseDto })
   async createModel(@Body() body: CreateModelRequestDto) {
-    if (body.provider) await this.routeHealth.checkRouteUsable(resolveRoute(body.provider));
-    return { model: await this.catalog.create(body) };
+    await this.checkRoutesUsable(body);
+    const model = await this.catalog.create(body);
+    return { model: modelView(model), routeWarnings: modelRouteWarnings(model, this.config.creditValueUsd) };
   }
 
   @Patch(':key')
@@ -46,7 +60,15 @@ export class AdminModelsController {
   @ApiOkResponse({ type: AdminModelResponseDto })
   async updateModel(@Param('key') key: string, @Body() body: UpdateModelRequestDto) {
     // A route no generator could use would fail every batch on it: refused up front.
-    if (body.provider) await this.routeHealth.checkRouteUsable(resolveRoute(body.provider));
-    return { model: await this.catalog.update(key, body) };
+    await this.checkRoutesUsable(body);
+    const model = await this.catalog.update(key, body);
+    return { model: modelView(model), routeWarnings: modelRouteWarnings(model, this.config.creditValueUsd) };
+  }
+
+  /** Each route the edit gives must be usable by every live generator (its key set there). */
+  private async checkRoutesUsable(body: UpdateModelRequestDto): Promise<void> {
+    if (body.provider === undefined && body.routes === undefined) return;
+    const chain = resolveChain(body);
+    for (const [i, route] of chain.routes.entries()) await this.routeHealth.checkRouteUsable(route, chain.fieldOf(i));
   }
 }

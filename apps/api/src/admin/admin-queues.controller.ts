@@ -13,7 +13,10 @@ export class AdminQueuesController {
   constructor(private readonly dispatch: TaskDispatchService) {}
 
   @Get()
-  @ApiOperation({ operationId: 'getAdminQueues', summary: 'Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL' })
+  @ApiOperation({
+    operationId: 'getAdminQueues',
+    summary: 'Waiting, active, delayed and failed jobs per queue, and the tasks pending in PostgreSQL',
+  })
   @ApiOkResponse({ type: QueuesResponseDto })
   async queues() {
     return { queues: [await this.dispatch.queueStats()] };

@@ -37,14 +37,21 @@ export class AdminSupportController {
   async batch(@Param('id') id: string): Promise<AdminBatchResponseDto> {
     const found = await this.batches.detailForOperator(id);
     const detail = BatchDetailResponseDto.from(found);
-    const tasks = detail.tasks.map((t) => ({ ...t, upstreamRequestId: found.upstreamRequestIds.get(t.id) ?? null }));
+    const tasks = detail.tasks.map((t) => ({
+      ...t,
+      upstreamRequestId: found.upstreamRequestIds.get(t.id) ?? null,
+      route: found.routes.get(t.id) ?? null,
+    }));
     return { accountId: found.accountId, ...detail, tasks };
   }
 
   // One path parameter name for GET and DELETE /keys/{id}: the same path to a client (and
   // to an OpenAPI linter); GET also takes the hint in its place.
   @Get('keys/:id')
-  @ApiOperation({ operationId: 'findAdminKeys', summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz) in place of the id; any account' })
+  @ApiOperation({
+    operationId: 'findAdminKeys',
+    summary: 'API keys by id, or by the hint their holder sees (kiln_live_abcd...wxyz) in place of the id; any account',
+  })
   @ApiParam({ name: 'id', description: 'A key id, or a key hint such as kiln_live_abcd...wxyz' })
   @ApiOkResponse({ type: AdminKeyListResponseDto })
   async findKeys(@Param('id') idOrHint: string): Promise<AdminKeyListResponseDto> {
@@ -87,6 +94,7 @@ export class AdminSupportController {
   }
 
   private async keyDto(k: ApiKeyEntity): Promise<AdminKeyDto> {
-    return { ...KeyDto.from(k, await this.billing.creditsUsedToday(k.id)), accountId: k.accountId };
+    const spent = await this.billing.budgetSpentByKey([k]);
+    return { ...KeyDto.from(k, await this.billing.creditsUsedToday(k.id), spent.get(k.id) ?? 0), accountId: k.accountId };
   }
 }

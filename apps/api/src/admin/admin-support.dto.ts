@@ -8,9 +8,20 @@ export class AdminTaskDto extends TaskDto {
   @ApiProperty({
     type: 'string',
     nullable: true,
-    description: "The queue upstream's request id (fal, Replicate, BFL) for the task's current attempt, to look it up upstream; null for other routes",
+    description:
+      "The request id a queue upstream (a route of a queue type) gave the task's current attempt, to look it up upstream; null for other routes",
   })
   upstreamRequestId: string | null;
+
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    required: ['index', 'type'],
+    properties: { index: { type: 'integer', example: 1 }, type: { type: 'string', example: 'openai' } },
+    description:
+      "The route of the batch's chain (index: its place, 0 the first; type: its type) that made the image; for a task not succeeded, the route its attempts go to",
+  })
+  route: { index: number; type: string } | null;
 }
 
 /** A batch as its owner polls it, plus whose it is and each task's upstream request id. */
@@ -44,6 +55,8 @@ export class ContentPolicyDto {
 
 export class ContentPolicyRequestDto {
   @ApiProperty({ type: [String], example: ['csam', 'child porn'], description: 'The whole new list (replaces the old one)' })
-  @IsArray() @ArrayMaxSize(10_000) @IsString({ each: true })
+  @IsArray()
+  @ArrayMaxSize(10_000)
+  @IsString({ each: true })
   terms: string[];
 }

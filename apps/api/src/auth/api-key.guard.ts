@@ -31,12 +31,7 @@ export class ApiKeyGuard extends AuthGuard('api-key') {
     await this.failures.guard(req, res, () => super.canActivate(context) as Promise<boolean>);
     const { key, plan } = req.user;
 
-    await this.rateLimits.enforce(
-      res,
-      `key:${key.id}`,
-      plan.requestsPerMinute,
-      'Too many requests; retry after the Retry-After delay',
-    );
+    await this.rateLimits.enforce(res, `key:${key.id}`, plan.requestsPerMinute, 'Too many requests; retry after the Retry-After delay');
 
     // A scope set on the controller class applies to each of its routes (a route's own wins).
     const scope = this.reflector.getAllAndOverride<Scope | undefined>(REQUIRED_SCOPE, [context.getHandler(), context.getClass()]);
@@ -47,6 +42,7 @@ export class ApiKeyGuard extends AuthGuard('api-key') {
   }
 
   handleRequest<TUser>(err: unknown, user: TUser | false): TUser {
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows whatever the key strategy threw, unchanged, for the error filter to map
     if (err) throw err;
     if (!user) throw new KilnError(ErrorCode.Unauthorized, 'Missing API key: send Authorization: Bearer <key>');
     return user;

@@ -6,7 +6,12 @@ import { clientIp } from './client-ip';
 import { RateLimitService, refuse } from './rate-limit.service';
 
 /** Refusals of a presented credential; a missing one costs nothing to check and is not counted. */
-const CREDENTIAL_REFUSALS = new Set<ErrorCode>([ErrorCode.InvalidApiKey, ErrorCode.KeyRevoked, ErrorCode.InvalidCredentials, ErrorCode.Unauthorized]);
+const CREDENTIAL_REFUSALS = new Set<ErrorCode>([
+  ErrorCode.InvalidApiKey,
+  ErrorCode.KeyRevoked,
+  ErrorCode.InvalidCredentials,
+  ErrorCode.Unauthorized,
+]);
 
 /** Addresses remembered as blocked at once; past this, the oldest block is dropped first. */
 const MAX_BLOCKED_ADDRESSES = 10_000;
@@ -68,4 +73,5 @@ export class AuthFailureThrottle {
 const TOO_MANY = 'Too many failed authentication attempts from this address; retry after the Retry-After delay';
 
 // The web app's session cookie is a credential too: guessing tokens through it counts alike.
-const hasCredential = (req: Request) => /^Bearer\s+\S/i.test(req.headers.authorization ?? '') || /(^|;)\s*kiln_session=[^;\s]/.test(req.headers.cookie ?? '');
+const hasCredential = (req: Request) =>
+  /^Bearer\s+\S/i.test(req.headers.authorization ?? '') || /(^|;)\s*kiln_session=[^;\s]/.test(req.headers.cookie ?? '');

@@ -20,5 +20,5 @@ export function ApiKeyAuth(scope: Scope) {
 
 /** The authenticated key, account and plan of the request. */
 export const CurrentKey = createParamDecorator(
-  (_: unknown, ctx: ExecutionContext): AuthenticatedKey => ctx.switchToHttp().getRequest().user,
+  (_: unknown, ctx: ExecutionContext): AuthenticatedKey => ctx.switchToHttp().getRequest<{ user: AuthenticatedKey }>().user,
 );

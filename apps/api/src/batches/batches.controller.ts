@@ -10,7 +10,8 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { BatchArchiveService, BatchesService, BatchPolling, IdempotentRequest } from '@app/batches';
+import { BatchArchiveService, BatchEvents, BatchesService, BatchPolling, keyActor } from '@app/batches';
+import { IdempotentRequest } from '@app/idempotency';
 import { decodeCursor, parseLimit } from '@app/database';
 import { AuthenticatedKey } from '@app/keys';
 import { ApiKeyAuth, CurrentKey } from '../auth/auth.decorators';
@@ -18,13 +19,8 @@ import { ErrorResponseDto } from '../common/error.response.dto';
 import { sendArchive } from './batch-archive.response';
 import { BatchListQueryDto } from './dto/batch-list.query.dto';
 import { ApiBatchPoll, answerPoll } from './batch-poll';
-import {
-  BatchDetailResponseDto,
-  BatchDto,
-  BatchEstimateResponseDto,
-  BatchListResponseDto,
-  CreatedBatchResponseDto,
-} from './dto/batch.response.dto';
+import { ApiBatchEvents, streamEvents } from './batch-events.response';
+import { BatchDto, BatchEstimateResponseDto, BatchListResponseDto, CreatedBatchResponseDto } from './dto/batch.response.dto';
 import { CreateBatchRequestDto } from './dto/create-batch.request.dto';
 import { ApiIdempotentCreate, Idempotency, IDEMPOTENT_REPLAYED_HEADER } from './idempotency.decorators';
 
@@ -35,21 +31,30 @@ export class BatchesController {
     private readonly batches: BatchesService,
     private readonly archives: BatchArchiveService,
     private readonly polling: BatchPolling,
+    private readonly eventStreams: BatchEvents,
   ) {}
 
   @Post()
   @ApiKeyAuth('batches:write')
-  @ApiOperation({ operationId: 'createBatch', summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once' })
+  @ApiOperation({
+    operationId: 'createBatch',
+    summary: 'Create a batch: charges total x creditCost[resolution] up front and returns at once',
+  })
   @ApiIdempotentCreate()
   @ApiCreatedResponse({ type: CreatedBatchResponseDto, headers: IDEMPOTENT_REPLAYED_HEADER })
   @ApiResponse({ status: 402, description: 'insufficient_credits, daily_credit_cap_exceeded', type: ErrorResponseDto })
+  @ApiResponse({
+    status: 403,
+    description: "key_budget_exceeded, model_not_allowed (the key's budget or models allowlist)",
+    type: ErrorResponseDto,
+  })
   async create(
     @CurrentKey() auth: AuthenticatedKey,
     @Body() body: CreateBatchRequestDto,
     @Idempotency('POST /v1/batches') idempotency: IdempotentRequest | null,
     @Res({ passthrough: true }) res: Response,
   ): Promise<CreatedBatchResponseDto> {
-    const { created, replayed } = await this.batches.createOnce({ accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api' }, body, idempotency);
+    const { created, replayed } = await this.batches.createOnce(keyActor(auth), body, idempotency);
     if (replayed) res.setHeader('Idempotent-Replayed', 'true');
     return CreatedBatchResponseDto.from(created);
   }
@@ -59,11 +64,12 @@ export class BatchesController {
   @ApiKeyAuth('batches:read')
   @ApiOperation({
     operationId: 'estimateBatch',
-    summary: 'Price a batch without creating it: the body of POST /v1/batches, the same refusals for checks 1-6, then what create would answer now',
+    summary:
+      'Price a batch without creating it: the body of POST /v1/batches, the same refusals for checks 1-6, then what create would answer now',
   })
   @ApiOkResponse({ type: BatchEstimateResponseDto })
   async estimate(@CurrentKey() auth: AuthenticatedKey, @Body() body: CreateBatchRequestDto): Promise<BatchEstimateResponseDto> {
-    return BatchEstimateResponseDto.from(await this.batches.estimate({ accountId: auth.account.id, apiKeyId: auth.key.id, via: 'api' }, body));
+    return BatchEstimateResponseDto.from(await this.batches.estimate(keyActor(auth), body));
   }
 
   @Get()
@@ -86,12 +92,25 @@ export class BatchesController {
     await answerPoll(this.polling, req, res, { accountId: auth.account.id, batchId: id, holder: `key:${auth.key.id}` });
   }
 
+  @Get(':id/events')
+  @ApiKeyAuth('batches:read')
+  @ApiOperation({
+    operationId: 'streamBatchEvents',
+    summary: "Follow a batch as Server-Sent Events: each task's final state, the batch's counts, until done; resumable with Last-Event-ID",
+  })
+  @ApiBatchEvents()
+  @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
+  async events(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Req() req: Request, @Res() res: Response): Promise<void> {
+    await streamEvents(this.eventStreams, req, res, { accountId: auth.account.id, batchId: id, holder: `key:${auth.key.id}` });
+  }
+
   @Post(':id/cancel')
   @HttpCode(200)
   @ApiKeyAuth('batches:write')
   @ApiOperation({
     operationId: 'cancelBatch',
-    summary: 'Cancel a batch: every task not yet sent to its provider is cancelled and refunded; sent ones finish',
+    summary:
+      'Cancel a batch: every task not yet sent to its provider is cancelled and refunded; tasks fal or Replicate accepted are asked of them (counts.cancelling) and refunded if they never ran; other sent ones finish',
   })
   @ApiOkResponse({ type: BatchDto, description: 'The batch after the cancel (again, unchanged, for a batch already cancelled)' })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
@@ -107,7 +126,10 @@ export class BatchesController {
     summary: "A zip of the batch's images (images/0001-<prompt slug>.png, ...) and manifest.json, streamed; works while the batch runs",
   })
   @ApiProduces('application/zip')
-  @ApiOkResponse({ description: 'The zip (Content-Disposition: attachment; filename="kiln-<id>.zip")', schema: { type: 'string', format: 'binary' } })
+  @ApiOkResponse({
+    description: 'The zip (Content-Disposition: attachment; filename="kiln-<id>.zip")',
+    schema: { type: 'string', format: 'binary' },
+  })
   @ApiNotFoundResponse({ description: 'not_found: no such batch on this account', type: ErrorResponseDto })
   async archive(@CurrentKey() auth: AuthenticatedKey, @Param('id') id: string, @Res() res: Response): Promise<void> {
     await sendArchive(this.archives, await this.archives.open(auth.account.id, id), res);

@@ -1,7 +1,7 @@
 import { applyDecorators, createParamDecorator, ExecutionContext } from '@nestjs/common';
 import { ApiHeader, ApiResponse } from '@nestjs/swagger';
 import type { Request } from 'express';
-import { IdempotentRequest, idempotentRequest } from '@app/batches';
+import { IdempotentRequest, idempotentRequest } from '@app/idempotency';
 import { ErrorResponseDto } from '../common/error.response.dto';
 
 /**
@@ -25,12 +25,19 @@ export function ApiIdempotentCreate() {
         'answers the first 201 again (Idempotent-Replayed: true) and charges nothing.',
       example: 'order-4711-run-2',
     }),
-    ApiResponse({ status: 409, description: 'idempotency_key_in_use: the first request with this key is still running; honour Retry-After', type: ErrorResponseDto }),
+    ApiResponse({
+      status: 409,
+      description: 'idempotency_key_in_use: the first request with this key is still running; honour Retry-After',
+      type: ErrorResponseDto,
+    }),
     ApiResponse({ status: 422, description: 'idempotency_key_reused: this key was used with a different request', type: ErrorResponseDto }),
   );
 }
 
 /** The response header that marks a replayed 201. */
 export const IDEMPOTENT_REPLAYED_HEADER = {
-  'Idempotent-Replayed': { description: '"true" when this 201 is the remembered answer to an earlier request with the same key', schema: { type: 'string' } },
+  'Idempotent-Replayed': {
+    description: '"true" when this 201 is the remembered answer to an earlier request with the same key',
+    schema: { type: 'string' },
+  },
 };

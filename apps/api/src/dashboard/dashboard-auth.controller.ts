@@ -10,7 +10,6 @@ import { LoginThrottle } from './login-throttle.service';
 import { clearSessionCookie, setSessionCookie, wantsCookieSession } from './session-cookie';
 import { CurrentSession, SessionAuth } from './session.decorators';
 
-
 /** Signup and login take no credential: `security: [{}]` says so in the document (anonymous allowed). */
 const NoCredential = () => ApiSecurity({});
 
@@ -46,7 +45,11 @@ export class DashboardAuthController {
   @ApiResponse({ status: 400, description: 'invalid_request', type: ErrorResponseDto })
   @ApiResponse({ status: 401, description: 'invalid_credentials (unknown email or wrong password alike)', type: ErrorResponseDto })
   @ApiResponse({ status: 403, description: 'account_disabled', type: ErrorResponseDto })
-  @ApiResponse({ status: 429, description: 'rate_limited (attempts per IP, failures per email and IP, failures per email per hour); honour Retry-After', type: ErrorResponseDto })
+  @ApiResponse({
+    status: 429,
+    description: 'rate_limited (attempts per IP, failures per email and IP, failures per email per hour); honour Retry-After',
+    type: ErrorResponseDto,
+  })
   async login(
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
@@ -61,7 +64,11 @@ export class DashboardAuthController {
   @SessionAuth()
   @ApiOperation({ operationId: 'deleteDashboardSession', summary: 'End this session; its token is refused from the next request on' })
   @ApiNoContentResponse()
-  async logout(@CurrentSession() auth: AuthenticatedSession, @Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<void> {
+  async logout(
+    @CurrentSession() auth: AuthenticatedSession,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<void> {
     await this.sessions.logout(auth.session.id);
     clearSessionCookie(req, res);
   }

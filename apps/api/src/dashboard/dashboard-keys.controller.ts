@@ -28,23 +28,24 @@ export class DashboardKeysController {
   async list(@CurrentSession() auth: AuthenticatedSession): Promise<KeyListResponseDto> {
     const keys = await this.keys.list(auth.account.id);
     const used = await this.billing.creditsUsedTodayByKey(keys.map((k) => k.id));
-    return { keys: keys.map((k) => KeyDto.from(k, used.get(k.id) ?? 0)) };
+    const spent = await this.billing.budgetSpentByKey(keys);
+    return { keys: keys.map((k) => KeyDto.from(k, used.get(k.id) ?? 0, spent.get(k.id) ?? 0)) };
   }
 
   @Post()
   @ApiOperation({ operationId: 'createDashboardKey', summary: 'Create an API key; the secret is shown only in this response' })
   @ApiCreatedResponse({ type: CreatedKeyResponseDto })
   @ApiResponse({ status: 403, description: 'key_limit_exceeded (the free plan allows none)', type: ErrorResponseDto })
-  async create(
-    @CurrentSession() auth: AuthenticatedSession,
-    @Body() body: DashboardCreateKeyRequestDto,
-  ): Promise<CreatedKeyResponseDto> {
+  async create(@CurrentSession() auth: AuthenticatedSession, @Body() body: DashboardCreateKeyRequestDto): Promise<CreatedKeyResponseDto> {
     const { key, secret } = await this.keys.create(auth.account.id, body);
     return { key: KeyDto.from(key, 0), secret };
   }
 
   @Patch(':id')
-  @ApiOperation({ operationId: 'updateDashboardKey', summary: 'Rename, set or clear (null) the daily cap, or change the scopes of a key' })
+  @ApiOperation({
+    operationId: 'updateDashboardKey',
+    summary: 'Rename, set or clear (null) the budget, or change the scopes or models of a key',
+  })
   @ApiOkResponse({ type: KeyResponseDto })
   @ApiResponse({ status: 404, description: 'not_found', type: ErrorResponseDto })
   async update(
@@ -64,6 +65,7 @@ export class DashboardKeysController {
   }
 
   private async withUsage(key: ApiKeyEntity): Promise<KeyDto> {
-    return KeyDto.from(key, await this.billing.creditsUsedToday(key.id));
+    const spent = await this.billing.budgetSpentByKey([key]);
+    return KeyDto.from(key, await this.billing.creditsUsedToday(key.id), spent.get(key.id) ?? 0);
   }
 }

@@ -20,6 +20,6 @@ export class DashboardLedgerController {
   @ApiOkResponse({ type: LedgerResponseDto })
   async ledger(@CurrentSession() auth: AuthenticatedSession, @Query() q: LedgerQueryDto): Promise<LedgerResponseDto> {
     const page = await this.usage.ledger(auth.account.id, parseLimit(q.limit), q.cursor);
-    return { entries: page.entries.map(LedgerEntryDto.from), nextCursor: page.nextCursor };
+    return { entries: page.entries.map((e) => LedgerEntryDto.from(e)), nextCursor: page.nextCursor };
   }
 }

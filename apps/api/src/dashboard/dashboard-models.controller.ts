@@ -15,7 +15,10 @@ export class DashboardModelsController {
   constructor(private readonly catalog: CatalogService) {}
 
   @Get()
-  @ApiOperation({ operationId: 'listDashboardModels', summary: 'Models with their prices and legal aspect-ratio x resolution pairs, as GET /v1/models' })
+  @ApiOperation({
+    operationId: 'listDashboardModels',
+    summary: 'Models with their prices and legal aspect-ratio x resolution pairs, as GET /v1/models',
+  })
   @ApiOkResponse({ type: CatalogResponseDto })
   async list(): Promise<CatalogResponseDto> {
     return CatalogResponseDto.from(await this.catalog.listEnabled());

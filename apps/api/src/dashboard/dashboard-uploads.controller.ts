@@ -21,9 +21,18 @@ export class DashboardUploadsController {
   @UseInterceptors(UploadFilesInterceptor)
   @ApiOperation({ operationId: 'uploadDashboardFiles', summary: 'Upload reference images (free), as POST /v1/uploads' })
   @ApiConsumes('multipart/form-data')
-  @ApiBody({ schema: { type: 'object', required: [UPLOAD_FIELD], properties: { [UPLOAD_FIELD]: { type: 'array', items: { type: 'string', format: 'binary' } } } } })
+  @ApiBody({
+    schema: {
+      type: 'object',
+      required: [UPLOAD_FIELD],
+      properties: { [UPLOAD_FIELD]: { type: 'array', items: { type: 'string', format: 'binary' } } },
+    },
+  })
   @ApiOkResponse({ type: UploadResponseDto })
-  async upload(@CurrentSession() auth: AuthenticatedSession, @UploadedFiles() files: Express.Multer.File[] | undefined): Promise<UploadResponseDto> {
+  async upload(
+    @CurrentSession() auth: AuthenticatedSession,
+    @UploadedFiles() files: Express.Multer.File[] | undefined,
+  ): Promise<UploadResponseDto> {
     const stored = await this.uploads.store(
       auth.account.id,
       (files ?? []).map((f) => ({ name: f.originalname, path: f.path, bytes: f.size })),

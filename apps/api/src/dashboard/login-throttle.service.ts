@@ -89,7 +89,9 @@ export class LoginThrottle {
       const failed = await this.rateLimits.peek(failedHere, 1, HOUR_SECONDS);
       if (!failed.allowed) refuse(res, failed, TOO_MANY);
       const failures = everywhere.used ?? global;
-      await new Promise((resolve) => setTimeout(resolve, backstopDelayMs(failures, global, this.limits.backstopDelayMs, this.limits.backstopMaxDelayMs)));
+      await new Promise((resolve) =>
+        setTimeout(resolve, backstopDelayMs(failures, global, this.limits.backstopDelayMs, this.limits.backstopMaxDelayMs)),
+      );
     }
 
     try {

@@ -21,7 +21,11 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Whether signup or login asked for a cookie session (`X-Kiln-Session: cookie`). */
 export function wantsCookieSession(req: Request): boolean {
-  return String(req.headers[SESSION_MODE_HEADER] ?? '').trim().toLowerCase() === 'cookie';
+  return (
+    String(req.headers[SESSION_MODE_HEADER] ?? '')
+      .trim()
+      .toLowerCase() === 'cookie'
+  );
 }
 
 /** The session token of the cookie, if any (the first one named kiln_session). */

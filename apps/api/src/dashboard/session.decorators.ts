@@ -9,9 +9,17 @@ export function SessionAuth() {
   return applyDecorators(
     UseGuards(SessionGuard),
     ApiBearerAuth('session'),
-    ApiResponse({ status: 401, description: 'unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)', type: ErrorResponseDto }),
+    ApiResponse({
+      status: 401,
+      description: 'unauthorized (no token), invalid_credentials (unknown, expired or signed-out session)',
+      type: ErrorResponseDto,
+    }),
     ApiResponse({ status: 403, description: 'account_disabled', type: ErrorResponseDto }),
-    ApiResponse({ status: 429, description: 'rate_limited (requests per session, failed tokens per IP); honour Retry-After', type: ErrorResponseDto }),
+    ApiResponse({
+      status: 429,
+      description: 'rate_limited (requests per session, failed tokens per IP); honour Retry-After',
+      type: ErrorResponseDto,
+    }),
     ApiResponse({ status: 500, description: 'internal_error', type: ErrorResponseDto }),
   );
 }

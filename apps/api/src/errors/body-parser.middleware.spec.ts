@@ -12,7 +12,12 @@ describe('jsonBodyParser', () => {
 
   it('passes a request without a body straight on, without running body-parser', () => {
     // An unfinished incoming message, as on-finished sees it, so body-parser would not skip it itself.
-    const req = { method: 'GET', headers: { authorization: 'Bearer x' }, complete: false, socket: { readable: true } } as unknown as Request;
+    const req = {
+      method: 'GET',
+      headers: { authorization: 'Bearer x' },
+      complete: false,
+      socket: { readable: true },
+    } as unknown as Request;
     const next = jest.fn();
     jsonBodyParser()(req, {} as Response, next);
     expect(next).toHaveBeenCalledTimes(1);

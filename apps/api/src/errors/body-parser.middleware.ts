@@ -39,7 +39,7 @@ export function jsonBodyParser() {
             ? 'malformed_json'
             : err.type === TOO_DEEP || err.type === UNSUPPORTED_CHARSET
               ? err.type
-              : err.type ?? 'unreadable_body';
+              : (err.type ?? 'unreadable_body');
       const message =
         reason === 'too_large'
           ? `The JSON body is larger than ${MAX_JSON_BYTES} bytes`
@@ -51,6 +51,27 @@ export function jsonBodyParser() {
                 ? 'A JSON body must be UTF-8'
                 : 'The request body could not be read';
       return defer(req, next, message, reason);
+    });
+  };
+}
+
+/** The route whose body must reach its handler as the bytes that were sent (a signature covers them). */
+export const RAW_BODY_PATH = '/v1/stripe/webhook';
+
+/**
+ * The Stripe webhook's body as a Buffer, untouched: its signature is an HMAC over the exact
+ * bytes, which JSON.parse and a re-serialisation would not give back. Same size limit and
+ * error object as JSON bodies; body-parser marks the request read, so jsonBodyParser then
+ * leaves it alone.
+ */
+export function rawBodyParser() {
+  const parse = express.raw({ type: () => true, limit: MAX_JSON_BYTES });
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (req.method !== 'POST' || req.path !== RAW_BODY_PATH || !hasBody(req)) return next();
+    parse(req, res, (err?: { type?: string }) => {
+      if (!err) return next();
+      if (err.type === 'entity.too.large') return defer(req, next, `The body is larger than ${MAX_JSON_BYTES} bytes`, 'too_large');
+      return defer(req, next, 'The request body could not be read', err.type ?? 'unreadable_body');
     });
   };
 }
@@ -77,7 +98,8 @@ export function jsonDepthExceeds(buf: Uint8Array, max: number): boolean {
   for (let i = 0; i < buf.length; i++) {
     const c = buf[i];
     if (inString) {
-      if (c === 0x5c) i++; // a backslash escapes the next byte (an escaped quote ends nothing)
+      if (c === 0x5c)
+        i++; // a backslash escapes the next byte (an escaped quote ends nothing)
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) {
       inString = true;

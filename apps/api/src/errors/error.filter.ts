@@ -22,6 +22,8 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.TierNotAvailable]: HttpStatus.BAD_REQUEST,
   [ErrorCode.InsufficientCredits]: HttpStatus.PAYMENT_REQUIRED,
   [ErrorCode.DailyCreditCapExceeded]: HttpStatus.PAYMENT_REQUIRED,
+  [ErrorCode.KeyBudgetExceeded]: HttpStatus.FORBIDDEN,
+  [ErrorCode.ModelNotAllowed]: HttpStatus.FORBIDDEN,
   [ErrorCode.BatchLimitExceeded]: HttpStatus.FORBIDDEN,
   [ErrorCode.ConcurrentLimitExceeded]: HttpStatus.FORBIDDEN,
   [ErrorCode.KeyLimitExceeded]: HttpStatus.FORBIDDEN,
@@ -34,9 +36,60 @@ export const STATUS_BY_CODE: Record<ErrorCode, HttpStatus> = {
   [ErrorCode.ServiceUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
   [ErrorCode.GenerationFailed]: HttpStatus.BAD_GATEWAY,
   [ErrorCode.GenerationTimeout]: HttpStatus.GATEWAY_TIMEOUT,
+  [ErrorCode.ModerationBlocked]: HttpStatus.BAD_REQUEST,
   [ErrorCode.IdempotencyKeyReused]: HttpStatus.UNPROCESSABLE_ENTITY,
   [ErrorCode.IdempotencyKeyInUse]: HttpStatus.CONFLICT,
 };
+
+/**
+ * Whether the same request, asked again, may get another answer (docs/api.md#errors, the
+ * Retryable column). The OpenAI-compatible door tells OpenAI's SDKs so: they retry 408, 409,
+ * 429 and every 5xx unless x-should-retry says false, and each retry there is a new batch.
+ */
+export const RETRY_MAY_PASS: Record<ErrorCode, boolean> = {
+  [ErrorCode.Unauthorized]: false,
+  [ErrorCode.InvalidApiKey]: false,
+  [ErrorCode.KeyRevoked]: false,
+  [ErrorCode.InvalidCredentials]: false,
+  [ErrorCode.AccountDisabled]: false,
+  [ErrorCode.ApiNotAvailableOnPlan]: false,
+  [ErrorCode.InsufficientScope]: false,
+  [ErrorCode.InvalidRequest]: false,
+  [ErrorCode.UnknownModel]: false,
+  [ErrorCode.SizeNotAllowed]: false,
+  [ErrorCode.TooManyRefImages]: false,
+  [ErrorCode.RefsNotSupported]: false,
+  [ErrorCode.ContentBlocked]: false,
+  [ErrorCode.ModerationBlocked]: false,
+  [ErrorCode.PromptTooLong]: false,
+  [ErrorCode.TierNotAvailable]: false,
+  [ErrorCode.InsufficientCredits]: false,
+  [ErrorCode.DailyCreditCapExceeded]: false,
+  [ErrorCode.KeyBudgetExceeded]: false,
+  [ErrorCode.ModelNotAllowed]: false,
+  [ErrorCode.BatchLimitExceeded]: false,
+  // Frees up as the account's other batches end (the SDKs do not retry a 403 anyway).
+  [ErrorCode.ConcurrentLimitExceeded]: true,
+  [ErrorCode.KeyLimitExceeded]: false,
+  [ErrorCode.EndpointLimitExceeded]: false,
+  [ErrorCode.EmailTaken]: false,
+  [ErrorCode.RateLimited]: true,
+  [ErrorCode.NotFound]: false,
+  [ErrorCode.BatchNotCancellable]: false,
+  [ErrorCode.InternalError]: true,
+  [ErrorCode.ServiceUnavailable]: true,
+  // Every image refunded; may pass when the upstream's trouble passes (details.retryable).
+  [ErrorCode.GenerationFailed]: true,
+  // The batch goes on, charged: a retry would make and charge a second one.
+  [ErrorCode.GenerationTimeout]: false,
+  [ErrorCode.IdempotencyKeyReused]: false,
+  [ErrorCode.IdempotencyKeyInUse]: true,
+};
+
+/** An error answer a retry cannot change: by its code, or its details saying so (generation_failed on a rejected route). */
+export function retryCannotChange(body: ErrorBody): boolean {
+  return !RETRY_MAY_PASS[body.error.code] || body.error.details?.retryable === false;
+}
 
 /** Seconds a client is told to wait before retrying a key whose first request is still running: about one creation's time. */
 export const IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S = 1;
@@ -49,24 +102,25 @@ export interface ErrorBody {
 }
 
 /** Turns anything thrown into the interface's error object (section 7). */
-export function toErrorBody(exception: unknown): { status: number; body: ErrorBody; unexpected: boolean } {
+export function toErrorBody(exception: unknown): { status: HttpStatus; body: ErrorBody; unexpected: boolean } {
   if (exception instanceof KilnError) {
     const body: ErrorBody = { error: { code: exception.code, message: exception.message } };
     if (exception.details) body.error.details = exception.details;
     return { status: STATUS_BY_CODE[exception.code], body, unexpected: false };
   }
   if (exception instanceof HttpException) {
-    const status = exception.getStatus();
+    const status: HttpStatus = exception.getStatus();
+    const serverError = status >= HttpStatus.INTERNAL_SERVER_ERROR;
     const code =
       status === HttpStatus.NOT_FOUND
         ? ErrorCode.NotFound
         : status === HttpStatus.TOO_MANY_REQUESTS
           ? ErrorCode.RateLimited
-          : status >= 500
+          : serverError
             ? ErrorCode.InternalError
             : ErrorCode.InvalidRequest;
-    const message = status >= 500 ? 'Internal server error' : httpMessage(exception);
-    return { status: STATUS_BY_CODE[code], body: { error: { code, message } }, unexpected: status >= 500 };
+    const message = serverError ? 'Internal server error' : httpMessage(exception);
+    return { status: STATUS_BY_CODE[code], body: { error: { code, message } }, unexpected: serverError };
   }
   if (isDatabaseUnavailable(exception)) {
     // An outage, not a bug: the client is told to come back (Retry-After), not to report one.
@@ -97,9 +151,11 @@ export function withOpenAiFields(status: number, body: ErrorBody): ErrorBody & {
           ? 'insufficient_quota'
           : status === 429
             ? 'rate_limit_error'
-            : status >= 500
-              ? 'server_error'
-              : 'invalid_request_error';
+            : body.error.code === ErrorCode.ModerationBlocked
+              ? 'image_generation_user_error'
+              : status >= 500
+                ? 'server_error'
+                : 'invalid_request_error';
   const field = body.error.details?.field ?? (body.error.code === ErrorCode.UnknownModel ? 'model' : null);
   return { error: { ...body.error, type, param: typeof field === 'string' ? field : null } };
 }
@@ -139,11 +195,12 @@ export class ErrorFilter implements ExceptionFilter {
     if (exception instanceof KilnError && exception.code === ErrorCode.IdempotencyKeyInUse) {
       res.setHeader('Retry-After', String(IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S));
     }
-    // OpenAI's SDKs retry every 5xx by default (twice) and the door sends no idempotency key:
-    // a retried timeout would make and charge another batch while the first goes on. Their
-    // clients obey x-should-retry; a failure (everything refunded) may be asked again.
-    if (exception instanceof KilnError && exception.code === ErrorCode.GenerationTimeout) res.setHeader('x-should-retry', 'false');
+    const openAiDoor = req?.path?.startsWith(OPENAI_IMAGES_PATH) ?? false;
+    // OpenAI's SDKs retry 408, 409, 429 and every 5xx by default (twice) and the door sends no
+    // idempotency key: each retry would be a new batch, charged, and another upstream call.
+    // Their clients obey x-should-retry: every answer a retry cannot change says so.
+    if (openAiDoor && retryCannotChange(body)) res.setHeader('x-should-retry', 'false');
     // OpenAI's SDKs read error.type and error.param: the door adds them to Kiln's object.
-    res.status(status).json(req?.path?.startsWith(OPENAI_IMAGES_PATH) ? withOpenAiFields(status, body) : body);
+    res.status(status).json(openAiDoor ? withOpenAiFields(status, body) : body);
   }
 }

@@ -14,7 +14,10 @@ export function limitHttpServer(server: Server, limits: KilnConfig['http']): voi
   server.headersTimeout = limits.headersTimeoutMs;
   // Node enforces both timeouts on a periodic sweep of the open connections (default every
   // 30 s, which could double a 30 s limit); it reads this when the server starts listening.
-  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(50, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4)));
+  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(
+    50,
+    Math.min(1000, Math.floor(limits.headersTimeoutMs / 4)),
+  );
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp);
 }
 

@@ -3,14 +3,14 @@ import { randomUUID } from 'node:crypto';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-
 /**
  * Echo a sane client X-Request-Id, else mint one; every response carries it. Runs as the
  * first middleware, so even answers made before Nest's logger middleware (the body parser's)
  * carry one; pino-http then reuses the same id for the request's log lines.
  */
 export function requestId(req: IncomingMessage, res: ServerResponse): string {
-  if (req.id !== undefined) return String(req.id);
+  // pino-http types the id loosely (string, number or object); Kiln sets it only here, as a string.
+  if (typeof req.id === 'string') return req.id;
   const given = req.headers['x-request-id'];
   const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
   req.id = id;

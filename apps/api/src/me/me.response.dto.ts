@@ -1,5 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { ACCOUNT_STATUSES, PLAN_KEYS } from '@app/database';
+import { KeyBudgetDto } from '../common/key.response.dto';
 
 export class MeUserDto {
   @ApiProperty() id: string;
@@ -11,6 +12,8 @@ export class MeUserDto {
 
 export class MeCreditsDto {
   @ApiProperty({ type: 'integer' }) balance: number;
+  @ApiProperty({ type: 'integer', nullable: true, description: 'The credits.low alert line; null: none' })
+  lowCreditsThreshold: number | null;
 }
 
 export class MeLimitsDto {
@@ -25,9 +28,12 @@ export class MeLimitsDto {
 export class MeKeyDto {
   @ApiProperty() id: string;
   @ApiProperty({ type: [String] }) scopes: string[];
-  @ApiProperty({ type: 'integer', nullable: true }) creditCapPerDay: number | null;
+  @ApiProperty({ type: 'integer', nullable: true, description: "A day budget's credits (v1's spelling); null otherwise" })
+  creditCapPerDay: number | null;
   @ApiProperty({ type: 'integer' }) creditsUsedToday: number;
   @ApiProperty({ description: 'Unix ms of the next 00:00 UTC' }) capResetsAt: number;
+  @ApiProperty({ type: KeyBudgetDto, nullable: true }) budget: KeyBudgetDto | null;
+  @ApiProperty({ type: [String], description: 'Models this key may use; empty: every model' }) models: string[];
 }
 
 export class MeResponseDto {

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import type { NextFunction, Request, Response } from 'express';
+import type { IRoute, NextFunction, Request, Response } from 'express';
 import { KilnMetrics } from '@app/metrics';
 import { TaskDispatchService } from '@app/tasks';
 import { WebhookEndpointsService } from '@app/webhooks';
@@ -64,7 +64,9 @@ export function httpMetricsMiddleware(metrics: KilnMetrics) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const started = process.hrtime.bigint();
     res.once('finish', () => {
-      const route = req.route?.path ? `${req.baseUrl ?? ''}${String(req.route.path)}` : 'unmatched';
+      // Express types the matched route as any: it is the router's route, absent when none matched.
+      const matched = req.route as IRoute | undefined;
+      const route = matched?.path ? `${req.baseUrl ?? ''}${matched.path}` : 'unmatched';
       const labels = { method: req.method, route, status: String(res.statusCode) };
       metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);

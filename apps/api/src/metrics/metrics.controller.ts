@@ -16,7 +16,10 @@ export class MetricsController {
   constructor(private readonly metrics: KilnMetrics) {}
 
   @Get()
-  @ApiOperation({ operationId: 'getMetrics', summary: "The api's metrics in Prometheus' text format (see the README's Operations section)" })
+  @ApiOperation({
+    operationId: 'getMetrics',
+    summary: "The api's metrics in Prometheus' text format (see the README's Operations section)",
+  })
   @ApiProduces('text/plain')
   @ApiOkResponse({ description: 'Prometheus text exposition format 0.0.4', schema: { type: 'string', example: 'kiln_tasks_pending 0\n' } })
   async scrape(@Res() res: Response): Promise<void> {

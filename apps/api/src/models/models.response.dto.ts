@@ -13,14 +13,15 @@ export class ModelDto {
     nullable: true,
     additionalProperties: { type: 'integer' },
     example: { '1K': 3, '2K': 5 },
-    description: 'Credits per image on the economy tier (`tier: "economy"`), by resolution; null: the model has no economy tier. A resolution absent here has none',
+    description:
+      'Credits per image on the economy tier (`tier: "economy"`), by resolution; null: the model has no economy tier. A resolution absent here has none',
   })
   economyCreditCost: Record<string, number> | null;
   @ApiProperty({
     type: 'integer',
     nullable: true,
     example: 24,
-    description: "Hours within which every task of an economy batch ends (its expiresAt); null when the model has no economy tier",
+    description: 'Hours within which every task of an economy batch ends (its expiresAt); null when the model has no economy tier',
   })
   economyWindowHours: number | null;
   @ApiProperty({ type: [String] }) aspectRatios: string[];
@@ -41,14 +42,12 @@ export class ModelDto {
       key: m.key,
       displayName: m.displayName,
       blurb: m.blurb,
-      creditCost: m.creditCost as Record<string, number>,
-      economyCreditCost: economy ? (economy.creditCost as Record<string, number>) : null,
+      creditCost: m.creditCost,
+      economyCreditCost: economy ? economy.creditCost : null,
       economyWindowHours: economy ? economy.windowHours : null,
       aspectRatios: ratios,
       resolutions: priced,
-      resolutionsByRatio: Object.fromEntries(
-        ratios.map((r) => [r, priced.filter((res) => m.resolutionsByRatio[r].includes(res))]),
-      ),
+      resolutionsByRatio: Object.fromEntries(ratios.map((r) => [r, priced.filter((res) => m.resolutionsByRatio[r].includes(res))])),
       supportsRefImages: m.supportsRefImages,
       maxRefImages: m.maxRefImages,
       supportsQuality: m.supportsQuality,
@@ -66,6 +65,6 @@ export class CatalogResponseDto {
   limits: typeof CATALOG_LIMITS;
 
   static from(models: ModelEntity[]): CatalogResponseDto {
-    return { models: models.map(ModelDto.from), defaults: CATALOG_DEFAULTS, limits: CATALOG_LIMITS };
+    return { models: models.map((m) => ModelDto.from(m)), defaults: CATALOG_DEFAULTS, limits: CATALOG_LIMITS };
   }
 }

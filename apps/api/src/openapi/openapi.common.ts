@@ -55,7 +55,7 @@ function isMetered(operation: OperationObject): boolean {
 
 export function addCommonHeaders(document: OpenAPIObject): void {
   document.components = document.components ?? {};
-  document.components.headers = { ...(document.components.headers ?? {}), ...HEADERS } as never;
+  document.components.headers = { ...(document.components.headers ?? {}), ...HEADERS };
   document.components.parameters = {
     ...(document.components.parameters ?? {}),
     RequestId: {
@@ -94,7 +94,6 @@ export function addServiceUnavailable(document: OpenAPIObject): void {
     };
   }
 }
-
 
 /** The operator routes' shared refusals (AdminGuard and the validation pipe). */
 export function addAdminErrors(document: OpenAPIObject): void {

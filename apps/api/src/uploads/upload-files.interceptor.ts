@@ -2,7 +2,6 @@ import { CallHandler, ExecutionContext, Inject, Injectable, NestInterceptor } fr
 import type { Request, RequestHandler, Response } from 'express';
 import multer, { MulterError } from 'multer';
 import { promises as fs } from 'node:fs';
-import * as path from 'node:path';
 import { Observable } from 'rxjs';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { ErrorCode, invalidRequest, KilnError } from '@app/errors';
@@ -69,7 +68,7 @@ export class UploadFilesInterceptor implements NestInterceptor {
 
 async function removeTempFiles(req: Request): Promise<void> {
   const files = Array.isArray(req.files) ? req.files : [];
-  await Promise.all(files.map((f) => (f.path ? fs.rm(f.path, { force: true }).catch(() => undefined) : undefined)));
+  await Promise.all(files.filter((f) => f.path).map((f) => fs.rm(f.path, { force: true }).catch(() => undefined)));
 }
 
 /** Maps multer's and busboy's errors to `invalid_request` with upload details. */
@@ -96,11 +95,7 @@ export function toUploadError(error: unknown): KilnError {
       case 'LIMIT_FIELD_COUNT':
       case 'LIMIT_FIELD_KEY':
       case 'LIMIT_FIELD_VALUE':
-        return invalidRequest(
-          error.field ?? 'body',
-          'unknown_field',
-          `Only file parts are accepted, in a field named "${UPLOAD_FIELD}"`,
-        );
+        return invalidRequest(error.field ?? 'body', 'unknown_field', `Only file parts are accepted, in a field named "${UPLOAD_FIELD}"`);
       default:
         return invalidRequest('body', 'malformed_multipart', 'The multipart body could not be parsed');
     }

@@ -2,7 +2,10 @@ import { ApiProperty } from '@nestjs/swagger';
 import { UploadEntity } from '@app/database';
 
 export class UploadedFileDto {
-  @ApiProperty({ description: 'Public URL; pass it in refImages. Needs no authentication.', example: 'http://localhost:8080/files/uploads/3f2a…/cat.png' })
+  @ApiProperty({
+    description: 'Public URL; pass it in refImages. Needs no authentication.',
+    example: 'http://localhost:8080/files/uploads/3f2a…/cat.png',
+  })
   url: string;
 
   @ApiProperty({ description: 'Original file name as sent by the client', example: 'cat.png' })

@@ -28,13 +28,21 @@ export const WebhookRoute = {
     applyDecorators(
       ApiResponse({ status: 503, description: 'service_unavailable: the server has no WEBHOOK_SECRET_KEY', type: ErrorResponseDto }),
       ApiResponse({ status: 403, description: 'endpoint_limit_exceeded (10 per account)', type: ErrorResponseDto }),
-      ApiResponse({ status: 400, description: 'invalid_request; details {field: "url", reason: "forbidden_address"} for a non-public address', type: ErrorResponseDto }),
+      ApiResponse({
+        status: 400,
+        description: 'invalid_request; details {field: "url", reason: "forbidden_address"} for a non-public address',
+        type: ErrorResponseDto,
+      }),
       ApiCreatedResponse({ type: CreatedWebhookResponseDto }),
       ApiOperation({ operationId, summary: 'Register an endpoint; its signing secret is shown only in this response' }),
       Post(),
     ),
   list: (operationId: string) =>
-    applyDecorators(ApiOkResponse({ type: WebhookListResponseDto }), ApiOperation({ operationId, summary: "The account's webhook endpoints, oldest first" }), Get()),
+    applyDecorators(
+      ApiOkResponse({ type: WebhookListResponseDto }),
+      ApiOperation({ operationId, summary: "The account's webhook endpoints, oldest first" }),
+      Get(),
+    ),
   remove: (operationId: string) =>
     applyDecorators(
       ApiResponse(NOT_FOUND),
@@ -78,7 +86,7 @@ export class WebhookAnswers {
   }
 
   async list(accountId: string): Promise<WebhookListResponseDto> {
-    return { endpoints: (await this.webhooks.list(accountId)).map(WebhookEndpointDto.from) };
+    return { endpoints: (await this.webhooks.list(accountId)).map((e) => WebhookEndpointDto.from(e)) };
   }
 
   remove(accountId: string, id: string): Promise<void> {
@@ -95,6 +103,10 @@ export class WebhookAnswers {
 
   async deliveries(accountId: string, id: string, q: WebhookDeliveriesQueryDto): Promise<WebhookDeliveryListResponseDto> {
     const page = await this.webhooks.deliveries(accountId, id, parseLimit(q.limit), decodeCursor(q.cursor));
-    return { endpoint: WebhookEndpointDto.from(page.endpoint), deliveries: page.deliveries.map(WebhookDeliveryDto.from), nextCursor: page.nextCursor };
+    return {
+      endpoint: WebhookEndpointDto.from(page.endpoint),
+      deliveries: page.deliveries.map((d) => WebhookDeliveryDto.from(d)),
+      nextCursor: page.nextCursor,
+    };
   }
 }

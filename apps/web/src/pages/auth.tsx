@@ -35,9 +35,17 @@ export function AuthPage({ mode, message }: { mode: 'signin' | 'signup'; message
             {message}
           </p>
         )}
-        <form onSubmit={submit} noValidate={false}>
+        <form onSubmit={(e) => void submit(e)} noValidate={false}>
           <label for="email">Email</label>
-          <input id="email" type="email" autoComplete="email" required maxLength={254} value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+          <input
+            id="email"
+            type="email"
+            autoComplete="email"
+            required
+            maxLength={254}
+            value={email}
+            onInput={(e) => setEmail(e.currentTarget.value)}
+          />
           <label for="password">Password</label>
           <input
             id="password"
@@ -52,7 +60,7 @@ export function AuthPage({ mode, message }: { mode: 'signin' | 'signup'; message
           />
           {signup && (
             <p id="password-help" class="help">
-              10 to 200 characters. A long passphrase is best.
+              At least 10 characters (at most 200). A long passphrase is best.
             </p>
           )}
           {error && (

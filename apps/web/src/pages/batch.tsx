@@ -16,9 +16,13 @@ interface Detail {
 }
 
 /**
- * Follows a batch live: GET with `Prefer: wait` and `If-None-Match`, so the api answers as soon
- * as anything changes (200) or after the wait (304), until the batch is done. A failed poll
- * (503, network) is retried after a pause, with the error shown meanwhile.
+ * Follows a batch live. One GET for the whole batch, then its progress stream
+ * (EventSource on /batches/{id}/events): each task's final state and the batch's counts as
+ * they happen, the browser reconnecting with Last-Event-ID on its own after a drop. Where the
+ * stream is refused (an older api answers 404) or EventSource is missing, it long-polls
+ * instead: GET with `Prefer: wait` and `If-None-Match`, so the api answers as soon as anything
+ * changes (200) or after the wait (304), until the batch is done. A failed poll (503,
+ * network) is retried after a pause, with the error shown meanwhile.
  */
 function useLiveBatch(id: string) {
   const [detail, setDetail] = useState<Detail | null>(null);
@@ -28,8 +32,14 @@ function useLiveBatch(id: string) {
     const stop = new AbortController();
     let etag: string | null = null;
     let done = false;
+    let source: EventSource | null = null;
     const path = `/batches/${encodeURIComponent(id)}`;
-    void (async () => {
+    const finished = (): void => {
+      done = true;
+      source?.close();
+      void refreshAccount();
+    };
+    const poll = async (): Promise<void> => {
       while (!stop.signal.aborted && !done) {
         try {
           const headers: Record<string, string> = etag ? { 'If-None-Match': etag, Prefer: `wait=${WAIT_SECONDS}` } : {};
@@ -37,10 +47,10 @@ function useLiveBatch(id: string) {
           if (res.status === 200) {
             const body = (await res.json()) as Detail;
             etag = res.headers.get('ETag');
-            done = body.batch.done;
             setDetail(body);
             setError(undefined);
-            if (done) void refreshAccount();
+            if (body.batch.done) finished();
+            else if (source === null && typeof EventSource !== 'undefined') return follow();
           }
         } catch (err) {
           if (stop.signal.aborted) return;
@@ -49,8 +59,33 @@ function useLiveBatch(id: string) {
           await new Promise((r) => setTimeout(r, 3000));
         }
       }
-    })();
-    return () => stop.abort();
+    };
+    const follow = (): void => {
+      const es = new EventSource(`/v1/dashboard${path}/events`);
+      source = es;
+      es.addEventListener('task', (e) => {
+        const task = JSON.parse((e as MessageEvent<string>).data) as Task;
+        setDetail((d) => d && { ...d, tasks: d.tasks.map((t) => (t.id === task.id ? task : t)) });
+      });
+      es.addEventListener('batch', (e) => {
+        const batch = JSON.parse((e as MessageEvent<string>).data) as Batch;
+        setDetail((d) => d && { ...d, batch });
+        setError(undefined);
+        if (batch.done) finished();
+      });
+      // CONNECTING: the browser is already reconnecting. CLOSED: the stream was refused, so
+      // the page long-polls instead (from a fresh read, so nothing missed meanwhile is lost).
+      es.onerror = () => {
+        if (es.readyState !== EventSource.CLOSED || done || stop.signal.aborted) return;
+        etag = null;
+        void poll();
+      };
+    };
+    void poll();
+    return () => {
+      stop.abort();
+      source?.close();
+    };
   }, [id, tick]);
   return { detail, error, restart: () => setTick((t) => t + 1) };
 }
@@ -99,6 +134,7 @@ export function BatchPage({ id }: { id: string }) {
         <p data-testid="progress-text">
           {formatNumber(batch.counts.succeeded)} of {formatNumber(batch.total)} images ready
           {batch.counts.running > 0 && `, ${batch.counts.running} rendering`}
+          {(batch.counts.cancelling ?? 0) > 0 && ` (${batch.counts.cancelling} of them being cancelled upstream)`}
           {batch.counts.pending > 0 && `, ${batch.counts.pending} waiting`}
           {batch.counts.failed > 0 && `, ${batch.counts.failed} failed`}
           {batch.counts.cancelled > 0 && `, ${batch.counts.cancelled} cancelled`}
@@ -139,7 +175,7 @@ export function BatchPage({ id }: { id: string }) {
         <dd>{batch.prompts.length === 1 ? batch.prompts[0] : `${batch.prompts.length} prompts`}</dd>
       </dl>
       <h2>Images</h2>
-      <TaskGrid tasks={tasks} onOpen={(i) => setViewing(i)} />
+      <TaskGrid tasks={tasks} ratio={tileRatio(batch.aspectRatio, tasks)} onOpen={(i) => setViewing(i)} />
       {failed.length > 0 && (
         <>
           <h2>Failed tasks</h2>
@@ -153,12 +189,27 @@ export function BatchPage({ id }: { id: string }) {
           </ul>
         </>
       )}
-      <Viewer tasks={tasks} index={viewing} onClose={() => setViewing(null)} onMove={setViewing} />
-      <ConfirmDialog open={confirmCancel} title="Cancel this batch?" confirmLabel="Cancel batch" danger onConfirm={cancel} onCancel={() => setConfirmCancel(false)}>
+      <Viewer batch={batch} tasks={tasks} index={viewing} onClose={() => setViewing(null)} onMove={setViewing} />
+      <ConfirmDialog
+        open={confirmCancel}
+        title="Cancel this batch?"
+        confirmLabel="Cancel batch"
+        danger
+        onConfirm={() => void cancel()}
+        onCancel={() => setConfirmCancel(false)}
+      >
         <p>Tasks not started yet are cancelled and their credits refunded. Images already made stay.</p>
       </ConfirmDialog>
     </section>
   );
+}
+
+/** The tiles' aspect ratio: the batch's ("16:9"), else the first image made's, else square. */
+export function tileRatio(aspectRatio: string, tasks: Task[]): string {
+  const m = /^(\d+(?:\.\d+)?):(\d+(?:\.\d+)?)$/.exec(aspectRatio);
+  if (m) return `${m[1]} / ${m[2]}`;
+  const made = tasks.find((t) => t.width && t.height);
+  return made ? `${made.width} / ${made.height}` : '1';
 }
 
 /**
@@ -166,19 +217,21 @@ export function BatchPage({ id }: { id: string }) {
  * end scrolls into view, images load lazily at their tile size, tiles off screen skip
  * rendering (content-visibility), and a tile re-renders only when its own task changed.
  */
-function TaskGrid({ tasks, onOpen }: { tasks: Task[]; onOpen: (index: number) => void }) {
+function TaskGrid({ tasks, ratio, onOpen }: { tasks: Task[]; ratio: string; onOpen: (index: number) => void }) {
   const [shown, setShown] = useState(TILE_STEP);
   const end = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const el = end.current;
     if (!el || shown >= tasks.length) return;
-    const io = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && setShown((s) => s + TILE_STEP), { rootMargin: '600px' });
+    const io = new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && setShown((s) => s + TILE_STEP), {
+      rootMargin: '600px',
+    });
     io.observe(el);
     return () => io.disconnect();
   }, [shown, tasks.length]);
   return (
     <>
-      <ul class="grid" data-testid="image-grid">
+      <ul class="grid" data-testid="image-grid" style={{ '--tile-ratio': ratio }}>
         {tasks.slice(0, shown).map((t, i) => (
           <Tile key={t.id} task={t} index={i} onOpen={onOpen} />
         ))}
@@ -200,7 +253,13 @@ class Tile extends Component<TileProps> {
   shouldComponentUpdate(next: TileProps) {
     const a = this.props.task;
     const b = next.task;
-    return a.status !== b.status || a.progress !== b.progress || a.resultUrls[0] !== b.resultUrls[0] || a.error !== b.error || this.props.index !== next.index;
+    return (
+      a.status !== b.status ||
+      a.progress !== b.progress ||
+      a.resultUrls[0] !== b.resultUrls[0] ||
+      a.error !== b.error ||
+      this.props.index !== next.index
+    );
   }
 
   render({ task, index, onOpen }: TileProps) {
@@ -233,8 +292,72 @@ class Tile extends Component<TileProps> {
   }
 }
 
+/** Task n renders with seed + n - 1, wrapping past 2^31 - 1 to 0 (docs/api.md); null: drawn from the batch id. */
+export function taskSeed(seed: number | null, index: number): number | null {
+  return seed === null ? null : (seed + index - 1) % 2_147_483_648;
+}
+
+/** An image's details: what was asked, what was made, where it is; copy its URL, download it. */
+function ImageDetails({ batch, task }: { batch: Batch; task: Task }) {
+  const [copied, setCopied] = useState(false);
+  useEffect(() => setCopied(false), [task.id]);
+  const url = new URL(task.resultUrls[0], location.href).href;
+  const seed = taskSeed(batch.seed, task.index);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(url);
+      setCopied(true);
+    } catch {
+      window.prompt('Copy the image URL', url);
+    }
+  };
+  return (
+    <div class="image-details" data-testid="image-details">
+      <p class="viewer-prompt">{task.prompt}</p>
+      <dl class="facts">
+        <dt>Seed</dt>
+        <dd>{seed === null ? 'drawn from the batch id' : seed}</dd>
+        <dt>Size asked</dt>
+        <dd>
+          {batch.aspectRatio} at {batch.resolution}
+        </dd>
+        <dt>Size made</dt>
+        <dd>{task.width && task.height ? `${task.width} × ${task.height} px` : 'unknown'}</dd>
+        <dt>Format</dt>
+        <dd>{batch.outputFormat.toUpperCase()}</dd>
+        <dt>Model</dt>
+        <dd>{batch.model}</dd>
+      </dl>
+      <div class="actions">
+        <button type="button" onClick={() => void copy()}>
+          {copied ? 'URL copied' : 'Copy URL'}
+        </button>
+        <a
+          class="button"
+          href={task.resultUrls[0]}
+          download={`kiln-${batch.id}-${task.index}.${batch.outputFormat === 'jpeg' ? 'jpg' : batch.outputFormat}`}
+        >
+          Download
+        </a>
+      </div>
+    </div>
+  );
+}
+
 /** The full-size view: a modal dialog, arrows move between images, Escape closes. */
-function Viewer({ tasks, index, onClose, onMove }: { tasks: Task[]; index: number | null; onClose: () => void; onMove: (i: number) => void }) {
+function Viewer({
+  batch,
+  tasks,
+  index,
+  onClose,
+  onMove,
+}: {
+  batch: Batch;
+  tasks: Task[];
+  index: number | null;
+  onClose: () => void;
+  onMove: (i: number) => void;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const d = ref.current;
@@ -277,7 +400,7 @@ function Viewer({ tasks, index, onClose, onMove }: { tasks: Task[]; index: numbe
             </span>
           </div>
           <img src={task.resultUrls[0]} alt={task.prompt} class="viewer-img" data-testid="viewer-image" />
-          <p class="viewer-prompt">{task.prompt}</p>
+          <ImageDetails batch={batch} task={task} />
         </>
       )}
     </dialog>

@@ -1,22 +1,50 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, Batch } from '../api';
+import { api, Batch, Catalog } from '../api';
 import { Link } from '../router';
 import { Empty, ErrorState, formatDate, formatNumber, Loading, PageTitle, StatusBadge } from '../ui';
 
 const PAGE = 20;
+const STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'];
 
-/** The account's batches, newest first, a page at a time by cursor. */
+interface Filters {
+  q: string;
+  status: string;
+  model: string;
+  from: string;
+  to: string;
+}
+const NO_FILTERS: Filters = { q: '', status: '', model: '', from: '', to: '' };
+
+/** The list's query: the filters set, then the page. */
+export function batchesQuery(f: Filters, after: string | null): string {
+  const params = new URLSearchParams({ limit: String(PAGE) });
+  for (const k of ['q', 'status', 'model', 'from', 'to'] as const) if (f[k].trim()) params.set(k, f[k].trim());
+  if (after) params.set('cursor', after);
+  return `/batches?${params.toString()}`;
+}
+
+/** The account's batches, newest first, a page at a time by cursor; filtered by status, model, dates and text. */
 export function BatchesPage() {
   const [batches, setBatches] = useState<Batch[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<unknown>(undefined);
+  const [draft, setDraft] = useState<Filters>(NO_FILTERS);
+  const [filters, setFilters] = useState<Filters>(NO_FILTERS);
+  const [models, setModels] = useState<Catalog['models']>([]);
+  useEffect(() => {
+    api<Catalog>('GET', '/models').then(
+      (c) => setModels(c.models),
+      () => setModels([]),
+    );
+  }, []);
+  const filtered = (Object.values(filters) as string[]).some((v) => v.trim() !== '');
 
-  const load = async (after: string | null) => {
+  const load = async (after: string | null, f: Filters = filters) => {
     setLoading(true);
     setError(undefined);
     try {
-      const q = `/batches?limit=${PAGE}` + (after ? `&cursor=${encodeURIComponent(after)}` : '');
+      const q = batchesQuery(f, after);
       const page = await api<{ batches: Batch[]; nextCursor: string | null }>('GET', q);
       setBatches((prev) => (after ? [...prev, ...page.batches] : page.batches));
       setCursor(page.nextCursor);
@@ -27,6 +55,15 @@ export function BatchesPage() {
     }
   };
   useEffect(() => void load(null), []);
+  const apply = (f: Filters) => {
+    setFilters(f);
+    setBatches([]);
+    void load(null, f);
+  };
+  const field = (k: keyof Filters) => ({
+    value: draft[k],
+    onInput: (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value }),
+  });
 
   return (
     <section>
@@ -36,14 +73,81 @@ export function BatchesPage() {
           New batch
         </Link>
       </div>
-      {!loading && !error && batches.length === 0 && (
+      <form
+        class="filters card"
+        role="search"
+        aria-label="Filter batches"
+        onSubmit={(e) => {
+          e.preventDefault();
+          apply(draft);
+        }}
+      >
+        <div class="row">
+          <div class="field grow">
+            <label for="f-q">Search note and prompts</label>
+            <input id="f-q" type="search" maxLength={200} placeholder="e.g. lighthouse" {...field('q')} />
+          </div>
+          <div class="field">
+            <label for="f-status">Status</label>
+            <select id="f-status" {...field('status')} onChange={(e) => setDraft({ ...draft, status: e.currentTarget.value })}>
+              <option value="">Any</option>
+              {STATUSES.map((s) => (
+                <option key={s} value={s}>
+                  {s}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="field">
+            <label for="f-model">Model</label>
+            <select id="f-model" {...field('model')} onChange={(e) => setDraft({ ...draft, model: e.currentTarget.value })}>
+              <option value="">Any</option>
+              {models.map((m) => (
+                <option key={m.key} value={m.key}>
+                  {m.displayName}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="field">
+            <label for="f-from">From (UTC day)</label>
+            <input id="f-from" type="date" {...field('from')} />
+          </div>
+          <div class="field">
+            <label for="f-to">To (UTC day)</label>
+            <input id="f-to" type="date" {...field('to')} />
+          </div>
+        </div>
+        <div class="actions filter-actions">
+          <button type="submit" class="primary">
+            Filter
+          </button>
+          {filtered && (
+            <button
+              type="button"
+              onClick={() => {
+                setDraft(NO_FILTERS);
+                apply(NO_FILTERS);
+              }}
+            >
+              Clear filters
+            </button>
+          )}
+        </div>
+      </form>
+      {!loading && !error && batches.length === 0 && filtered && (
+        <Empty title="No batch matches these filters.">
+          <p>Change or clear them to see more.</p>
+        </Empty>
+      )}
+      {!loading && !error && batches.length === 0 && !filtered && (
         <Empty title="No batches yet.">
           <p>
             <Link to="/batches/new">Create your first batch</Link>: prompts in, images out.
           </p>
         </Empty>
       )}
-      <ul class="batch-list" aria-label="Batches, newest first">
+      <ul class="batch-list" aria-label={filtered ? 'Batches matching the filters, newest first' : 'Batches, newest first'}>
         {batches.map((b) => (
           <li key={b.id} class="batch-item">
             <Link to={`/batches/${b.id}`} class="batch-link">

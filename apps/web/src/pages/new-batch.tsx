@@ -3,7 +3,18 @@ import { AccountInfo, api, ApiError, Catalog, describeError, Estimate, Model } f
 import { Link, navigate } from '../router';
 import { refreshAccount, useSession } from '../session';
 import { ErrorState, formatNumber, Loading, Notice, PageTitle, useLoad } from '../ui';
-import { BatchBody, BatchLimits, BatchPlan, linesCarryOptions, parsePromptsFile, planBatches, PromptLine, Tier, typedLines } from './prompts-file';
+import { howToGetCredits } from './overview';
+import {
+  BatchBody,
+  BatchLimits,
+  BatchPlan,
+  linesCarryOptions,
+  parsePromptsFile,
+  planBatches,
+  PromptLine,
+  Tier,
+  typedLines,
+} from './prompts-file';
 
 interface Form {
   model: string;
@@ -15,6 +26,8 @@ interface Form {
   refImages: Array<{ url: string; name: string }>;
   quality: string;
   note: string;
+  /** Minutes from the submit after which images not started are cancelled and refunded; '' for none. */
+  deadlineMinutes: string;
   /** The picker's tier: every prompt's, but those whose .jsonl line chose their own. */
   tier: Tier;
   /**
@@ -69,9 +82,27 @@ function legalSize(m: Model, ratio: string, resolution: string): { aspectRatio: 
 
 export function NewBatchPage() {
   const catalog = useLoad(() => api<Catalog>('GET', '/models'));
-  if (catalog.loading && !catalog.data) return <section><PageTitle>New batch</PageTitle><Loading label="Loading models…" /></section>;
-  if (!catalog.data) return <section><PageTitle>New batch</PageTitle><ErrorState error={catalog.error} onRetry={catalog.reload} /></section>;
-  if (catalog.data.models.length === 0) return <section><PageTitle>New batch</PageTitle><Notice kind="warn">No model is enabled on this Kiln. An operator must enable one.</Notice></section>;
+  if (catalog.loading && !catalog.data)
+    return (
+      <section>
+        <PageTitle>New batch</PageTitle>
+        <Loading label="Loading models…" />
+      </section>
+    );
+  if (!catalog.data)
+    return (
+      <section>
+        <PageTitle>New batch</PageTitle>
+        <ErrorState error={catalog.error} onRetry={catalog.reload} />
+      </section>
+    );
+  if (catalog.data.models.length === 0)
+    return (
+      <section>
+        <PageTitle>New batch</PageTitle>
+        <Notice kind="warn">No model is enabled on this Kiln. An operator must enable one.</Notice>
+      </section>
+    );
   return <BatchForm catalog={catalog.data} />;
 }
 
@@ -87,6 +118,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     refImages: [],
     quality: catalog.defaults.quality,
     note: '',
+    deadlineMinutes: '',
     tier: 'standard',
     fileLines: null,
   }));
@@ -108,6 +140,9 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
   const [uploading, setUploading] = useState(false);
   const [dragging, setDragging] = useState(false);
   const submittingRef = useRef(false);
+  // The deadline is fixed at the first submit of a form (its idempotency key): a submit again
+  // after a refusal must send the very same bodies, or the batches made would not replay.
+  const deadlineRef = useRef<{ key: string; at: number } | null>(null);
 
   // Every change keeps the tier legal for the model and resolution it leaves the form with.
   const set = (patch: Partial<Form>) =>
@@ -182,11 +217,19 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
     const made: string[] = [];
     try {
       if (bodies.length > 1) await priceTogether(bodies);
+      const minutes = Number(form.deadlineMinutes);
+      if (form.deadlineMinutes.trim() && deadlineRef.current?.key !== idempotencyKey) {
+        deadlineRef.current = { key: idempotencyKey, at: Date.now() + Math.round(minutes * 60_000) };
+      }
+      const deadline = form.deadlineMinutes.trim() ? deadlineRef.current?.at : undefined;
       for (const batch of plan.batches) {
         // A key per batch, by its place in the form as the CLI keys a file's: creating again
         // after one was refused replays those already made.
         const key = plan.batches.length > 1 ? `${idempotencyKey}-${batch.place}` : idempotencyKey;
-        const res = await api<{ id: string }>('POST', '/batches', { body: batch.body, headers: { 'Idempotency-Key': key } });
+        const res = await api<{ id: string }>('POST', '/batches', {
+          body: deadline === undefined ? batch.body : { ...batch.body, deadline },
+          headers: { 'Idempotency-Key': key },
+        });
         made.push(res.id);
       }
       void refreshAccount();
@@ -221,17 +264,17 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
   const tiered = form.fileLines ? form.fileLines.filter((l) => l.options.tier).length : 0;
   const economyWindow = Math.max(0, ...bodies.filter((b) => b.tier === 'economy').map((b) => modelOf(b.model)?.economyWindowHours ?? 0));
   const maxRefs = model.maxRefImages ?? catalog.limits.maxRefImages;
-  const balance = session.kind === 'signed-in' ? session.info.account.balance : null;
+  const info = session.kind === 'signed-in' ? session.info : null;
 
   return (
     <section>
       <PageTitle>New batch</PageTitle>
-      {balance === 0 && (
+      {info && info.account.balance <= 0 && (
         <Notice kind="warn">
-          <strong>No credits.</strong> You can price a batch here; creating it needs credits, which an operator grants.
+          <strong>No credits.</strong> You can price a batch here. {howToGetCredits(info.purchasesEnabled, info.account.email)}
         </Notice>
       )}
-      <form class="new-batch" onSubmit={submit}>
+      <form class="new-batch" onSubmit={(e) => void submit(e)}>
         <div class="card">
           <label for="model">Model</label>
           <select id="model" value={form.model} onChange={(e) => pickModel(e.currentTarget.value)}>
@@ -254,7 +297,7 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
                 ))}
               </select>
             </div>
-            <div class="field">
+            <div class="field select-wide">
               <label for="resolution">Resolution</label>
               <select id="resolution" value={form.resolution} onChange={(e) => set({ resolution: e.currentTarget.value })}>
                 {(model.resolutionsByRatio[form.aspectRatio] ?? []).map((r) => (
@@ -316,15 +359,22 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             readOnly={form.fileLines !== null}
             onInput={(e) => set({ prompts: e.currentTarget.value })}
             aria-describedby={form.fileLines ? 'prompts-help file-settings' : 'prompts-help'}
-            placeholder={"a red fox in the snow\na lighthouse at dusk"}
+            placeholder={'a red fox in the snow\na lighthouse at dusk'}
           />
           <p id="prompts-help" class="help">
             {formatNumber(count)} prompt{count === 1 ? '' : 's'}
-            {limits.maxImagesPerBatch < Number.MAX_SAFE_INTEGER && `; your plan's batches hold up to ${formatNumber(limits.maxImagesPerBatch)} images each, more make more batches`}
+            {limits.maxImagesPerBatch < Number.MAX_SAFE_INTEGER &&
+              `; your plan's batches hold up to ${formatNumber(limits.maxImagesPerBatch)} images each, more make more batches`}
             . Drop .txt or .jsonl files here (as <code>kiln submit</code> reads them), or{' '}
             <label class="file-label">
               choose a file
-              <input type="file" accept=".txt,.jsonl" multiple class="sr-only" onChange={(e) => void readPromptFiles(e.currentTarget.files)} />
+              <input
+                type="file"
+                accept=".txt,.jsonl"
+                multiple
+                class="sr-only"
+                onChange={(e) => void readPromptFiles(e.currentTarget.files)}
+              />
             </label>
             .
           </p>
@@ -345,11 +395,17 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
           <div class="card">
             <p class="label">Reference images (optional)</p>
             <p class="help">
-              Up to {maxRefs} for this model; PNG, JPEG, WebP or GIF up to {Math.round(catalog.limits.upload.maxBytes / 1048576)} MB each. Drop them
-              above or{' '}
+              Up to {maxRefs} for this model; PNG, JPEG, WebP or GIF up to {Math.round(catalog.limits.upload.maxBytes / 1048576)} MB each.
+              Drop them above or{' '}
               <label class="file-label">
                 upload files
-                <input type="file" accept={catalog.limits.upload.types.join(',')} multiple class="sr-only" onChange={(e) => void upload(e.currentTarget.files)} />
+                <input
+                  type="file"
+                  accept={catalog.limits.upload.types.join(',')}
+                  multiple
+                  class="sr-only"
+                  onChange={(e) => void upload(e.currentTarget.files)}
+                />
               </label>
               .
             </p>
@@ -360,7 +416,12 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
                   {form.refImages.map((r) => (
                     <li key={r.url}>
                       <img src={r.url} alt={r.name} width={64} height={64} />
-                      <button type="button" class="small" onClick={() => set({ refImages: form.refImages.filter((x) => x.url !== r.url) })} aria-label={`Remove ${r.name}`}>
+                      <button
+                        type="button"
+                        class="small"
+                        onClick={() => set({ refImages: form.refImages.filter((x) => x.url !== r.url) })}
+                        aria-label={`Remove ${r.name}`}
+                      >
                         Remove
                       </button>
                     </li>
@@ -373,7 +434,12 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
                     each with every prompt (multiplies the images)
                   </label>
                   <label class="check">
-                    <input type="radio" name="refMode" checked={form.refMode === 'combined'} onChange={() => set({ refMode: 'combined' })} />
+                    <input
+                      type="radio"
+                      name="refMode"
+                      checked={form.refMode === 'combined'}
+                      onChange={() => set({ refMode: 'combined' })}
+                    />
                     all together in every image
                   </label>
                 </fieldset>
@@ -389,11 +455,34 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
 
         <div class="card">
           <label for="note">Note (optional)</label>
-          <input id="note" maxLength={1000} value={form.note} onInput={(e) => set({ note: e.currentTarget.value })} placeholder="Shown with the batch" />
+          <input
+            id="note"
+            maxLength={1000}
+            value={form.note}
+            onInput={(e) => set({ note: e.currentTarget.value })}
+            placeholder="Shown with the batch"
+          />
+          <label for="deadline">Deadline in minutes (optional)</label>
+          <input
+            id="deadline"
+            type="number"
+            min={1}
+            max={10080}
+            step={1}
+            value={form.deadlineMinutes}
+            onInput={(e) => set({ deadlineMinutes: e.currentTarget.value })}
+            placeholder="Images not started by then are cancelled and refunded"
+          />
         </div>
 
         <div class="card estimate" aria-live="polite" data-testid="estimate">
-          <EstimateView estimate={estimate} plan={plan} hasPrompts={count > 0} windowHours={economyWindow} modelName={(key) => modelOf(key)?.displayName ?? key} />
+          <EstimateView
+            estimate={estimate}
+            plan={plan}
+            hasPrompts={count > 0}
+            windowHours={economyWindow}
+            modelName={(key) => modelOf(key)?.displayName ?? key}
+          />
         </div>
         {submitError !== undefined && created.length > 0 && (
           <Notice kind="warn">
@@ -440,11 +529,16 @@ async function priceTogether(bodies: BatchBody[]): Promise<void> {
   const needed = estimates.reduce((sum, e) => sum + e.creditsRequired, 0);
   const { balance } = estimates[0];
   if (needed > balance) {
-    throw new ApiError(402, 'insufficient_credits', `The ${bodies.length} batches cost ${needed} credits; the balance is ${balance} (nothing was created)`, {
-      creditsRequired: needed,
-      balance,
-      batches: bodies.length,
-    });
+    throw new ApiError(
+      402,
+      'insufficient_credits',
+      `The ${bodies.length} batches cost ${needed} credits; the balance is ${balance} (nothing was created)`,
+      {
+        creditsRequired: needed,
+        balance,
+        batches: bodies.length,
+      },
+    );
   }
   const { limits } = account;
   for (const tier of ['standard', 'economy'] as const) {
@@ -480,7 +574,9 @@ function FileSettings({ lines, economyMissing, onClear }: { lines: PromptLine[];
   return (
     <div id="file-settings" data-testid="file-settings">
       <p class="help">
-        {listed ? `The file's lines set their own ${listed}; the pickers give what a line leaves out.` : "The prompts are held as the file's lines give them."}{' '}
+        {listed
+          ? `The file's lines set their own ${listed}; the pickers give what a line leaves out.`
+          : "The prompts are held as the file's lines give them."}{' '}
         <button type="button" class="small" onClick={onClear}>
           Use the pickers for all
         </button>
@@ -530,7 +626,14 @@ function TierPicker({
         Standard — {credits(standard)}, rendered right away
       </label>
       <label class="check">
-        <input type="radio" name="tier" value="economy" checked={tier === 'economy'} disabled={economy === null} onChange={() => onPick('economy')} />
+        <input
+          type="radio"
+          name="tier"
+          value="economy"
+          checked={tier === 'economy'}
+          disabled={economy === null}
+          onChange={() => onPick('economy')}
+        />
         {economy === null
           ? `Economy — not at ${resolution} (only ${offered})`
           : `Economy — ${credits(economy)}, ready within ${model.economyWindowHours} hours`}
@@ -574,7 +677,8 @@ function EstimateView({
       )}
       {several && (
         <p class="estimate-line">
-          {formatNumber(all.length)} batches: <strong>{formatNumber(needed)} credits</strong> <span class="muted">(balance {formatNumber(balance)})</span>
+          {formatNumber(all.length)} batches: <strong>{formatNumber(needed)} credits</strong>{' '}
+          <span class="muted">(balance {formatNumber(balance)})</span>
         </p>
       )}
       {all.some((e) => e.tier === 'economy') && (

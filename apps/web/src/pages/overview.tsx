@@ -1,4 +1,4 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Usage } from '../api';
 import { Link } from '../router';
 import { useSession } from '../session';
@@ -20,18 +20,37 @@ export function dailySeries(usage: Usage, days = 30): DaySeries {
   return { days: labels, images: labels.map((d) => images.get(d) ?? 0), credits: labels.map((d) => credits.get(d) ?? 0) };
 }
 
+/**
+ * How credits come on this installation: bought, where it sells them; else from its
+ * operator, whose one command is shown (on a development start the newcomer is the operator).
+ */
+export function howToGetCredits(purchasesEnabled: boolean, email: string) {
+  if (purchasesEnabled)
+    return (
+      <>
+        Batches need credits: <Link to="/credits">buy credits</Link>.
+      </>
+    );
+  return (
+    <>
+      Batches need credits, which this installation's operator grants: <code>npm run kiln-admin -- grant {email} 1000</code> in Kiln's
+      folder.
+    </>
+  );
+}
+
 export function OverviewPage() {
   const session = useSession();
   const usage = useLoad(() => api<Usage>('GET', '/usage?days=30'));
   if (session.kind !== 'signed-in') return null;
-  const { account, limits } = session.info;
+  const { account, limits, purchasesEnabled } = session.info;
 
   return (
     <section>
       <PageTitle>Overview</PageTitle>
-      {account.balance === 0 && (
+      {account.balance <= 0 && (
         <Notice kind="warn">
-          <strong>No credits.</strong> Batches cannot be created until an operator grants your account credits.
+          <strong>No credits.</strong> {howToGetCredits(purchasesEnabled, account.email)}
         </Notice>
       )}
       {!limits.apiAccess && (
@@ -84,8 +103,20 @@ export function OverviewPage() {
   );
 }
 
+/** The days the chart draws: from the first active day (the last 7 at least), not 30 mostly empty ones. */
+export function activeSpan(series: DaySeries, min = 7): number {
+  const first = series.days.findIndex((_, i) => series.images[i] > 0 || series.credits[i] !== 0);
+  return first < 0 ? series.days.length : Math.min(first, Math.max(0, series.days.length - min));
+}
+
+const MEASURES = {
+  images: { label: 'Images', color: '#9a3412' },
+  credits: { label: 'Credits', color: '#1d4ed8' },
+} as const;
+
 function UsageChart({ series, totals }: { series: DaySeries; totals: Usage['totals'] }) {
   const box = useRef<HTMLDivElement>(null);
+  const [measure, setMeasure] = useState<keyof typeof MEASURES>('images');
   const empty = series.images.every((v) => v === 0) && series.credits.every((v) => v === 0);
   useEffect(() => {
     if (empty || !box.current) return;
@@ -95,27 +126,40 @@ function UsageChart({ series, totals }: { series: DaySeries; totals: Usage['tota
     // uPlot is loaded with the chart, not with the first page.
     void import('./usage-chart').then(({ drawUsageChart }) => {
       if (!live) return;
-      chart = drawUsageChart(el, series);
+      const from = activeSpan(series);
+      chart = drawUsageChart(el, { days: series.days.slice(from), values: series[measure].slice(from), ...MEASURES[measure] });
     });
-    const resize = new ResizeObserver(() => chart?.setSize({ width: el.clientWidth, height: 260 }));
+    const resize = new ResizeObserver(() => chart?.setSize({ width: el.clientWidth, height: 240 }));
     resize.observe(el);
     return () => {
       live = false;
       resize.disconnect();
       chart?.destroy();
     };
-  }, [series, empty]);
+  }, [series, empty, measure]);
 
   const images = series.images.reduce((a, b) => a + b, 0);
   return (
     <figure class="chart">
       <figcaption>
-        {formatNumber(images)} images made; {formatNumber(totals.charged - totals.refunded)} credits spent ({formatNumber(totals.refunded)} refunded).
+        {formatNumber(images)} images made; {formatNumber(totals.charged - totals.refunded)} credits spent ({formatNumber(totals.refunded)}{' '}
+        refunded).
       </figcaption>
+      {!empty && (
+        <fieldset class="segmented">
+          <legend class="sr-only">Chart shows</legend>
+          {(Object.keys(MEASURES) as Array<keyof typeof MEASURES>).map((m) => (
+            <label key={m} class="check">
+              <input type="radio" name="measure" value={m} checked={measure === m} onChange={() => setMeasure(m)} />
+              {MEASURES[m].label} per day
+            </label>
+          ))}
+        </fieldset>
+      )}
       {empty ? (
         <p class="empty-title">No activity in the last 30 days.</p>
       ) : (
-        <div ref={box} class="chart-box" role="img" aria-label="Images and credits per day over the last 30 days" />
+        <div ref={box} class="chart-box" role="img" aria-label={`${MEASURES[measure].label} per day (UTC)`} />
       )}
       {!empty && (
         <details>

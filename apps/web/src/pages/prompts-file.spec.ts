@@ -13,7 +13,7 @@ const pickers: Pickers = {
 };
 const roomy = { maxImagesPerBatch: 50, maxPrompts: 1000 };
 
-describe('parsePromptsFile on the new-batch page (the CLI\'s parser, libs/prompts-file)', () => {
+describe("parsePromptsFile on the new-batch page (the CLI's parser, libs/prompts-file)", () => {
   it('.txt: one prompt per line, trimmed, CRLF or LF; blank lines and # comments skipped', () => {
     expect(parsePromptsFile('p.txt', ' a fox \r\n\r\n# a comment\n  #indented comment\na lighthouse # not a comment\n')).toEqual([
       { prompt: 'a fox', options: {} },
@@ -22,13 +22,19 @@ describe('parsePromptsFile on the new-batch page (the CLI\'s parser, libs/prompt
   });
 
   it('.jsonl: a JSON string or an object with a "prompt"; the per-line keys go with the prompt, unknown keys are ignored', () => {
-    const text = '"a fox"\n{"prompt":"a hare","model":"gamma-5-pro","aspectRatio":"16:9","resolution":"2K","countPerCombo":3,"seed":7,"note":"n","tier":"economy","mine":1}\n\n';
+    const text =
+      '"a fox"\n{"prompt":"a hare","model":"gamma-5-pro","aspectRatio":"16:9","resolution":"2K","countPerCombo":3,"seed":7,"note":"n","tier":"economy","mine":1}\n\n';
     expect(parsePromptsFile('p.JSONL', text)).toEqual([
       { prompt: 'a fox', options: {} },
-      { prompt: 'a hare', options: { model: 'gamma-5-pro', aspectRatio: '16:9', resolution: '2K', countPerCombo: 3, seed: 7, note: 'n', tier: 'economy' } },
+      {
+        prompt: 'a hare',
+        options: { model: 'gamma-5-pro', aspectRatio: '16:9', resolution: '2K', countPerCombo: 3, seed: 7, note: 'n', tier: 'economy' },
+      },
     ]);
     // In a .txt the same line is only text, and # starts a comment only there.
-    expect(parsePromptsFile('p.txt', '{"prompt":"a fox","tier":"economy"}')).toEqual([{ prompt: '{"prompt":"a fox","tier":"economy"}', options: {} }]);
+    expect(parsePromptsFile('p.txt', '{"prompt":"a fox","tier":"economy"}')).toEqual([
+      { prompt: '{"prompt":"a fox","tier":"economy"}', options: {} },
+    ]);
     expect(parsePromptsFile('p.jsonl', '"#1 a fox"')).toEqual([{ prompt: '#1 a fox', options: {} }]);
   });
 
@@ -55,14 +61,16 @@ describe('parsePromptsFile on the new-batch page (the CLI\'s parser, libs/prompt
 
   it('refuses other file types and files without prompts', () => {
     expect(() => parsePromptsFile('p.csv', 'a')).toThrow(PromptsFileError);
-    expect(() => parsePromptsFile('p.csv', 'a')).toThrow('p.csv: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)');
+    expect(() => parsePromptsFile('p.csv', 'a')).toThrow(
+      'p.csv: a prompts file is .txt (a prompt a line) or .jsonl (a JSON string or {"prompt": ...} a line)',
+    );
     expect(() => parsePromptsFile('.txt', 'a')).toThrow('a prompts file is');
     expect(() => parsePromptsFile('p.txt', '# only a comment\n\n')).toThrow('p.txt: no prompts');
   });
 });
 
 describe('planBatches (what the page creates for its prompts)', () => {
-  it('typed prompts: one batch with the pickers\' settings, the body POST /batches takes', () => {
+  it("typed prompts: one batch with the pickers' settings, the body POST /batches takes", () => {
     const plan = planBatches(typedLines(' a fox \n\n a hare'), { ...pickers, note: 'Foxes' }, roomy);
     expect(plan.batches).toEqual([
       {
@@ -71,12 +79,23 @@ describe('planBatches (what the page creates for its prompts)', () => {
         count: 2,
         images: 2,
         place: '0-2',
-        body: { model: 'eta-image', aspectRatio: '1:1', resolution: '1K', countPerCombo: 1, note: 'Foxes', tier: 'standard', refMode: 'none', refImages: [], quality: 'auto', prompts: ['a fox', 'a hare'] },
+        body: {
+          model: 'eta-image',
+          aspectRatio: '1:1',
+          resolution: '1K',
+          countPerCombo: 1,
+          note: 'Foxes',
+          tier: 'standard',
+          refMode: 'none',
+          refImages: [],
+          quality: 'auto',
+          prompts: ['a fox', 'a hare'],
+        },
       },
     ]);
   });
 
-  it('a line\'s settings win over the pickers\'; a batch per distinct set and tier, in the order each first appears', () => {
+  it("a line's settings win over the pickers'; a batch per distinct set and tier, in the order each first appears", () => {
     const lines = parsePromptsFile(
       'p.jsonl',
       [
@@ -90,7 +109,15 @@ describe('planBatches (what the page creates for its prompts)', () => {
     );
     const plan = planBatches(lines, pickers, roomy);
     expect(plan.batches.map((b) => ({ ...b.body, refMode: undefined, refImages: undefined, quality: undefined }))).toEqual([
-      expect.objectContaining({ model: 'gamma-5-pro', resolution: '2K', aspectRatio: '1:1', countPerCombo: 1, tier: 'standard', note: null, prompts: ['a fox', 'an owl'] }),
+      expect.objectContaining({
+        model: 'gamma-5-pro',
+        resolution: '2K',
+        aspectRatio: '1:1',
+        countPerCombo: 1,
+        tier: 'standard',
+        note: null,
+        prompts: ['a fox', 'an owl'],
+      }),
       // "standard" on a line is the picker's standard: the same batch as lines saying nothing.
       expect.objectContaining({ model: 'eta-image', resolution: '1K', tier: 'standard', prompts: ['a kite', 'a lark'] }),
       expect.objectContaining({ model: 'eta-image', tier: 'economy', prompts: ['a hare'] }),
@@ -107,8 +134,20 @@ describe('planBatches (what the page creates for its prompts)', () => {
     ]);
   });
 
-  it('splits each group by the plan\'s images per batch, counting copies and references each; a seed runs on across the split', () => {
-    const lines = parsePromptsFile('p.jsonl', ['"p1"', '"p2"', '"p3"', '"p4"', '"p5"', '{"prompt":"q1","seed":100}', '{"prompt":"q2","seed":100}', '{"prompt":"q3","seed":100}'].join('\n'));
+  it("splits each group by the plan's images per batch, counting copies and references each; a seed runs on across the split", () => {
+    const lines = parsePromptsFile(
+      'p.jsonl',
+      [
+        '"p1"',
+        '"p2"',
+        '"p3"',
+        '"p4"',
+        '"p5"',
+        '{"prompt":"q1","seed":100}',
+        '{"prompt":"q2","seed":100}',
+        '{"prompt":"q3","seed":100}',
+      ].join('\n'),
+    );
     const plan = planBatches(lines, { ...pickers, countPerCombo: 2 }, { maxImagesPerBatch: 4, maxPrompts: 1000 });
     expect(plan.batches.map((b) => [b.group, b.body.prompts, b.images, b.body.seed, b.place])).toEqual([
       [0, ['p1', 'p2'], 4, undefined, '0-2'],
@@ -125,10 +164,18 @@ describe('planBatches (what the page creates for its prompts)', () => {
       [['b'], 3, 'each', ['r1', 'r2', 'r3']],
     ]);
     // Combined: one image a prompt whatever the references.
-    expect(planBatches(typedLines('a\nb'), { ...refs, refMode: 'combined' }, { maxImagesPerBatch: 4, maxPrompts: 1000 }).batches).toHaveLength(1);
+    expect(
+      planBatches(typedLines('a\nb'), { ...refs, refMode: 'combined' }, { maxImagesPerBatch: 4, maxPrompts: 1000 }).batches,
+    ).toHaveLength(1);
     // The catalog's prompts per batch splits too, and a prompt bigger than a batch still gets one (the server says why not).
-    expect(planBatches(typedLines('a\nb\nc'), pickers, { maxImagesPerBatch: 50, maxPrompts: 2 }).batches.map((b) => b.count)).toEqual([2, 1]);
-    expect(planBatches(typedLines('a'), { ...pickers, countPerCombo: 9 }, { maxImagesPerBatch: 4, maxPrompts: 1000 }).batches.map((b) => b.images)).toEqual([9]);
+    expect(planBatches(typedLines('a\nb\nc'), pickers, { maxImagesPerBatch: 50, maxPrompts: 2 }).batches.map((b) => b.count)).toEqual([
+      2, 1,
+    ]);
+    expect(
+      planBatches(typedLines('a'), { ...pickers, countPerCombo: 9 }, { maxImagesPerBatch: 4, maxPrompts: 1000 }).batches.map(
+        (b) => b.images,
+      ),
+    ).toEqual([9]);
   });
 
   it('references are sent only with a mode', () => {

@@ -1,4 +1,5 @@
 import { chunkGroups, chunkPlace, chunkRequest, groupPromptLines, PromptGroup, PromptLine } from '@app/prompts-file';
+import type { BatchResolution, BatchTier } from '@app/sdk';
 
 /*
  * The new-batch page reads a prompts file with the lib the CLI reads it with
@@ -9,7 +10,8 @@ import { chunkGroups, chunkPlace, chunkRequest, groupPromptLines, PromptGroup, P
 export { linesCarryOptions, parsePromptsFile, PromptsFileError } from '@app/prompts-file';
 export type { PromptLine } from '@app/prompts-file';
 
-export type Tier = 'standard' | 'economy';
+/** The API's batch tier, as the SDK's types carry it. */
+export type Tier = BatchTier;
 
 /** The page's pickers: what every prompt gets unless its .jsonl line sets its own. */
 export interface Pickers {
@@ -75,7 +77,7 @@ export function planBatches(lines: PromptLine[], pickers: Pickers, limits: Batch
   const base = {
     model: pickers.model,
     aspectRatio: pickers.aspectRatio,
-    resolution: pickers.resolution as '1K' | '2K' | '4K',
+    resolution: pickers.resolution as BatchResolution,
     countPerCombo: pickers.countPerCombo,
     ...(pickers.note && { note: pickers.note }),
     ...(pickers.tier === 'economy' && { tier: 'economy' as const }),
@@ -83,7 +85,14 @@ export function planBatches(lines: PromptLine[], pickers: Pickers, limits: Batch
   const groups = groupPromptLines('the prompts', lines, base, refMode === 'each' ? refs.length : 1);
   const batches = chunkGroups(groups, limits.maxImagesPerBatch, limits.maxPrompts).map((chunk) => {
     const { note, tier, ...request } = chunkRequest(groups, chunk);
-    const body: BatchBody = { ...request, note: note ?? null, tier: tier ?? 'standard', refMode, refImages: refs, quality: pickers.quality };
+    const body: BatchBody = {
+      ...request,
+      note: note ?? null,
+      tier: tier ?? 'standard',
+      refMode,
+      refImages: refs,
+      quality: pickers.quality,
+    };
     return { ...chunk, place: chunkPlace(chunk), body };
   });
   return { groups, batches };

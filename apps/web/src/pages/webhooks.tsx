@@ -60,7 +60,11 @@ export function WebhooksPage() {
                 </p>
               </div>
               <div class="actions">
-                <button type="button" class="small" onClick={() => void act(() => api('POST', `/webhooks/${ep.id}/test`).then(() => setOpen(ep.id)))}>
+                <button
+                  type="button"
+                  class="small"
+                  onClick={() => void act(() => api('POST', `/webhooks/${ep.id}/test`).then(() => setOpen(ep.id)))}
+                >
                   Send test ping
                 </button>
                 <button type="button" class="small" aria-expanded={open === ep.id} onClick={() => setOpen(open === ep.id ? null : ep.id)}>
@@ -78,7 +82,14 @@ export function WebhooksPage() {
           </li>
         ))}
       </ul>
-      <ConfirmDialog open={removing !== null} title="Delete this endpoint?" confirmLabel="Delete endpoint" danger onConfirm={remove} onCancel={() => setRemoving(null)}>
+      <ConfirmDialog
+        open={removing !== null}
+        title="Delete this endpoint?"
+        confirmLabel="Delete endpoint"
+        danger
+        onConfirm={remove}
+        onCancel={() => setRemoving(null)}
+      >
         <p>
           <span class="mono">{removing?.url}</span> receives nothing more, and its delivery log goes with it.
         </p>
@@ -99,23 +110,34 @@ function CreateEndpointForm({ onCreated }: { onCreated: (ep: Endpoint, secret: s
     if (events.length === 0) return setError('Choose at least one event.');
     setBusy(true);
     try {
-      const r = await api<{ endpoint: Endpoint; secret: string }>('POST', '/webhooks', { body: { url: url.trim(), events, description: description.trim() || undefined } });
+      const r = await api<{ endpoint: Endpoint; secret: string }>('POST', '/webhooks', {
+        body: { url: url.trim(), events, description: description.trim() || undefined },
+      });
       setUrl('');
       setDescription('');
       onCreated(r.endpoint, r.secret);
     } catch (err) {
-      setError(err instanceof ApiError && err.code === 'endpoint_limit_exceeded' ? 'At most 10 endpoints: delete one first.' : describeError(err));
+      setError(
+        err instanceof ApiError && err.code === 'endpoint_limit_exceeded' ? 'At most 10 endpoints: delete one first.' : describeError(err),
+      );
     } finally {
       setBusy(false);
     }
   };
   return (
-    <form class="card" onSubmit={submit} aria-labelledby="new-endpoint">
+    <form class="card" onSubmit={(e) => void submit(e)} aria-labelledby="new-endpoint">
       <h2 id="new-endpoint">New endpoint</h2>
       <div class="row">
         <div class="field grow">
           <label for="hook-url">URL</label>
-          <input id="hook-url" type="url" required value={url} onInput={(e) => setUrl(e.currentTarget.value)} placeholder="https://example.com/kiln-events" />
+          <input
+            id="hook-url"
+            type="url"
+            required
+            value={url}
+            onInput={(e) => setUrl(e.currentTarget.value)}
+            placeholder="https://example.com/kiln-events"
+          />
         </div>
         <div class="field">
           <label for="hook-description">Description</label>
@@ -136,7 +158,10 @@ function CreateEndpointForm({ onCreated }: { onCreated: (ep: Endpoint, secret: s
 }
 
 function DeliveryLog({ endpointId }: { endpointId: string }) {
-  const log = useLoad(() => api<{ deliveries: Delivery[] }>('GET', `/webhooks/${endpointId}/deliveries?limit=20`).then((r) => r.deliveries), [endpointId]);
+  const log = useLoad(
+    () => api<{ deliveries: Delivery[] }>('GET', `/webhooks/${endpointId}/deliveries?limit=20`).then((r) => r.deliveries),
+    [endpointId],
+  );
   return (
     <div class="deliveries">
       <div class="title-row">

@@ -1,7 +1,10 @@
-import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
+import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { AccountEntity } from './account.entity';
 
 @Entity({ name: 'api_keys' })
+@Check('api_keys_budget_period', `"budget_period" IN ('day', 'week', 'month')`)
+@Check('api_keys_budget_whole', `("budget_credits" IS NULL) = ("budget_period" IS NULL)`)
+@Check('api_keys_budget_positive', '"budget_credits" > 0')
 @Index('api_keys_account_idx', ['accountId'])
 export class ApiKeyEntity {
   @PrimaryGeneratedColumn('uuid')
@@ -31,6 +34,17 @@ export class ApiKeyEntity {
 
   @Column({ name: 'credit_cap_per_day', type: 'integer', nullable: true })
   creditCapPerDay: number | null;
+
+  /** A budget set as `budget` (libs/billing key-budget.ts); null with budgetPeriod when none. */
+  @Column({ name: 'budget_credits', type: 'integer', nullable: true })
+  budgetCredits: number | null;
+
+  @Column({ name: 'budget_period', type: 'text', nullable: true })
+  budgetPeriod: 'day' | 'week' | 'month' | null;
+
+  /** The models this key may create batches with (catalog keys); empty: every model. */
+  @Column({ type: 'text', array: true, default: () => "'{}'" })
+  models: string[];
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;

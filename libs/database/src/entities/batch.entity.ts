@@ -1,6 +1,8 @@
 import { Check, Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { AccountEntity } from './account.entity';
 import { ProviderRoute } from './model.entity';
+import type { FailoverSettings } from '@app/providers';
+import type { BatchTier } from '@app/geometry';
 
 /** A batch's statuses, in the order the API documents them (its response DTOs use this list). */
 export const BATCH_STATUSES = ['pending', 'running', 'succeeded', 'partial', 'failed', 'cancelled'] as const;
@@ -19,16 +21,24 @@ export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 export const BATCH_DONE_SQL = 'finished_at IS NOT NULL';
 export const BATCH_OPEN_SQL = 'finished_at IS NULL';
 
-/** standard: run as soon as a generator has room; economy: through an upstream batch API, at the economy price, by expiresAt. */
-export const BATCH_TIERS = ['standard', 'economy'] as const;
-export type BatchTier = (typeof BATCH_TIERS)[number];
+/** Why a batch was cancelled without its caller's cancel (batches.cancel_reason). */
+export const BATCH_CANCEL_REASONS = ['deadline'] as const;
+export type BatchCancelReason = (typeof BATCH_CANCEL_REASONS)[number];
+
+// The batch tiers belong to the geometry lib, the floor below providers (which price by tier).
+export { BATCH_TIERS } from '@app/geometry';
+export type { BatchTier } from '@app/geometry';
 
 @Check('batches_tier_known', `"tier" IN ('standard', 'economy')`)
 @Entity({ name: 'batches' })
 @Index('batches_account_created_idx', ['accountId', 'createdAt', 'id'])
+// The dashboard's batch filters (status, model) read a range of these, newest first.
+@Index('batches_account_status_created_idx', ['accountId', 'status', 'createdAt', 'id'])
+@Index('batches_account_model_created_idx', ['accountId', 'model', 'createdAt', 'id'])
 @Index('batches_unfinished_idx', ['accountId'], { where: BATCH_OPEN_SQL })
 @Index('batches_preview_retention_idx', ['finishedAt'], { where: `preview_url IS NOT NULL` })
 @Index('batches_preview_url_idx', ['previewUrl'], { where: `preview_url IS NOT NULL` })
+@Index('batches_open_deadline_idx', ['deadline'], { where: `deadline IS NOT NULL AND finished_at IS NULL` })
 export class BatchEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;
@@ -98,6 +108,14 @@ export class BatchEntity {
   @Column({ type: 'jsonb' })
   provider: ProviderRoute;
 
+  /** The model's chain of routes when the batch was created (routes[0] is `provider`); null: `provider` alone. */
+  @Column({ type: 'jsonb', nullable: true })
+  routes: ProviderRoute[] | null;
+
+  /** The model's failover settings when the batch was created; null: the defaults. */
+  @Column({ type: 'jsonb', nullable: true })
+  failover: FailoverSettings | null;
+
   @Column({ name: 'width', type: 'integer' })
   width: number;
 
@@ -124,7 +142,11 @@ export class BatchEntity {
    * Bumped by every write that changes what the batch's GET shows (its tasks' writes
    * included), in the same statement: the ETag is made of it.
    */
-  @Column({ type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string | null) => (v === null ? null : Number(v)) } })
+  @Column({
+    type: 'bigint',
+    default: 0,
+    transformer: { to: (v: number) => v, from: (v: string | null) => (v === null ? null : Number(v)) },
+  })
   version: number;
 
   @Column({ name: 'preview_url', type: 'text', nullable: true })
@@ -146,4 +168,12 @@ export class BatchEntity {
   /** Economy: the time by which every task has ended (created + the model's economyWindowHours); null for standard. */
   @Column({ name: 'expires_at', type: 'timestamptz', precision: 3, nullable: true })
   expiresAt: Date | null;
+
+  /** The caller's deadline: its tasks not sent by then are cancelled and refunded (the generator's deadline sweep). */
+  @Column({ name: 'deadline', type: 'timestamptz', precision: 3, nullable: true })
+  deadline: Date | null;
+
+  /** Why cancelled_at was set: 'deadline' when the deadline sweep cancelled work; null for a caller's cancel (or none). */
+  @Column({ name: 'cancel_reason', type: 'text', nullable: true })
+  cancelReason: BatchCancelReason | null;
 }

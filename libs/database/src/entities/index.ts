@@ -1,6 +1,8 @@
 import { AccountEntity } from './account.entity';
 import { ApiKeyEntity } from './api-key.entity';
 import { BatchEntity } from './batch.entity';
+import { CreditPackEntity } from './credit-pack.entity';
+import { CreditPurchaseEntity } from './credit-purchase.entity';
 import { IdempotencyKeyEntity } from './idempotency-key.entity';
 import { LedgerEntryEntity } from './ledger-entry.entity';
 import { ModelEntity } from './model.entity';
@@ -15,6 +17,8 @@ import { WebhookEndpointEntity } from './webhook-endpoint.entity';
 export * from './account.entity';
 export * from './api-key.entity';
 export * from './batch.entity';
+export * from './credit-pack.entity';
+export * from './credit-purchase.entity';
 export * from './idempotency-key.entity';
 export * from './ledger-entry.entity';
 export * from './model.entity';
@@ -40,4 +44,6 @@ export const ALL_ENTITIES = [
   WebhookDeliveryEntity,
   IdempotencyKeyEntity,
   UpstreamBatchEntity,
+  CreditPackEntity,
+  CreditPurchaseEntity,
 ];

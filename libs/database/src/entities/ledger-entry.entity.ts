@@ -1,7 +1,7 @@
 import { Column, CreateDateColumn, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm';
 import { AccountEntity } from './account.entity';
 
-export const LEDGER_KINDS = ['grant', 'adjustment', 'batch_charge', 'task_refund', 'cancel_refund'] as const;
+export const LEDGER_KINDS = ['grant', 'adjustment', 'batch_charge', 'task_refund', 'cancel_refund', 'purchase', 'purchase_refund'] as const;
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
 
 const bigintToNumber = { to: (v: number) => v, from: (v: string | null) => (v === null ? null : Number(v)) };

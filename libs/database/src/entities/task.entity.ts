@@ -7,13 +7,18 @@ export const TASK_STATUSES = ['pending', 'queued', 'running', 'succeeded', 'fail
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 /**
- * Why a task failed: the upstream refused the request (a 400), refused its content
- * (content_refused: the upstream's own content policy, not retried), stayed
- * unavailable (429, 5xx, timeouts) until the attempts ran out, the route lacks its key or
- * settings, or Kiln itself could not complete it.
+ * Why a task failed, for clients to branch on (the API's enum of it): the upstream refused
+ * the request (a 400), refused its content (content_refused: the upstream's own content
+ * policy, not retried), stayed unavailable (429, 5xx, timeouts) until the attempts ran out,
+ * the route lacks its key or settings, or Kiln itself could not complete it.
  */
-/** Why a task failed, for clients to branch on (the API's enum of it). */
-export const TASK_ERROR_CODES = ['upstream_rejected', 'content_refused', 'upstream_unavailable', 'provider_not_configured', 'internal'] as const;
+export const TASK_ERROR_CODES = [
+  'upstream_rejected',
+  'content_refused',
+  'upstream_unavailable',
+  'provider_not_configured',
+  'internal',
+] as const;
 export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 
 @Check('tasks_tier_known', `"tier" IN ('standard', 'economy')`)
@@ -26,6 +31,7 @@ export type TaskErrorCode = (typeof TASK_ERROR_CODES)[number];
 @Index('tasks_result_retention_idx', ['finishedAt'], { where: `result_key IS NOT NULL` })
 @Index('tasks_result_key_idx', ['resultKey'], { where: `result_key IS NOT NULL` })
 @Index('tasks_result_token_idx', ['resultToken'], { unique: true })
+@Index('tasks_upstream_cancel_due_idx', ['upstreamCancelAt'], { where: `upstream_cancel IN ('asked', 'sending')` })
 @Index('tasks_upstream_waiting_idx', ['upstreamPollAt'], { where: `status = 'running' AND upstream_poll_at IS NOT NULL` })
 export class TaskEntity {
   @PrimaryGeneratedColumn('uuid')
@@ -102,7 +108,7 @@ export class TaskEntity {
   sentAt: Date | null;
 
   /**
-   * A queue upstream's id for the current request (fal, Replicate, BFL), written as soon as the
+   * A queue upstream's id for the current request (routes of a queue type), written as soon as the
    * submit answers: a redelivery, a crash recovery or a retry after Kiln's own trouble
    * resumes it instead of paying for it again. Cleared only when the upstream fails it.
    * Shown to operators, never to account holders.
@@ -117,9 +123,30 @@ export class TaskEntity {
   @Column({ name: 'upstream_submitted_at', type: 'timestamptz', nullable: true })
   upstreamSubmittedAt: Date | null;
 
-  /** What the task's upstream calls cost the operator, in micro-dollars (route `cost`); operators only. */
-  @Column({ name: 'upstream_cost_micros', type: 'bigint', default: 0, transformer: { to: (v: number) => v, from: (v: string) => Number(v) } })
-  upstreamCostMicros: number;
+  /**
+   * When a queue upstream's submit was about to be sent (committed before the call), until its
+   * answer is known: with no request id after a crash, the upstream may have taken it
+   * (libs/tasks submit-intent.store.ts). Null: no submit in doubt.
+   */
+  @Column({ name: 'submit_intent_at', type: 'timestamptz', nullable: true })
+  submitIntentAt: Date | null;
+
+  /** What finds that request again upstream (the type's lookup key), as the route's type wrote it. */
+  @Column({ name: 'submit_intent', type: 'jsonb', nullable: true })
+  submitIntent: Record<string, unknown> | null;
+
+  /**
+   * What the task's upstream calls cost the operator, in micro-dollars (its route's price for
+   * what was made); null: a billed image no price covered (unpriced). Operators only.
+   */
+  @Column({
+    name: 'upstream_cost_micros',
+    type: 'bigint',
+    nullable: true,
+    default: 0,
+    transformer: { to: (v: number | null) => v, from: (v: string | null) => (v === null ? null : Number(v)) },
+  })
+  upstreamCostMicros: number | null;
 
   /** The batch's tier, copied so the standard feeder's index never holds economy tasks (they wait for the collector). */
   @Column({ type: 'text', default: 'standard' })
@@ -146,6 +173,26 @@ export class TaskEntity {
 
   @Column({ name: 'upstream_poller', type: 'text', nullable: true })
   upstreamPoller: string | null;
+
+  /**
+   * A batch cancel asked of the upstream for this accepted request: `asked` (by the api),
+   * `sending` (a generator is asking), `confirmed` (it did not run: the task is cancelled),
+   * `unconfirmed` (it runs, ran, or the upstream did not say: the task finishes). Null: none.
+   */
+  @Column({ name: 'upstream_cancel', type: 'text', nullable: true })
+  upstreamCancel: 'asked' | 'sending' | 'confirmed' | 'unconfirmed' | null;
+
+  /** `asked`: not sent before this (an upstream's Retry-After), null at once; `sending`: the sender's lease ends. */
+  @Column({ name: 'upstream_cancel_at', type: 'timestamptz', nullable: true })
+  upstreamCancelAt: Date | null;
+
+  /**
+   * The route of its batch's chain (index into batches.routes) the task's attempts go to: it
+   * moves on when an attempt fails with a failover kind; on a succeeded task, the route that
+   * made the image.
+   */
+  @Column({ name: 'route_index', type: 'smallint', default: 0 })
+  routeIndex: number;
 
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt: Date | null;

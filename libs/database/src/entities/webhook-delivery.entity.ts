@@ -14,6 +14,7 @@ export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
 @Index('webhook_deliveries_event_endpoint_unique', ['eventId', 'endpointId'], { unique: true })
 @Index('webhook_deliveries_endpoint_created_idx', ['endpointId', 'createdAt', 'id'])
 @Index('webhook_deliveries_due_idx', ['nextAttemptAt'], { where: `status = 'pending'` })
+@Index('webhook_deliveries_endpoint_due_idx', ['endpointId', 'nextAttemptAt', 'id'], { where: `status = 'pending'` })
 export class WebhookDeliveryEntity {
   @PrimaryGeneratedColumn('uuid')
   id: string;

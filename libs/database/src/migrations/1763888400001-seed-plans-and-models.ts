@@ -8,6 +8,7 @@ const PLANS = [
   { key: 'scale', apiAccess: true, maxKeys: 10, maxImages: 100, maxConcurrent: 20, rpm: 1200 },
 ];
 
+// A frozen copy of the resolution tiers (@app/geometry's Resolution): a migration must not change when the code does.
 type Res = '1K' | '2K' | '4K';
 interface SeedModel {
   key: string;
@@ -21,21 +22,61 @@ interface SeedModel {
 
 /** The sixteen models and prices of docs/api.md#model-catalog, in its order. */
 const MODELS: SeedModel[] = [
-  { key: 'alpha-image-2', name: 'Alpha Image 2', blurb: 'General-purpose model with quality levels and transparent backgrounds.', cost: { '1K': 5, '2K': 10, '4K': 20 }, maxRefs: 4, quality: true, background: true },
-  { key: 'alpha-image-2-5', name: 'Alpha Image 2.5', blurb: 'Newer Alpha model; more reference images, cheaper 4K.', cost: { '1K': 5, '2K': 10, '4K': 16 }, maxRefs: 8, quality: true, background: true },
-  { key: 'beta-pro', name: 'Beta Pro', blurb: 'High-fidelity Beta model for detailed scenes.', cost: { '1K': 5, '2K': 6, '4K': 10 }, maxRefs: 4 },
+  {
+    key: 'alpha-image-2',
+    name: 'Alpha Image 2',
+    blurb: 'General-purpose model with quality levels and transparent backgrounds.',
+    cost: { '1K': 5, '2K': 10, '4K': 20 },
+    maxRefs: 4,
+    quality: true,
+    background: true,
+  },
+  {
+    key: 'alpha-image-2-5',
+    name: 'Alpha Image 2.5',
+    blurb: 'Newer Alpha model; more reference images, cheaper 4K.',
+    cost: { '1K': 5, '2K': 10, '4K': 16 },
+    maxRefs: 8,
+    quality: true,
+    background: true,
+  },
+  {
+    key: 'beta-pro',
+    name: 'Beta Pro',
+    blurb: 'High-fidelity Beta model for detailed scenes.',
+    cost: { '1K': 5, '2K': 6, '4K': 10 },
+    maxRefs: 4,
+  },
   { key: 'beta-2', name: 'Beta 2', blurb: 'Balanced Beta model for everyday work.', cost: { '1K': 4, '2K': 6, '4K': 10 }, maxRefs: 4 },
   { key: 'beta-2-lite', name: 'Beta 2 Lite', blurb: 'Fast, low-cost Beta model at 1K only.', cost: { '1K': 3 }, maxRefs: 4 },
-  { key: 'beta-2-1', name: 'Beta 2.1', blurb: 'Refreshed Beta 2 with better prompt adherence.', cost: { '1K': 4, '2K': 6, '4K': 10 }, maxRefs: 4 },
+  {
+    key: 'beta-2-1',
+    name: 'Beta 2.1',
+    blurb: 'Refreshed Beta 2 with better prompt adherence.',
+    cost: { '1K': 4, '2K': 6, '4K': 10 },
+    maxRefs: 4,
+  },
   { key: 'gamma-4-5', name: 'Gamma 4.5', blurb: 'Large-format Gamma model, 2K and 4K only.', cost: { '2K': 6, '4K': 6 }, maxRefs: 4 },
   { key: 'gamma-5-lite', name: 'Gamma 5 Lite', blurb: 'Lighter Gamma 5 for 2K and 4K output.', cost: { '2K': 5, '4K': 5 }, maxRefs: 4 },
   { key: 'gamma-5-pro', name: 'Gamma 5 Pro', blurb: 'Top Gamma 5 model at 1K and 2K.', cost: { '1K': 6, '2K': 12 }, maxRefs: 4 },
-  { key: 'gamma-5-flash', name: 'Gamma 5 Flash', blurb: 'Fast Gamma 5 that accepts up to ten references.', cost: { '1K': 3, '2K': 3 }, maxRefs: 10 },
+  {
+    key: 'gamma-5-flash',
+    name: 'Gamma 5 Flash',
+    blurb: 'Fast Gamma 5 that accepts up to ten references.',
+    cost: { '1K': 3, '2K': 3 },
+    maxRefs: 10,
+  },
   { key: 'delta', name: 'Delta', blurb: 'Single-reference model at 1K.', cost: { '1K': 4 }, maxRefs: 1 },
   { key: 'epsilon-2-pro', name: 'Epsilon 2 Pro', blurb: 'Epsilon model for 1K and 2K work.', cost: { '1K': 5, '2K': 6 }, maxRefs: 8 },
   { key: 'zeta-image-3-pro', name: 'Zeta Image 3 Pro', blurb: 'Premium Zeta model.', cost: { '1K': 6, '2K': 10 }, maxRefs: 3 },
   { key: 'zeta-image-3', name: 'Zeta Image 3', blurb: 'Zeta 3 at one price for 1K and 2K.', cost: { '1K': 4, '2K': 4 }, maxRefs: 3 },
-  { key: 'zeta-image-2-1', name: 'Zeta Image 2.1', blurb: 'Earlier Zeta model with up to ten references.', cost: { '1K': 4, '2K': 6 }, maxRefs: 10 },
+  {
+    key: 'zeta-image-2-1',
+    name: 'Zeta Image 2.1',
+    blurb: 'Earlier Zeta model with up to ten references.',
+    cost: { '1K': 4, '2K': 6 },
+    maxRefs: 10,
+  },
   { key: 'eta-image', name: 'Eta Image', blurb: 'Cheapest model: 1 credit per 1K image.', cost: { '1K': 1 }, maxRefs: null },
 ];
 

@@ -11,7 +11,9 @@ export class WebhookCircuits1763888400170 implements MigrationInterface {
   public async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE "webhook_endpoints" ADD "consecutive_failures" integer NOT NULL DEFAULT 0`);
     await q.query(`ALTER TABLE "webhook_endpoints" ADD "circuit_open_until" TIMESTAMP WITH TIME ZONE`);
-    await q.query(`CREATE INDEX "webhook_endpoints_circuit_idx" ON "webhook_endpoints" ("circuit_open_until") WHERE circuit_open_until IS NOT NULL`);
+    await q.query(
+      `CREATE INDEX "webhook_endpoints_circuit_idx" ON "webhook_endpoints" ("circuit_open_until") WHERE circuit_open_until IS NOT NULL`,
+    );
   }
 
   public async down(q: QueryRunner): Promise<void> {

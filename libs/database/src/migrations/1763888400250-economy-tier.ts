@@ -12,9 +12,13 @@ export class EconomyTier1763888400250 implements MigrationInterface {
   name = 'EconomyTier1763888400250';
 
   public async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE "batches" ADD COLUMN "tier" text NOT NULL DEFAULT 'standard', ADD CONSTRAINT "batches_tier_known" CHECK ("tier" IN ('standard', 'economy'))`);
+    await q.query(
+      `ALTER TABLE "batches" ADD COLUMN "tier" text NOT NULL DEFAULT 'standard', ADD CONSTRAINT "batches_tier_known" CHECK ("tier" IN ('standard', 'economy'))`,
+    );
     await q.query(`ALTER TABLE "batches" ADD COLUMN "expires_at" timestamptz(3)`);
-    await q.query(`ALTER TABLE "tasks" ADD COLUMN "tier" text NOT NULL DEFAULT 'standard', ADD CONSTRAINT "tasks_tier_known" CHECK ("tier" IN ('standard', 'economy'))`);
+    await q.query(
+      `ALTER TABLE "tasks" ADD COLUMN "tier" text NOT NULL DEFAULT 'standard', ADD CONSTRAINT "tasks_tier_known" CHECK ("tier" IN ('standard', 'economy'))`,
+    );
     await q.query(`ALTER TABLE "tasks" ADD COLUMN "upstream_batch_id" uuid`);
     await q.query(`ALTER TABLE "models" ADD COLUMN "economy_credit_cost" jsonb`);
     await q.query(`ALTER TABLE "models" ADD COLUMN "economy_window_hours" integer`);
@@ -24,7 +28,9 @@ export class EconomyTier1763888400250 implements MigrationInterface {
     );
     // The feeder's index holds standard tasks only; economy tasks waiting for an upstream batch have their own.
     await q.query(`DROP INDEX IF EXISTS "tasks_pending_fair_idx"`);
-    await q.query(`CREATE INDEX "tasks_pending_fair_idx" ON "tasks" ("seq", "created_at", "id") WHERE status = 'pending' AND tier = 'standard'`);
+    await q.query(
+      `CREATE INDEX "tasks_pending_fair_idx" ON "tasks" ("seq", "created_at", "id") WHERE status = 'pending' AND tier = 'standard'`,
+    );
     await q.query(`CREATE INDEX "tasks_economy_waiting_idx" ON "tasks" ("created_at", "id") WHERE status = 'pending' AND tier = 'economy'`);
     await q.query(`CREATE INDEX "tasks_upstream_batch_idx" ON "tasks" ("upstream_batch_id") WHERE upstream_batch_id IS NOT NULL`);
   }

@@ -3,13 +3,20 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { isProviderError, ProviderError, routeBatchSettings, UpstreamBatchApi, UpstreamBatchRef, UpstreamBatchStatus } from '@app/providers';
+import {
+  isProviderError,
+  ProviderError,
+  routeBatchSettings,
+  UpstreamBatchApi,
+  UpstreamBatchRef,
+  UpstreamBatchStatus,
+} from '@app/providers';
 import { ClaimedTask, EconomyRoute, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
 import { UPSTREAM_BATCH_STATES } from '@app/database';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { ProviderRegistry } from '../running/provider-registry';
 import { describeError } from '../running/task-failure';
-import { TaskRunnerService } from '../running/task-runner.service';
+import { StoreEconomyResult } from '../running/usecases/store-economy-result.usecase';
 
 /** Groups one generator works on at once (each a few calls, or one results stream). */
 const MAX_WORKING = 8;
@@ -88,13 +95,14 @@ export class EconomyCollector {
   constructor(
     private readonly store: UpstreamBatchStore,
     private readonly providers: ProviderRegistry,
-    private readonly runner: TaskRunnerService,
+    private readonly results: StoreEconomyResult,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
     private readonly metrics: KilnMetrics,
   ) {
     metrics.onCollect(async () => {
       const { byState, waitingLines } = await this.store.stats();
-      for (const state of UPSTREAM_BATCH_STATES.filter((s) => s !== 'read' && s !== 'failed')) metrics.economyUpstreamBatches.set({ state }, byState[state] ?? 0);
+      for (const state of UPSTREAM_BATCH_STATES.filter((s) => s !== 'read' && s !== 'failed'))
+        metrics.economyUpstreamBatches.set({ state }, byState[state] ?? 0);
       metrics.economyTasksWaiting.set(waitingLines);
     });
   }
@@ -141,7 +149,9 @@ export class EconomyCollector {
     }
     for (const route of await this.store.economyRoutes()) {
       if (this.stopped) return;
-      await this.formGroups(route).catch((err) => this.logger.warn(`Could not gather economy tasks of ${route.model}: ${describeError(err)}`));
+      await this.formGroups(route).catch((err) =>
+        this.logger.warn(`Could not gather economy tasks of ${route.model}: ${describeError(err)}`),
+      );
     }
     const room = MAX_WORKING - this.working.size;
     if (room <= 0 || this.stopped) return;
@@ -170,13 +180,29 @@ export class EconomyCollector {
       const gathered = await this.gather(api, route, cap, settings.collectMs);
       if (!gathered) return;
       const { lines, ids, full } = gathered;
-      const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, { poller: this.id, leaseMs: this.leaseMs });
+      const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, {
+        poller: this.id,
+        leaseMs: this.leaseMs,
+      });
       if (!group) return;
       this.logger.log(`Upstream batch ${group.id} formed for ${route.model}: ${group.tasks.length} task(s)`);
       this.metrics.economyUpstreamBatchesFormed.inc({ model: route.model });
       // Uploaded and created before the next group is gathered: one group's tasks and lines in memory at a time.
       await this.work(
-        { id: group.id, model: route.model, provider: route.provider, state: 'collecting', lines: group.tasks.length, inputId: null, upstreamBatchId: null, upstreamState: null, found: null, outcome: null, upstreamStatus: null, tries: 0 },
+        {
+          id: group.id,
+          model: route.model,
+          provider: route.provider,
+          state: 'collecting',
+          lines: group.tasks.length,
+          inputId: null,
+          upstreamBatchId: null,
+          upstreamState: null,
+          found: null,
+          outcome: null,
+          upstreamStatus: null,
+          tries: 0,
+        },
         lines,
       );
       if (!full) return;
@@ -205,13 +231,16 @@ export class EconomyCollector {
    * Each task's line, within the API's byte cap (the first tasks that fit); a task whose line
    * cannot be made (a reference image gone) goes into the group too and is failed at once.
    */
-  private async encode(api: UpstreamBatchApi, tasks: readonly ClaimedTask[]): Promise<{ lines: Map<string, string>; refused: Map<string, unknown> }> {
+  private async encode(
+    api: UpstreamBatchApi,
+    tasks: readonly ClaimedTask[],
+  ): Promise<{ lines: Map<string, string>; refused: Map<string, unknown> }> {
     const lines = new Map<string, string>();
     const refused = new Map<string, unknown>();
     let bytes = 0;
     for (const task of tasks) {
       try {
-        const line = api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) });
+        const line = api.encodeLine({ key: task.id, request: await this.results.batchLineRequest(task) });
         const size = Buffer.byteLength(line) + 1;
         if (bytes + size > api.maxInputBytes && lines.size > 0) break;
         bytes += size;
@@ -234,7 +263,10 @@ export class EconomyCollector {
 
   /** Takes the group from its recorded step as far as it goes now, recording each step. */
   private async advance(group: UpstreamGroup, prepared: Map<string, string> | null): Promise<void> {
-    const renewal = setInterval(() => void this.store.renew(group.id, this.id, this.leaseMs).catch(() => undefined), Math.max(200, Math.floor(this.leaseMs / 3)));
+    const renewal = setInterval(
+      () => void this.store.renew(group.id, this.id, this.leaseMs).catch(() => undefined),
+      Math.max(200, Math.floor(this.leaseMs / 3)),
+    );
     renewal.unref();
     const signal = this.abort.signal;
     let api: UpstreamBatchApi | null = null;
@@ -263,7 +295,12 @@ export class EconomyCollector {
       if (group.state === 'created') {
         const status = await api.poll(ref, signal);
         if (status.state === 'waiting') {
-          await this.store.recordWaiting(group.id, this.id, status.upstreamStatus, new Date(Date.now() + Math.max(api.pollIntervalMs, status.retryAfterMs ?? 0)));
+          await this.store.recordWaiting(
+            group.id,
+            this.id,
+            status.upstreamStatus,
+            new Date(Date.now() + Math.max(api.pollIntervalMs, status.retryAfterMs ?? 0)),
+          );
           return;
         }
         if (!(await this.store.recordEnded(group.id, this.id, status))) return;
@@ -274,7 +311,9 @@ export class EconomyCollector {
       }
       if (group.state === 'ended') await this.reading.use(0, signal, () => this.readResults(api!, group, ref));
     } catch (err) {
-      await this.afterTrouble(group, err).catch((e) => this.logger.warn(`Upstream batch ${group.id}: could not record its trouble: ${describeError(e)}`));
+      await this.afterTrouble(group, err).catch((e) =>
+        this.logger.warn(`Upstream batch ${group.id}: could not record its trouble: ${describeError(e)}`),
+      );
     } finally {
       clearInterval(renewal);
     }
@@ -298,12 +337,12 @@ export class EconomyCollector {
     const refused: { claim: ClaimedTask; err: unknown }[] = [];
     for (const task of await this.store.runningTasks(group.id, missing)) {
       try {
-        lines.push(api.encodeLine({ key: task.id, request: await this.runner.batchLineRequest(task) }));
+        lines.push(api.encodeLine({ key: task.id, request: await this.results.batchLineRequest(task) }));
       } catch (err) {
         refused.push({ claim: task, err });
       }
     }
-    await this.runner.failBatchTasks(refused);
+    await this.results.failBatchTasks(refused);
     return lines;
   }
 
@@ -344,7 +383,7 @@ export class EconomyCollector {
       const chunk = failing;
       failing = [];
       track(
-        this.runner.failBatchTasks(chunk).then((outcomes) => {
+        this.results.failBatchTasks(chunk).then((outcomes) => {
           failed += this.lines(group, 'failed', outcomes.filter((o) => o === 'failed').length);
         }),
       );
@@ -357,7 +396,7 @@ export class EconomyCollector {
           tasks.delete(line.key);
           if (line.ok) {
             track(
-              this.runner.storeBatchResult(task, line.image).then((o) => {
+              this.results.storeBatchResult(task, line.image).then((o) => {
                 if (o === 'succeeded') succeeded += this.line(group, 'succeeded');
               }),
             );
@@ -380,7 +419,9 @@ export class EconomyCollector {
     // What the upstream never ran: failed and refunded a chunk of tasks per transaction (a
     // 10,000-line batch that expired unrun is a few dozen transactions, not 10,000).
     const neverRan = new ProviderError('upstream_error', NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed, { retryable: false });
-    const unrun = (await this.runner.failBatchTasks([...tasks.values()].map((claim) => ({ claim, err: neverRan })))).filter((o) => o === 'failed').length;
+    const unrun = (await this.results.failBatchTasks([...tasks.values()].map((claim) => ({ claim, err: neverRan })))).filter(
+      (o) => o === 'failed',
+    ).length;
     tasks.clear();
     failed += this.lines(group, 'never_ran', unrun);
     await this.store.recordRead(group.id, this.id, { succeeded, failed });
@@ -403,7 +444,7 @@ export class EconomyCollector {
     if (refused || (submitting && group.tries + 1 >= MAX_SUBMIT_TRIES)) {
       this.logger.warn(`Upstream batch ${group.id} failed at ${group.state}: ${describeError(err)}; failing its tasks`);
       // A chunk of tasks per transaction, as in readResults.
-      const outcomes = await this.runner.failBatchTasks((await this.store.runningTasks(group.id)).map((claim) => ({ claim, err })));
+      const outcomes = await this.results.failBatchTasks((await this.store.runningTasks(group.id)).map((claim) => ({ claim, err })));
       const failed = outcomes.filter((o) => o === 'failed').length;
       await this.store.recordFailed(group.id, this.id, describeError(err).slice(0, 500), failed);
       return;
@@ -411,7 +452,9 @@ export class EconomyCollector {
     const interval = routeBatchSettings(group.provider)?.pollIntervalMs ?? 30_000;
     const backoff = Math.min(MAX_BACKOFF_MS, Math.min(interval, 30_000) * 2 ** Math.min(group.tries, 8));
     const retryAfter = isProviderError(err) ? (err.retryAfterMs ?? 0) : 0;
-    this.logger.warn(`Upstream batch ${group.id} at ${group.state}: ${describeError(err)}; trying again in ${Math.max(backoff, retryAfter)} ms`);
+    this.logger.warn(
+      `Upstream batch ${group.id} at ${group.state}: ${describeError(err)}; trying again in ${Math.max(backoff, retryAfter)} ms`,
+    );
     await this.store.retryLater(group.id, this.id, describeError(err).slice(0, 500), new Date(Date.now() + Math.max(backoff, retryAfter)));
   }
 

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { abortReason } from '@app/errors';
 import { RedisScript, RedisService } from '@app/redis';
 import { PriorityLine } from './priority-line';
 
@@ -177,7 +178,7 @@ export class ModelConcurrencyLimiter {
    */
   acquire(model: string, opts: { priority?: number; signal?: AbortSignal; cap?: number; pacing?: SharedWindow } = {}): Promise<ModelLease> {
     const { signal } = opts;
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     const line = this.line(model);
     line.cap = opts.cap ?? this.cap;
     line.pacing = opts.pacing;
@@ -281,7 +282,14 @@ export class ModelConcurrencyLimiter {
   }
 
   private async tryAcquire(model: string, line: ModelLine, members: string[]): Promise<number> {
-    const [granted, cap] = (await ACQUIRE.run(this.redis.client, this.scriptKeys(model, line), [line.cap, line.pacing?.ceiling ?? line.cap, this.leaseMs, SHORT_MS, this.owner, ...members])) as number[];
+    const [granted, cap] = (await ACQUIRE.run(this.redis.client, this.scriptKeys(model, line), [
+      line.cap,
+      line.pacing?.ceiling ?? line.cap,
+      this.leaseMs,
+      SHORT_MS,
+      this.owner,
+      ...members,
+    ])) as number[];
     if (line.pacing) line.cap = Number(cap);
     return Number(granted);
   }
@@ -298,16 +306,19 @@ export class ModelConcurrencyLimiter {
   private lease(model: string, member: string): ModelLease {
     const key = this.slotsKey(model);
     let released = false;
-    const renewal = setInterval(() => {
-      RENEW.run(this.redis.client, [key], [this.leaseMs, member]).then(
-        (ok) => {
-          if (!released && Number(ok) !== 1) {
-            this.logger.warn(`A ${model} slot lease expired while in use; the cap may be exceeded briefly`);
-          }
-        },
-        () => undefined,
-      );
-    }, Math.max(1000, Math.floor(this.leaseMs / 3)));
+    const renewal = setInterval(
+      () => {
+        RENEW.run(this.redis.client, [key], [this.leaseMs, member]).then(
+          (ok) => {
+            if (!released && Number(ok) !== 1) {
+              this.logger.warn(`A ${model} slot lease expired while in use; the cap may be exceeded briefly`);
+            }
+          },
+          () => undefined,
+        );
+      },
+      Math.max(1000, Math.floor(this.leaseMs / 3)),
+    );
     renewal.unref();
     return {
       release: () => {
@@ -327,7 +338,16 @@ export class ModelConcurrencyLimiter {
     line.handingOver++;
     let outcome: number;
     try {
-      outcome = Number(await HAND_OVER.run(this.redis.client, this.scriptKeys(model, line), [line.cap, line.pacing?.ceiling ?? line.cap, this.leaseMs, this.owner, from, to]));
+      outcome = Number(
+        await HAND_OVER.run(this.redis.client, this.scriptKeys(model, line), [
+          line.cap,
+          line.pacing?.ceiling ?? line.cap,
+          this.leaseMs,
+          this.owner,
+          from,
+          to,
+        ]),
+      );
     } catch {
       // The call may have run without its answer arriving: neither lease may linger.
       await this.releaseMembers(model, [from, to]);

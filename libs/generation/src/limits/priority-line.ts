@@ -1,3 +1,5 @@
+import { abortReason } from '@app/errors';
+
 interface Waiter<T> {
   priority: number;
   order: number;
@@ -22,14 +24,14 @@ export class PriorityLine<T> {
 
   /** Settles with what `serve` hands this waiter; rejects with the signal's reason on abort. */
   join(priority = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<T> {
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     return new Promise<T>((resolve, reject) => {
       const waiter: Waiter<T> = { priority, order: this.arrivals++, resolve, reject, signal };
       if (signal) {
         waiter.onAbort = () => {
           const i = this.waiters.indexOf(waiter);
           if (i !== -1) this.waiters.splice(i, 1);
-          reject(signal.reason);
+          reject(abortReason(signal));
         };
         signal.addEventListener('abort', waiter.onAbort, { once: true });
       }

@@ -1,3 +1,4 @@
+import { abortReason } from '@app/errors';
 import { PriorityLine } from './priority-line';
 
 /**
@@ -23,7 +24,7 @@ export class PrioritySemaphore {
 
   /** Resolves with a release function (idempotent); rejects with the signal's reason on abort. */
   acquire(priority = Number.MAX_SAFE_INTEGER, signal?: AbortSignal): Promise<() => void> {
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     if (this.available > 0 && this.line.length === 0) {
       this.available--;
       return Promise.resolve(this.releaser());

@@ -1,8 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { abortReason } from '@app/errors';
 import { KilnMetrics } from '@app/metrics';
 import { isProviderError, UpstreamRateHeaders } from '@app/providers';
-import { RedisScript, RedisService } from '@app/redis';
+import { RedisScript, RedisService, withinRedisDeadline } from '@app/redis';
 import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
 
 /**
@@ -225,11 +226,31 @@ export function isSelfCausedRateLimit(err: unknown): boolean {
   return isProviderError(err) && err.kind === 'rate_limited';
 }
 
+/**
+ * Moves a ticket's start to when its call is made: by then this generator may have waited
+ * since it asked for the admission (the answer's way back, a stall of a loaded process, the
+ * first call's fenced send). The upstream counts the call and its reset from its arrival, so a
+ * start left at the admission places the reset early by that wait; past RESET_MARGIN_MS the
+ * window's next budget was spent before the upstream had reset (7 of 41 calls refused in a
+ * loaded CI run). Counted from the ask, the start errs late, never early: the reset is waited
+ * for a little longer, never sent into.
+ */
+export function sent(ticket: PaceTicket, now = Date.now()): void {
+  ticket.startedAt += Math.max(0, now - ticket.askedAt);
+  ticket.askedAt = now;
+}
+
 /** What the pacer needs back from a call it admitted. */
 export interface PaceTicket {
   route: PaceRoute;
   startSeq: number;
+  /**
+   * When the call left for the upstream, in the pacer's clock (Redis's TIME at admission, or
+   * this generator's own in the fallback), moved on by `sent` to when the call was made.
+   */
   startedAt: number;
+  /** This generator's clock when it asked for the admission (see `sent`). */
+  askedAt: number;
   /** Admitted by the local fallback (Redis did not answer). */
   local: boolean;
   /** The route was quiet (QUIET_RECHECK_MS): a clean answer without headers is not told to Redis. */
@@ -322,6 +343,7 @@ export class RoutePacer {
         }
         const inFlight = (this.inFlight.get(model) ?? 0) + 1;
         this.setInFlight(model, inFlight);
+        sent(ticket);
         try {
           const result = await call();
           await this.answered(ticket, { kind: 'ok', rateHeaders: (result as { rateHeaders?: UpstreamRateHeaders }).rateHeaders }, inFlight);
@@ -395,7 +417,16 @@ export class RoutePacer {
             [this.paceKey(route), this.limiter.slotsKey(route.model)],
             // A ticket admitted quietly has no start number (0): as if it started last (no later
             // call counted against the answer's remaining), which errs by at most the calls in flight.
-            [outcome.kind, route.maxConcurrency, ticket.startSeq > 0 ? ticket.startSeq : Number.MAX_SAFE_INTEGER, ticket.startedAt, h.remaining ?? -1, h.limit ?? -1, h.resetMs ?? -1, retryAfter],
+            [
+              outcome.kind,
+              route.maxConcurrency,
+              ticket.startSeq > 0 ? ticket.startSeq : Number.MAX_SAFE_INTEGER,
+              ticket.startedAt,
+              h.remaining ?? -1,
+              h.limit ?? -1,
+              h.resetMs ?? -1,
+              retryAfter,
+            ],
           ),
         );
         this.windowMoved(route, Number(window));
@@ -412,7 +443,7 @@ export class RoutePacer {
     const now = Date.now();
     const quietUntil = this.quietUntil.get(key);
     if (quietUntil !== undefined) {
-      if (now < quietUntil) return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, local: false, quiet: true } };
+      if (now < quietUntil) return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, askedAt: now, local: false, quiet: true } };
       // One call asks Redis again; the others stay quiet until its answer says otherwise.
       this.quietUntil.set(key, now + QUIET_RECHECK_MS);
     }
@@ -431,7 +462,17 @@ export class RoutePacer {
         } else {
           this.quietUntil.delete(key);
         }
-        return { waitMs: 0, ticket: { route, startSeq: Number(seq), startedAt: Number(startedAt), local: false, ...(isQuiet ? { quiet: true } : {}) } };
+        return {
+          waitMs: 0,
+          ticket: {
+            route,
+            startSeq: Number(seq),
+            startedAt: Number(startedAt),
+            askedAt: now,
+            local: false,
+            ...(isQuiet ? { quiet: true } : {}),
+          },
+        };
       } catch (err) {
         this.fallBack(err);
       }
@@ -440,11 +481,7 @@ export class RoutePacer {
   }
 
   private bounded<T>(call: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${REDIS_TIMEOUT_MS} ms`)), REDIS_TIMEOUT_MS);
-    });
-    return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+    return withinRedisDeadline(call, REDIS_TIMEOUT_MS);
   }
 
   private fallBack(err: unknown): void {
@@ -460,7 +497,14 @@ export class RoutePacer {
     let pace = this.locals.get(key);
     if (!pace) {
       const window = this.windows.get(key) ?? Math.min(route.maxConcurrency, INITIAL_WINDOW);
-      pace = { window, threshold: route.maxConcurrency, cutAt: 0, pause: 0, tokens: Math.max(1, Math.ceil((route.ratePerMinute ?? 0) / 60)), tokensAt: Date.now() };
+      pace = {
+        window,
+        threshold: route.maxConcurrency,
+        cutAt: 0,
+        pause: 0,
+        tokens: Math.max(1, Math.ceil((route.ratePerMinute ?? 0) / 60)),
+        tokensAt: Date.now(),
+      };
       if (this.locals.size >= 10_000) this.locals.clear();
       this.locals.set(key, pace);
     }
@@ -479,7 +523,7 @@ export class RoutePacer {
       if (pace.tokens < 1) return { waitMs: Math.ceil(((1 - pace.tokens) * 60_000) / rpm) };
       pace.tokens -= 1;
     }
-    return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, local: true } };
+    return { waitMs: 0, ticket: { route, startSeq: 0, startedAt: now, askedAt: now, local: true } };
   }
 
   private answeredLocally(ticket: PaceTicket, outcome: PaceOutcome, inFlight: number): void {
@@ -523,13 +567,16 @@ function hasRateHeaders(h: UpstreamRateHeaders | undefined): boolean {
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(1, ms));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(1, ms),
+    );
     function onAbort(): void {
       clearTimeout(timer);
-      reject(signal!.reason);
+      reject(abortReason(signal!));
     }
     signal?.addEventListener('abort', onAbort, { once: true });
   });

@@ -9,16 +9,20 @@ function memoryStorage() {
   return {
     objects,
     refuseWrites: (on: boolean) => (refuse = on),
-    put: async (key: string, data: Buffer) => {
-      if (refuse) throw new Error('storage refused the write');
+    put: (key: string, data: Buffer) => {
+      if (refuse) return Promise.reject(new Error('storage refused the write'));
       objects.set(key, data);
+      return Promise.resolve();
     },
-    remove: async (key: string) => void objects.delete(key),
+    remove: (key: string) => Promise.resolve(void objects.delete(key)),
     publicUrl: (key: string) => `http://kiln.test/files/${key}`,
   };
 }
 
-const image = () => sharp({ create: { width: 640, height: 320, channels: 3, background: { r: 200, g: 10, b: 10 } } }).png().toBuffer();
+const image = () =>
+  sharp({ create: { width: 640, height: 320, channels: 3, background: { r: 200, g: 10, b: 10 } } })
+    .png()
+    .toBuffer();
 
 describe('BatchPreviews', () => {
   let storage: ReturnType<typeof memoryStorage>;
@@ -34,9 +38,9 @@ describe('BatchPreviews', () => {
     const made = await previews.make(batch, await image(), 0);
     expect(made).not.toBeNull();
     expect(made!.url).toBe(`http://kiln.test/files/${made!.key}`);
-    const meta = await sharp(storage.objects.get(made!.key)!).metadata();
+    const meta = await sharp(storage.objects.get(made!.key)).metadata();
     expect(meta.format).toBe('webp');
-    expect(Math.max(meta.width!, meta.height!)).toBe(PREVIEW_EDGE);
+    expect(Math.max(meta.width, meta.height)).toBe(PREVIEW_EDGE);
 
     expect(await previews.make(batch, await image(), 1)).toBeNull();
     expect(await previews.make({ id: 'b2', previewUrl: null }, await image(), 0)).not.toBeNull();

@@ -48,7 +48,7 @@ export class ProgressReporter {
     this.lastWriteAt = this.now();
     try {
       const pending = this.write(this.latest);
-      if (pending && typeof (pending as Promise<unknown>).catch === 'function') (pending as Promise<unknown>).catch(() => undefined);
+      if (pending && typeof pending.catch === 'function') pending.catch(() => undefined);
     } catch {
       // see the class comment
     }

@@ -7,19 +7,24 @@ import { ProviderRegistry } from './provider-registry';
 import { TaskFailure } from './task-failure';
 
 describe('ProviderRegistry', () => {
-  const openai = (apiKeyEnv?: string): ProviderRoute => ({ type: 'openai', baseUrl: 'https://api.example.com/v1', model: 'img', ...(apiKeyEnv ? { apiKeyEnv } : {}) }) as ProviderRoute;
+  const openai = (apiKeyEnv?: string): ProviderRoute => ({
+    type: 'openai',
+    baseUrl: 'https://api.example.com/v1',
+    model: 'img',
+    ...(apiKeyEnv ? { apiKeyEnv } : {}),
+  });
   const storage = new LocalStorageDriver({ dataDir: path.join(os.tmpdir(), 'kiln-registry-spec'), publicBaseUrl: 'http://localhost' });
   const registry = new ProviderRegistry(buildConfig({ OPENAI_API_KEY: 'sk-default', OTHER_UPSTREAM_API_KEY: 'sk-other' }), storage);
 
   it('builds the batch API of a route whose type has one and whose batch setting is enabled, else none', () => {
-    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: true } } as ProviderRoute)).toBeInstanceOf(SimulatedBatchApi);
-    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: false } } as ProviderRoute)).toBeNull();
-    expect(registry.forBatchRoute({ type: 'simulated' } as ProviderRoute)).toBeNull();
+    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: true } })).toBeInstanceOf(SimulatedBatchApi);
+    expect(registry.forBatchRoute({ type: 'simulated', batch: { enabled: false } })).toBeNull();
+    expect(registry.forBatchRoute({ type: 'simulated' })).toBeNull();
     expect(registry.forBatchRoute({ type: 'builtin', batch: { enabled: true } } as unknown as ProviderRoute)).toBeNull();
   });
 
   it('builds the provider of the route', () => {
-    expect(registry.forRoute({ type: 'simulated' } as ProviderRoute)).toBeInstanceOf(SimulatedProvider);
+    expect(registry.forRoute({ type: 'simulated' })).toBeInstanceOf(SimulatedProvider);
   });
 
   it('hands an upstream route the key its variable holds, OPENAI_API_KEY by default', () => {

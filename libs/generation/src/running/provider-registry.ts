@@ -1,6 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { BatchObjectStore, createBatchApi, createProvider, createQueueProvider, ImageProvider, isProviderError, ProviderFactoryDeps, providerType, ProviderRoute, QueueImageProvider, UpstreamBatchApi } from '@app/providers';
+import {
+  BatchObjectStore,
+  createBatchApi,
+  createProvider,
+  createQueueProvider,
+  ImageProvider,
+  isProviderError,
+  ProviderFactoryDeps,
+  providerType,
+  ProviderRoute,
+  QueueImageProvider,
+  UpstreamBatchApi,
+} from '@app/providers';
 import { StorageDriver, StorageObjectNotFoundError } from '@app/storage';
 import { TaskFailure } from './task-failure';
 
@@ -36,11 +48,15 @@ export class ProviderRegistry {
    * enabled, else null. A missing key throws not_configured.
    */
   forBatchRoute(route: ProviderRoute): UpstreamBatchApi | null {
-    return createBatchApi(route, { ...this.deps(), batchObjects: this.batchObjects, simulatedBatchHangAt: this.config.generator.simulatedBatchHangAt });
+    return createBatchApi(route, {
+      ...this.deps(),
+      batchObjects: this.batchObjects,
+      simulatedBatchHangAt: this.config.generator.simulatedBatchHangAt,
+    });
   }
 
   /**
-   * The queue provider (submit, poll, fetch) for a queue route (fal, replicate, bfl), null for
+   * The queue provider (submit, poll, fetch) for a route of a queue type, null for
    * any other. A missing key throws not_configured (the task fails, refunded).
    */
   forQueueRoute(route: ProviderRoute): QueueImageProvider | null {
@@ -54,19 +70,23 @@ export class ProviderRegistry {
       return createProvider(route, this.deps());
     } catch (err) {
       if (isProviderError(err)) throw err;
-      throw new TaskFailure(`This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`, 'provider_not_configured');
+      throw new TaskFailure(
+        `This model's provider routing is not usable (${String((route as { type?: unknown })?.type)})`,
+        'provider_not_configured',
+      );
     }
   }
 
   private deps(): ProviderFactoryDeps {
-    return { apiKey: (envName) => this.apiKey(envName), timeoutMs: this.config.generator.providerTimeoutMs, upstream: this.config.upstream };
+    return {
+      apiKey: (envName) => this.apiKey(envName),
+      timeoutMs: this.config.generator.providerTimeoutMs,
+      upstream: this.config.upstream,
+    };
   }
 
-  /**
-   * The value of an upstream key variable, null when unset. OPENAI_API_KEY keeps its own
-   * config field (config.openaiApiKey predates the generic map and tests set it alone).
-   */
+  /** The value of an upstream key variable, null when unset. */
   private apiKey(envName: string): string | null {
-    return envName === 'OPENAI_API_KEY' ? this.config.openaiApiKey : (this.config.providerApiKeys?.[envName] ?? null);
+    return this.config.providerApiKeys?.[envName] ?? null;
   }
 }

@@ -72,6 +72,16 @@ export function classifyFailure(err: unknown): ClassifiedFailure {
   return { retryable: true, message: 'Kiln could not complete this image (internal error)', internal: true, code: 'internal' };
 }
 
+/**
+ * Whether a failure is the route's own (its upstream down, slow, busy, misconfigured) and so
+ * counts in its health: a content refusal or a request the upstream refused as invalid (a 4xx
+ * other than 429) says something about that one request, not the route.
+ */
+export function countsAgainstRoute(err: unknown): boolean {
+  const { code } = classifyFailure(err);
+  return code !== 'content_refused' && code !== 'upstream_rejected';
+}
+
 export function exhaustedMessage(message: string, attempts: number): string {
   return oneLine(`${message} (gave up after ${attempts} attempt${attempts === 1 ? '' : 's'})`);
 }

@@ -4,9 +4,9 @@ import { randomBytes } from 'node:crypto';
 import { ENV_REPORT_INTERVAL_MS, RouteHealthStore, RouteOutcome } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
-import { isProviderError, metricsLabel, rendersOnCpu, routeLabel } from '@app/providers';
+import { isProviderError, metricsLabel, type ProviderRoute, rendersOnCpu, routeLabel } from '@app/providers';
 import { ClaimedTask } from '@app/tasks';
-import { classifyFailure, describeError } from './task-failure';
+import { classifyFailure, countsAgainstRoute, describeError } from './task-failure';
 
 /** One route outcome per model reaches Redis at most this often, unless the state changes. */
 const OUTCOME_REPORT_INTERVAL_MS = 5000;
@@ -89,9 +89,9 @@ export class TaskTelemetry {
     }
   }
 
-  /** What a recorded success cost upstream (kiln_upstream_cost_usd_total; operators only). */
-  upstreamCost(claim: ClaimedTask, micros: number): void {
-    if (micros <= 0 || !claim.batch) return;
+  /** What a recorded success cost upstream (kiln_upstream_cost_usd_total; operators only); null: unpriced, nothing to add. */
+  upstreamCost(claim: ClaimedTask, micros: number | null): void {
+    if (micros === null || micros <= 0 || !claim.batch) return;
     this.metrics.upstreamCostUsd.inc({ model: claim.batch.model, provider: metricsLabel(claim.batch.provider) }, micros / 1_000_000);
   }
 
@@ -120,21 +120,26 @@ export class TaskTelemetry {
       errorCode,
       msg: `Task ${outcome}`,
     });
-    if (claim.batch) this.reportOutcome(model, outcome === 'succeeded', details.err);
+    if (claim.batch) this.reportOutcome(model, claim.batch.provider, outcome === 'succeeded', details.err);
   }
 
-  private reportOutcome(model: string, ok: boolean, err: unknown): void {
+  /** A failure that is not the route's own (countsAgainstRoute) leaves its health as it was. */
+  private reportOutcome(model: string, route: ProviderRoute, ok: boolean, err: unknown): void {
+    if (!ok && !countsAgainstRoute(err)) return;
     const now = Date.now();
-    const last = this.lastReported.get(model);
+    const reported = `${model} ${routeLabel(route)}`;
+    const last = this.lastReported.get(reported);
     if (last && last.ok === ok && now - last.at < OUTCOME_REPORT_INTERVAL_MS) return;
-    this.lastReported.set(model, { ok, at: now });
+    this.lastReported.set(reported, { ok, at: now });
     const outcome: RouteOutcome = { ok, at: new Date(now).toISOString() };
     if (!ok) {
       outcome.error = err instanceof Error ? err.message : String(err);
       outcome.errorCode = failureCode(err);
       if (isProviderError(err) && err.status) outcome.status = err.status;
     }
-    this.routeHealth.reportOutcome(model, outcome).catch((e) => this.logger.debug?.(`Route health not reported: ${describeError(e)}`));
+    this.routeHealth
+      .reportOutcome(model, route, outcome)
+      .catch((e) => this.logger.debug?.(`Route health not reported: ${describeError(e)}`));
   }
 }
 
@@ -154,9 +159,7 @@ export class GeneratorEnvReporter implements OnApplicationBootstrap, OnApplicati
   ) {}
 
   envNames(): string[] {
-    const names = new Set(Object.keys(this.config.providerApiKeys ?? {}));
-    if (this.config.openaiApiKey) names.add('OPENAI_API_KEY');
-    return [...names];
+    return Object.keys(this.config.providerApiKeys ?? {});
   }
 
   async report(): Promise<void> {

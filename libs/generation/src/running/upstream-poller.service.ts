@@ -33,7 +33,7 @@ const TICK_MS = 50;
 const FETCH_INTERVAL_MS = 1000;
 
 /**
- * The generator's poller for tasks waiting on queue upstreams (fal, Replicate, BFL): while
+ * The generator's poller for tasks waiting on queue upstreams (the queue types'): while
  * the upstream makes the image, the task holds no worker of GENERATOR_CONCURRENCY and no model
  * slot, only an entry in this bounded schedule (UPSTREAM_POLLER_CAPACITY), fed by the workers
  * that submit and from PostgreSQL rows in the waiting state no poller holds. Each request is
@@ -156,7 +156,10 @@ export class UpstreamPoller {
       } else if (Date.now() - task.submittedAt > (task.provider.maxWaitMs ?? DEFAULT_MAX_WAIT_MS)) {
         this.leave(task);
         const minutes = Math.round((task.provider.maxWaitMs ?? DEFAULT_MAX_WAIT_MS) / 60_000);
-        this.handlers?.failed(task, new ProviderError('timeout', `The upstream did not make the image within ${minutes} min`, { retryable: false }));
+        this.handlers?.failed(
+          task,
+          new ProviderError('timeout', `The upstream did not make the image within ${minutes} min`, { retryable: false }),
+        );
       } else {
         this.schedule.push(startedAt + Math.max(task.provider.pollIntervalMs, polled.retryAfterMs ?? 0), task);
       }

@@ -68,10 +68,9 @@ export class OrphanSweepService {
    */
   private async referencedPreviews(keys: string[]): Promise<Set<string>> {
     const urls = keys.map((key) => this.storage.publicUrl(key));
-    const rows: { url: string }[] = await this.db.query(
-      `SELECT preview_url AS url FROM batches WHERE preview_url = ANY($1::text[])`,
-      [urls],
-    );
+    const rows: { url: string }[] = await this.db.query(`SELECT preview_url AS url FROM batches WHERE preview_url = ANY($1::text[])`, [
+      urls,
+    ]);
     const found = new Set(rows.map((r) => r.url));
     const keep = new Set(keys.filter((_, i) => found.has(urls[i])));
     const unmatched = keys.filter((key) => !keep.has(key));

@@ -7,7 +7,7 @@ import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { BATCH_OPEN_SQL } from '@app/database';
 import { RedisService } from '@app/redis';
-import { nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
+import { BatchDeadlines, nextRenderJob, renderJobId, TASK_QUEUE, TaskStateStore } from '@app/tasks';
 import { describeError } from '../running/task-failure';
 
 export interface ReconcileReport {
@@ -15,6 +15,8 @@ export interface ReconcileReport {
   reenqueued: number;
   /** Batches whose tasks were all terminal but which were never marked finished. */
   finishedBatches: number;
+  /** Tasks cancelled and refunded because their batch's deadline passed before they were sent (BatchDeadlines). */
+  deadlineCancelled: number;
 }
 
 /** Deletes the lock only if it still holds our token. */
@@ -43,7 +45,8 @@ interface OrphanCandidate {
  * whose job is gone and to `running` tasks whose worker is gone (untouched for a lease and
  * no live job; tasks waiting on a queue upstream are the pollers', UpstreamPoller, which
  * take over a dead generator's by their own leases); and settles batches whose tasks are all terminal but which were never
- * marked finished. Every action is idempotent (deterministic job ids, fenced updates), so a
+ * marked finished; and cancels the unsent tasks of batches past their deadline (BatchDeadlines).
+ * Every action is idempotent (deterministic job ids, fenced updates), so a
  * pass racing the workers or another replica's pass does no harm; the Redis lock only
  * saves the work.
  *
@@ -66,6 +69,7 @@ export class TaskReconcilerService {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly store: TaskStateStore,
+    private readonly deadlines: BatchDeadlines,
     private readonly redis: RedisService,
     @InjectQueue(TASK_QUEUE) private readonly queue: Queue,
     @Inject(KILN_CONFIG) private readonly config: KilnConfig,
@@ -89,15 +93,23 @@ export class TaskReconcilerService {
   }
 
   async reconcileOnce(): Promise<ReconcileReport> {
+    // Deadlines first: a task past its batch's deadline is cancelled, not given a job again.
+    const deadlineCancelled = (await this.deadlines.sweep(this.passLimit)).tasks;
     const reenqueued = await this.reenqueueOrphans();
     const finishedBatches = await this.finishSettledBatches();
-    const report = { reenqueued, finishedBatches };
-    if (reenqueued + finishedBatches > 0) this.logger.log(`Reconciler: ${JSON.stringify(report)}`);
+    const report = { reenqueued, finishedBatches, deadlineCancelled };
+    if (reenqueued + finishedBatches + deadlineCancelled > 0) this.logger.log(`Reconciler: ${JSON.stringify(report)}`);
     return report;
   }
 
+  /**
+   * Running tasks past their lease first: they are a crashed generator's, with a bound to
+   * keep (QUEUE_LOCK_DURATION_MS + RECONCILE_INTERVAL_MS). The queued page is the slower
+   * safety net and is walked after them, with the tasks whose job waits undelivered left out
+   * in one round trip (undelivered), so a backlog of hundreds no longer holds a pass (and the
+   * next one, which starts an interval after it ends) for seconds of Redis round trips.
+   */
   private async reenqueueOrphans(): Promise<number> {
-    const queued = await this.queuedPage();
     const running: OrphanCandidate[] = await this.db.query(
       `SELECT id, batch_id, seq, status, attempts FROM tasks
         WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
@@ -105,8 +117,9 @@ export class TaskReconcilerService {
         ORDER BY updated_at LIMIT $2`,
       [this.config.generator.taskLeaseMs, this.passLimit],
     );
+    const queued = await this.undelivered(await this.queuedPage());
     let added = 0;
-    for (const task of [...queued, ...running]) {
+    for (const task of [...running, ...queued]) {
       try {
         if (await this.reenqueue(task)) added++;
       } catch (err) {
@@ -114,6 +127,26 @@ export class TaskReconcilerService {
       }
     }
     return added;
+  }
+
+  /**
+   * The queued tasks whose job needs a closer look: those whose job is gone or was delivered.
+   * A job that exists and was never delivered (no processedOn) is waiting, delayed or paused:
+   * live, since Bull adds a job's hash and its place in a list in one script. One pipeline
+   * for the whole page instead of a getJob and up to six state checks per task.
+   */
+  private async undelivered(tasks: OrphanCandidate[]): Promise<OrphanCandidate[]> {
+    if (tasks.length === 0) return tasks;
+    const pipeline = this.queue.client.pipeline();
+    for (const t of tasks) pipeline.hget(this.queue.toKey(renderJobId(t.id, t.attempts)), 'processedOn');
+    for (const t of tasks) pipeline.exists(this.queue.toKey(renderJobId(t.id, t.attempts)));
+    const answers = (await pipeline.exec()) ?? [];
+    if (answers.some(([err]) => err)) return tasks;
+    return tasks.filter((_, i) => {
+      const delivered = answers[i][1] !== null;
+      const exists = answers[tasks.length + i][1] === 1;
+      return !exists || delivered;
+    });
   }
 
   /**
@@ -160,7 +193,9 @@ export class TaskReconcilerService {
     const stale = await this.queue.getJob(next);
     if (stale) await stale.remove();
     const job = nextRenderJob({ id: task.id, attempts: task.attempts, batchId: task.batch_id, seq: task.seq });
-    await this.queue.add(job.name, job.data, job.opts);
+    // At the front of the queue (lifo: the next job a worker takes): at the back it waited
+    // behind the whole backlog, 40 s in the chaos run's timelines (issue 46 item 3).
+    await this.queue.add(job.name, job.data, { ...job.opts, lifo: true });
     return true;
   }
 

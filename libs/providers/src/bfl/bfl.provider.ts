@@ -1,4 +1,4 @@
-import { ProviderError, RenderRequest } from '../provider.types';
+import { ProviderError, RenderRequest } from '../render.types';
 import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
 import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
 import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
@@ -56,19 +56,29 @@ export class BflProvider extends QueueProviderBase implements QueueImageProvider
     } else {
       Object.assign(input, fitPixels(req.width, req.height, this.route.pixelRange ?? BFL_DEFAULTS.pixelRange));
     }
-    if (req.references.length > 0) input[this.route.referenceInput ?? BFL_DEFAULTS.referenceInput] = req.references[0].data.toString('base64');
+    if (req.references.length > 0)
+      input[this.route.referenceInput ?? BFL_DEFAULTS.referenceInput] = req.references[0].data.toString('base64');
     return { ...input, ...this.route.input };
   }
 
   async submit(req: RenderRequest): Promise<UpstreamSubmission> {
-    const answer = await this.http.call('POST', `${this.http.baseUrl}/${this.route.model.replace(/^\/+/, '')}`, this.auth, this.input(req), {
-      signal: req.signal,
-    });
+    const answer = await this.http.call(
+      'POST',
+      `${this.http.baseUrl}/${this.route.model.replace(/^\/+/, '')}`,
+      this.auth,
+      this.input(req),
+      {
+        signal: req.signal,
+      },
+    );
     if (answer.status < 200 || answer.status >= 300) throw this.http.errorFor(answer, (a) => /moderat/i.test(a.text));
     const body = objectOf(answer, 'BFL');
     if (typeof body.id !== 'string' || !body.id) throw new ProviderError('invalid_response', 'BFL answered without a request id');
     const fallback = `${this.http.baseUrl}/get_result?id=${encodeURIComponent(body.id)}`;
-    return { requestId: body.id, state: { pollingUrl: this.http.sameOriginOr(body.polling_url, fallback, (url) => this.onOwnDomain(url)) } };
+    return {
+      requestId: body.id,
+      state: { pollingUrl: this.http.sameOriginOr(body.polling_url, fallback, (url) => this.onOwnDomain(url)) },
+    };
   }
 
   async poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll> {
@@ -82,10 +92,12 @@ export class BflProvider extends QueueProviderBase implements QueueImageProvider
       const status = String(body.status);
       if (status === 'Ready') {
         const sample = (body.result as { sample?: unknown } | undefined)?.sample;
-        if (typeof sample !== 'string' || !sample) return { state: 'failed', error: new ProviderError('invalid_response', 'BFL was Ready without result.sample') };
+        if (typeof sample !== 'string' || !sample)
+          return { state: 'failed', error: new ProviderError('invalid_response', 'BFL was Ready without result.sample') };
         return { state: 'done', resultUrl: sample };
       }
-      if (MODERATED.has(status)) return { state: 'failed', error: new ProviderError('content_refused', `BFL refused the content (${status})`) };
+      if (MODERATED.has(status))
+        return { state: 'failed', error: new ProviderError('content_refused', `BFL refused the content (${status})`) };
       if (status === 'Error' || status === 'Failed' || status === 'Task not found') {
         return { state: 'failed', error: new ProviderError('upstream_error', `BFL's request ended: ${status}`, { retryable: true }) };
       }

@@ -14,7 +14,11 @@ const WIDE = 'WWWWWWWWWWWW';
  */
 export async function builtinFontRenders(): Promise<{ ok: boolean; narrowPx: number; widePx: number }> {
   const width = async (text: string) =>
-    (await sharp({ text: { text, font: `${BUILTIN_FONT} 24`, dpi: 72 } }).png().toBuffer({ resolveWithObject: true })).info.width;
+    (
+      await sharp({ text: { text, font: `${BUILTIN_FONT} 24`, dpi: 72 } })
+        .png()
+        .toBuffer({ resolveWithObject: true })
+    ).info.width;
   const [narrowPx, widePx] = await Promise.all([width(NARROW), width(WIDE)]);
   return { ok: narrowPx * 2 < widePx, narrowPx, widePx };
 }

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { BuiltinProvider } from './builtin.provider';
 import { pixelSize } from '../image-size';
-import { ProviderError, RenderRequest, RenderResolution } from '../provider.types';
+import { ProviderError, RenderRequest, RenderResolution } from '../render.types';
 
 const provider = new BuiltinProvider();
 
@@ -46,13 +46,17 @@ describe('BuiltinProvider', () => {
     ['21:9', '1K'],
     ['3:4', '2K'],
     ['1:1', '4K'],
-  ] as Array<[string, RenderResolution]>)('renders %s at %s at the exact pixel size', async (aspectRatio, resolution) => {
-    const { width, height } = pixelSize(aspectRatio, resolution);
-    const result = await provider.render(request({ aspectRatio, resolution, width, height }));
-    expect(result).toMatchObject({ contentType: 'image/png', width, height });
-    const meta = await sharp(result.data).metadata();
-    expect([meta.format, meta.width, meta.height]).toEqual(['png', width, height]);
-  }, 20_000);
+  ] as Array<[string, RenderResolution]>)(
+    'renders %s at %s at the exact pixel size',
+    async (aspectRatio, resolution) => {
+      const { width, height } = pixelSize(aspectRatio, resolution);
+      const result = await provider.render(request({ aspectRatio, resolution, width, height }));
+      expect(result).toMatchObject({ contentType: 'image/png', width, height });
+      const meta = await sharp(result.data).metadata();
+      expect([meta.format, meta.width, meta.height]).toEqual(['png', width, height]);
+    },
+    20_000,
+  );
 
   it('is deterministic for (prompt, seed) and changes with the seed', async () => {
     const a = await provider.render(request());
@@ -68,7 +72,12 @@ describe('BuiltinProvider', () => {
     const result = await provider.render(request({ background: 'transparent', width: 1360, height: 768, aspectRatio: '16:9' }));
     const img = await rawPixels(result.data);
     expect(img.channels).toBe(4);
-    for (const [x, y] of [[0, 0], [img.width - 1, 0], [0, img.height - 1], [img.width - 1, img.height - 1]]) {
+    for (const [x, y] of [
+      [0, 0],
+      [img.width - 1, 0],
+      [0, img.height - 1],
+      [img.width - 1, img.height - 1],
+    ]) {
       expect(pixelAt(img, x, y)[3]).toBe(0);
     }
     // ...while the middle (the prompt panel) is not
@@ -84,10 +93,18 @@ describe('BuiltinProvider', () => {
   });
 
   it('composites the reference images visibly', async () => {
-    const green = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#00FF00' } }).png().toBuffer();
+    const green = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#00FF00' } })
+      .png()
+      .toBuffer();
     const without = await provider.render(request({ background: '#FF0000' }));
     const withRefs = await provider.render(
-      request({ background: '#FF0000', references: [{ data: green, contentType: 'image/png' }, { data: green, contentType: 'image/png' }] }),
+      request({
+        background: '#FF0000',
+        references: [
+          { data: green, contentType: 'image/png' },
+          { data: green, contentType: 'image/png' },
+        ],
+      }),
     );
     expect(withRefs.data.equals(without.data)).toBe(false);
     expect(countColour(await rawPixels(without.data), [0, 255, 0])).toBe(0);
@@ -96,7 +113,9 @@ describe('BuiltinProvider', () => {
   });
 
   it('fits many references and a very long prompt', async () => {
-    const blue = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#0000FF' } }).jpeg().toBuffer();
+    const blue = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#0000FF' } })
+      .jpeg()
+      .toBuffer();
     const result = await provider.render(
       request({
         width: 1568,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
-import { CONTENT_TYPE_OF, ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from '../provider.types';
+import { CONTENT_TYPE_OF, ImageProvider, ProviderError, RenderQuality, RenderRequest, RenderResult } from '../render.types';
 import { reportProgress, throwIfAborted } from '../provider.utils';
 
 /** Far above any catalog size (21:9 at 4K would be 6256 px wide); guards against a typo costing gigabytes. */
@@ -209,6 +209,7 @@ function backgroundSvg(
 
 function promptForDisplay(prompt: string): string {
   // NUL ends the string on the C side and other control characters render as boxes.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this replaces
   const cleaned = prompt.replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g, ' ').trim();
   if (cleaned.length === 0) return '(empty prompt)';
   if (cleaned.length <= MAX_SHOWN_PROMPT_CHARS) return cleaned;
@@ -239,7 +240,9 @@ async function renderText(
     .toBuffer({ resolveWithObject: true });
   if (out.info.height > maxHeight) {
     // Too long at the preferred size: let Pango pick the largest size that fits the box.
-    out = await sharp({ text: { ...base, height: maxHeight } }).raw().toBuffer({ resolveWithObject: true });
+    out = await sharp({ text: { ...base, height: maxHeight } })
+      .raw()
+      .toBuffer({ resolveWithObject: true });
   }
   if (out.info.width > maxWidth || out.info.height > maxHeight) {
     out = await sharp(out.data, { raw: { width: out.info.width, height: out.info.height, channels: 4 } })

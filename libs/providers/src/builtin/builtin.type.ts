@@ -1,4 +1,5 @@
 import type { SyncProviderType } from '../provider-type';
+import type { RenderResolution } from '../render.types';
 import { BuiltinProvider } from './builtin.provider';
 
 export interface BuiltinRoute {
@@ -10,7 +11,7 @@ export interface BuiltinRoute {
 const shared = new BuiltinProvider();
 
 const EVERY_PAIR = Object.fromEntries(
-  ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].map((r) => [r, ['1K', '2K', '4K'] as ('1K' | '2K' | '4K')[]]),
+  ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].map((r) => [r, ['1K', '2K', '4K'] as RenderResolution[]]),
 );
 
 /** Kiln's own placeholder renderer: local CPU work, no upstream, no key. */
@@ -29,11 +30,21 @@ export const builtinType: SyncProviderType<BuiltinRoute> = {
       id: 'builtin/placeholder',
       type: 'builtin',
       settings: {},
-      cost: { usdPerImage: { '1K': 0, '2K': 0, '4K': 0 }, readOn: '2026-11-20', note: 'local CPU only' },
+      cost: {
+        rule: { per: 'image', usd: 0 },
+        readOn: '2026-11-28',
+        source: "none: renders on the generator's own CPU",
+        note: 'local CPU only',
+      },
       notes: 'Renders every ratio at every resolution, exactly the asked size',
-      model: { resolutionsByRatio: EVERY_PAIR, maxRefImages: null, supportsRefImages: true, supportsQuality: true, supportsBackground: true },
+      model: {
+        resolutionsByRatio: EVERY_PAIR,
+        maxRefImages: null,
+        supportsRefImages: true,
+        supportsQuality: true,
+        supportsBackground: true,
+      },
     },
   ],
   create: () => shared,
-  testing: { callsNoUpstream: true },
 };

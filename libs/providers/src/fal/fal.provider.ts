@@ -1,5 +1,5 @@
-import { ProviderError, RenderRequest } from '../provider.types';
-import type { QueueImageProvider, UpstreamPoll, UpstreamSubmission } from '../provider-type';
+import { ProviderError, RenderRequest } from '../render.types';
+import type { QueueImageProvider, UpstreamCancel, UpstreamPoll, UpstreamSubmission } from '../provider-type';
 import { QueueProviderBase, QueueProviderDeps, QueueRouteSettings } from '../queue-route';
 import { fitPixels, nearestRatio, PixelRange } from '../queue-sizes';
 import { dataUri, objectOf, ParsedUpstreamAnswer } from '../queue-http';
@@ -78,21 +78,50 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
   }
 
   async submit(req: RenderRequest): Promise<UpstreamSubmission> {
-    const answer = await this.http.call('POST', `${this.http.baseUrl}/${this.route.model.replace(/^\/+/, '')}`, this.auth, this.input(req), {
-      signal: req.signal,
-    });
+    const answer = await this.http.call(
+      'POST',
+      `${this.http.baseUrl}/${this.route.model.replace(/^\/+/, '')}`,
+      this.auth,
+      this.input(req),
+      {
+        signal: req.signal,
+      },
+    );
     if (answer.status < 200 || answer.status >= 300) throw this.http.errorFor(answer, falRefused);
     const body = objectOf(answer, 'fal');
     const requestId = body.request_id;
-    if (typeof requestId !== 'string' || !requestId) throw new ProviderError('invalid_response', 'fal answered the submit without a request_id');
+    if (typeof requestId !== 'string' || !requestId)
+      throw new ProviderError('invalid_response', 'fal answered the submit without a request_id');
     const base = `${this.http.baseUrl}/${appIdOf(this.route.model)}/requests/${encodeURIComponent(requestId)}`;
     return {
       requestId,
       state: {
         statusUrl: this.http.sameOriginOr(body.status_url, `${base}/status`),
         responseUrl: this.http.sameOriginOr(body.response_url, base),
+        cancelUrl: this.http.sameOriginOr(body.cancel_url, `${base}/cancel`),
       },
     };
+  }
+
+  /**
+   * `PUT .../requests/{id}/cancel`: 202 (CANCELLATION_REQUESTED) takes a request still in the
+   * queue out of it, so it never runs; 400 (ALREADY_COMPLETED) means it runs or ran, and is
+   * billed. A request submitted before Kiln kept the cancel URL gets the one fal's SDK builds.
+   */
+  cancel(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamCancel> {
+    const url = submission.state.cancelUrl ?? submission.state.responseUrl.replace(/\/?$/, '/cancel');
+    return this.cancelCall(
+      'PUT',
+      url,
+      this.auth,
+      (answer) => {
+        const said = `${answer.status} ${this.http.upstreamMessage(answer) || ''}`.trim();
+        if (answer.status === 202) return { outcome: 'cancelled', detail: said };
+        // 400 ALREADY_COMPLETED (running or done); 404 fal no longer knows it: its poll tells how it ended.
+        return { outcome: answer.status === 400 ? 'runs' : 'unknown', detail: said };
+      },
+      signal,
+    );
   }
 
   async poll(submission: UpstreamSubmission, signal?: AbortSignal): Promise<UpstreamPoll> {
@@ -113,7 +142,10 @@ export class FalProvider extends QueueProviderBase implements QueueImageProvider
       const body = objectOf(result, 'fal');
       const nsfw = body.has_nsfw_concepts;
       if (Array.isArray(nsfw) && nsfw[0] === true) {
-        return { state: 'failed', error: new ProviderError('content_refused', "fal's safety checker refused the image (has_nsfw_concepts)") };
+        return {
+          state: 'failed',
+          error: new ProviderError('content_refused', "fal's safety checker refused the image (has_nsfw_concepts)"),
+        };
       }
       const images = body.images;
       const first = Array.isArray(images) ? (images[0] as { url?: unknown } | undefined) : undefined;

@@ -1,12 +1,26 @@
-import { ProviderError } from '../provider.types';
+import { ProviderError } from '../render.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, rawCall, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import {
+  BatchClientOptions,
+  BatchHttp,
+  BatchListPage,
+  findInList,
+  jsonCall,
+  pollTrouble,
+  rawCall,
+  resultFileLines,
+  resultOfLine,
+  stillWaiting,
+  uploadTimeoutMs,
+} from '../upstream-batch-http';
 import { checkedImage, upstreamPolicies } from '../upstream-http';
 import { classifyGeminiError } from './gemini.errors';
 import { GeminiProviderConfig, GenerateContentAnswer, geminiRequestBody, inlineImageOf } from './gemini.provider';
+import { geminiUsageOf } from './gemini.usage';
 
-export interface GeminiBatchConfig extends Pick<GeminiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'>, BatchClientOptions {}
+export interface GeminiBatchConfig
+  extends Pick<GeminiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'>, BatchClientOptions {}
 
 /**
  * Kiln's own cap on one input file: the collector holds the lines in memory while it uploads
@@ -97,7 +111,9 @@ export class GeminiBatchApi implements UpstreamBatchApi {
         'x-goog-upload-header-content-length': String(body.length),
         'x-goog-upload-header-content-type': 'application/jsonl',
       },
-      Buffer.from(JSON.stringify({ file: { displayName: `kiln-${group}`, mimeType: 'application/jsonl', sizeBytes: String(body.length) } })),
+      Buffer.from(
+        JSON.stringify({ file: { displayName: `kiln-${group}`, mimeType: 'application/jsonl', sizeBytes: String(body.length) } }),
+      ),
       this.config.timeoutMs,
       signal,
     );
@@ -123,7 +139,8 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     } catch {
       throw new ProviderError('invalid_response', 'The Files API answered the upload with something other than JSON');
     }
-    if (typeof file?.file?.name !== 'string' || !file.file.name) throw new ProviderError('invalid_response', 'The Files API answered the upload without a file name');
+    if (typeof file?.file?.name !== 'string' || !file.file.name)
+      throw new ProviderError('invalid_response', 'The Files API answered the upload without a file name');
     return { inputId: file.file.name };
   }
 
@@ -132,14 +149,21 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     const url = `${this.baseUrl}/models/${encodeURIComponent(this.config.model)}:batchGenerateContent`;
     const body = Buffer.from(JSON.stringify({ batch: { inputConfig: { fileName: inputId }, displayName: group } }));
     const op = (await jsonCall(this.http, { method: 'POST', url, body, contentType: 'application/json' }, signal)) as GeminiBatchOperation;
-    if (typeof op?.name !== 'string' || !op.name.startsWith('batches/')) throw new ProviderError('invalid_response', 'The batch API answered the create without a batch name');
+    if (typeof op?.name !== 'string' || !op.name.startsWith('batches/'))
+      throw new ProviderError('invalid_response', 'The batch API answered the create without a batch name');
     return { batchId: op.name, state: { inputFileName: inputId } };
   }
 
   /** Lists batches (newest first) until one's displayName is the group id, within the window (findInList). */
   async findBatch(group: string, signal?: AbortSignal): Promise<UpstreamBatchRef | null> {
-    const match = (op: GeminiBatchOperation): UpstreamBatchRef | null => (op?.metadata?.displayName === group && typeof op.name === 'string' ? { batchId: op.name, state: {} } : null);
-    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'pageSize', cursor: 'pageToken' }, read: listPage, match }, signal);
+    const match = (op: GeminiBatchOperation): UpstreamBatchRef | null =>
+      op?.metadata?.displayName === group && typeof op.name === 'string' ? { batchId: op.name, state: {} } : null;
+    return findInList(
+      this.http,
+      this.config,
+      { url: `${this.baseUrl}/batches`, params: { size: 'pageSize', cursor: 'pageToken' }, read: listPage, match },
+      signal,
+    );
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
@@ -153,7 +177,10 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     const outcome = ENDED[state];
     if (!outcome) {
       const stats = op?.metadata?.batchStats;
-      return stillWaiting(state, [stats?.successfulRequestCount, stats?.failedRequestCount].map(Number).filter((n) => Number.isFinite(n)));
+      return stillWaiting(
+        state,
+        [stats?.successfulRequestCount, stats?.failedRequestCount].map(Number).filter((n) => Number.isFinite(n)),
+      );
     }
     const found: Record<string, string> = {};
     const file = op.metadata?.output?.responsesFile;
@@ -162,7 +189,11 @@ export class GeminiBatchApi implements UpstreamBatchApi {
   }
 
   /** The responsesFile's lines as they arrive; a batch that ended without one delivers nothing (Kiln refunds its lines). */
-  async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
+  async *results(
+    ref: UpstreamBatchRef,
+    ended: Extract<UpstreamBatchStatus, { state: 'ended' }>,
+    signal?: AbortSignal,
+  ): AsyncIterable<UpstreamBatchResult> {
     const file = ended.found.responsesFile;
     if (!file) return;
     const url = `${this.baseUrl}/${filePath(file)}:download?alt=media`;
@@ -174,7 +205,16 @@ export class GeminiBatchApi implements UpstreamBatchApi {
 
   async cancel(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<void> {
     try {
-      await jsonCall(this.http, { method: 'POST', url: `${this.baseUrl}/${batchPath(ref.batchId)}:cancel`, body: Buffer.from('{}'), contentType: 'application/json' }, signal);
+      await jsonCall(
+        this.http,
+        {
+          method: 'POST',
+          url: `${this.baseUrl}/${batchPath(ref.batchId)}:cancel`,
+          body: Buffer.from('{}'),
+          contentType: 'application/json',
+        },
+        signal,
+      );
     } catch (err) {
       // A batch already over cannot be cancelled (FAILED_PRECONDITION): nothing left to stop.
       if (err instanceof ProviderError && (err.status === 400 || err.status === 409) && err.upstreamCode === 'FAILED_PRECONDITION') return;
@@ -187,11 +227,20 @@ export class GeminiBatchApi implements UpstreamBatchApi {
     const key = line.key;
     if (line.error && typeof line.error === 'object') {
       const status = httpStatusOf(line.error.code);
-      return { key, ok: false, error: classifyGeminiError({ status, headers: new Headers(), text: JSON.stringify({ error: line.error }) }, { apiKey: this.config.apiKey }) };
+      return {
+        key,
+        ok: false,
+        error: classifyGeminiError(
+          { status, headers: new Headers(), text: JSON.stringify({ error: line.error }) },
+          { apiKey: this.config.apiKey },
+        ),
+      };
     }
     try {
       const image = await checkedImage(inlineImageOf(line.response ?? {}), this.config.maxImageBytes);
-      return { key, ok: true, image };
+      // The line's usageMetadata prices the image, as on a render (at the rule's economy factor).
+      const usage = geminiUsageOf(line.response);
+      return { key, ok: true, image: usage ? { ...image, usage } : image };
     } catch (err) {
       if (err instanceof ProviderError) return { key, ok: false, error: err };
       throw err;
@@ -218,7 +267,13 @@ export class GeminiBatchApi implements UpstreamBatchApi {
   }
 
   /** A POST whose answer headers matter (the upload protocol's), classified like every call. */
-  private raw(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<{ headers: Headers; text: string }> {
+  private raw(
+    url: string,
+    headers: Record<string, string>,
+    body: Buffer,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ headers: Headers; text: string }> {
     return rawCall(this.http, { method: 'POST', url, headers, body, timeoutMs }, signal);
   }
 }
@@ -228,7 +283,8 @@ function listPage(answer: unknown): BatchListPage<GeminiBatchOperation> {
   const list = answer as { operations?: unknown; nextPageToken?: unknown };
   const ops = Array.isArray(list?.operations) ? (list.operations as GeminiBatchOperation[]) : [];
   const next = typeof list?.nextPageToken === 'string' && list.nextPageToken ? list.nextPageToken : null;
-  return { items: ops, next, lastCreatedMs: Date.parse(String(ops[ops.length - 1]?.metadata?.createTime ?? '')) };
+  const lastCreated = ops[ops.length - 1]?.metadata?.createTime;
+  return { items: ops, next, lastCreatedMs: Date.parse(typeof lastCreated === 'string' ? lastCreated : '') };
 }
 
 /** `batches/abc` -> `batches/abc` with each segment escaped (the SDK's `batches/{name}`). */

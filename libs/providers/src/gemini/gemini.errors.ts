@@ -1,5 +1,5 @@
 import type { UpstreamAnswer } from '../provider-type';
-import { ProviderError } from '../provider.types';
+import { ProviderError } from '../render.types';
 import { parseRetryAfter, safeUpstreamMessage } from '../upstream-http';
 
 /** Candidate finish reasons that mean the content policy refused the prompt or the image (spec v1.2). */
@@ -21,8 +21,10 @@ export function classifyGeminiError(answer: UpstreamAnswer, secrets: { apiKey: s
       upstreamCode: code,
     });
   }
-  if (status === 408 || status === 504) return new ProviderError('timeout', `Upstream timed out (${status})${detail}`, { status, upstreamCode: code });
-  if (status >= 500) return new ProviderError('upstream_error', `Upstream error (${status})${detail}`, { retryable: true, status, upstreamCode: code });
+  if (status === 408 || status === 504)
+    return new ProviderError('timeout', `Upstream timed out (${status})${detail}`, { status, upstreamCode: code });
+  if (status >= 500)
+    return new ProviderError('upstream_error', `Upstream error (${status})${detail}`, { retryable: true, status, upstreamCode: code });
   return new ProviderError('bad_request', `Upstream refused the request (${status})${detail}`, { status, upstreamCode: code });
 }
 
@@ -31,14 +33,21 @@ export function classifyGeminiError(answer: UpstreamAnswer, secrets: { apiKey: s
  * reason) is content_refused; anything else (text only, NO_IMAGE, IMAGE_OTHER) is an answer
  * that is not an image.
  */
-export function geminiNoImage(answer: { promptFeedback?: { blockReason?: unknown }; candidates?: { finishReason?: unknown }[] }): ProviderError {
+export function geminiNoImage(answer: {
+  promptFeedback?: { blockReason?: unknown };
+  candidates?: { finishReason?: unknown }[];
+}): ProviderError {
   const blockReason = answer.promptFeedback?.blockReason;
   if (typeof blockReason === 'string' && blockReason !== 'BLOCK_REASON_UNSPECIFIED') {
-    return new ProviderError('content_refused', `The upstream refused the prompt (blockReason ${blockReason})`, { upstreamCode: blockReason });
+    return new ProviderError('content_refused', `The upstream refused the prompt (blockReason ${blockReason})`, {
+      upstreamCode: blockReason,
+    });
   }
   const finishReason = answer.candidates?.[0]?.finishReason;
   if (typeof finishReason === 'string' && GEMINI_REFUSAL_FINISH_REASONS.includes(finishReason)) {
-    return new ProviderError('content_refused', `The upstream refused to make the image (finishReason ${finishReason})`, { upstreamCode: finishReason });
+    return new ProviderError('content_refused', `The upstream refused to make the image (finishReason ${finishReason})`, {
+      upstreamCode: finishReason,
+    });
   }
   const why = typeof finishReason === 'string' ? ` (finishReason ${finishReason})` : '';
   return new ProviderError('invalid_response', `The image provider answered without an image${why}`, {

@@ -1,5 +1,6 @@
 import { EgressPolicy } from '@app/egress';
-import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
+import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../render.types';
+import { geminiUsageOf } from './gemini.usage';
 import { reportProgress, throwIfAborted } from '../provider.utils';
 import { checkedImage, postForImagePayload, upstreamPolicies } from '../upstream-http';
 import { classifyGeminiError, geminiNoImage } from './gemini.errors';
@@ -20,7 +21,10 @@ export interface GeminiProviderConfig {
 /** The answer fields Kiln reads (REST JSON, camelCase). */
 export interface GenerateContentAnswer {
   promptFeedback?: { blockReason?: unknown };
-  candidates?: { finishReason?: unknown; content?: { parts?: { text?: unknown; inlineData?: { mimeType?: unknown; data?: unknown } }[] } }[];
+  candidates?: {
+    finishReason?: unknown;
+    content?: { parts?: { text?: unknown; inlineData?: { mimeType?: unknown; data?: unknown } }[] };
+  }[];
 }
 
 /**
@@ -56,9 +60,12 @@ export class GeminiProvider implements ImageProvider {
       classify: classifyGeminiError,
     });
     reportProgress(req.onProgress, 60);
-    const image = await checkedImage(firstInlineImage(answer.payload), this.config.maxImageBytes);
+    const parsed = parseAnswer(answer.payload);
+    const image = await checkedImage(inlineImageOf(parsed), this.config.maxImageBytes);
     reportProgress(req.onProgress, 70);
-    return image;
+    // The tokens the answer reports, which price the image where the route's rule has token prices.
+    const usage = geminiUsageOf(parsed);
+    return usage ? { ...image, usage } : image;
   }
 }
 
@@ -67,7 +74,10 @@ export class GeminiProvider implements ImageProvider {
  * gemini.batch.ts): the prompt as text, each reference as inlineData, an IMAGE answer in the
  * nearest ratio Gemini takes (and imageSize on 3.x models).
  */
-export function geminiRequestBody(model: string, req: Pick<RenderRequest, 'prompt' | 'seed' | 'width' | 'height' | 'resolution' | 'references'>): Record<string, unknown> {
+export function geminiRequestBody(
+  model: string,
+  req: Pick<RenderRequest, 'prompt' | 'seed' | 'width' | 'height' | 'resolution' | 'references'>,
+): Record<string, unknown> {
   const parts: Record<string, unknown>[] = [{ text: req.prompt }];
   for (const ref of req.references) parts.push({ inlineData: { mimeType: ref.contentType, data: ref.data.toString('base64') } });
   return {
@@ -80,21 +90,20 @@ export function geminiRequestBody(model: string, req: Pick<RenderRequest, 'promp
   };
 }
 
-/** The first part with inlineData; a model may answer text parts around it, or no image at all. */
-function firstInlineImage(payload: string): Buffer {
-  let answer: GenerateContentAnswer;
+function parseAnswer(payload: string): GenerateContentAnswer {
   try {
-    answer = JSON.parse(payload) as GenerateContentAnswer;
+    return JSON.parse(payload) as GenerateContentAnswer;
   } catch {
     throw new ProviderError('invalid_response', 'The image provider answered with something other than JSON');
   }
-  return inlineImageOf(answer);
 }
 
-/** The image of a parsed generateContent answer, or its refusal / missing image as a ProviderError. */
+/** The image of a parsed generateContent answer (the first part with inlineData: a model may answer text parts around it), or its refusal / missing image as a ProviderError. */
 export function inlineImageOf(answer: GenerateContentAnswer): Buffer {
   const parts = answer?.candidates?.[0]?.content?.parts;
-  const image = Array.isArray(parts) ? parts.find((p) => typeof p?.inlineData?.data === 'string' && p.inlineData.data.length > 0) : undefined;
+  const image = Array.isArray(parts)
+    ? parts.find((p) => typeof p?.inlineData?.data === 'string' && p.inlineData.data.length > 0)
+    : undefined;
   if (!image) throw geminiNoImage(answer ?? {});
   return Buffer.from(image.inlineData!.data as string, 'base64');
 }

@@ -1,5 +1,5 @@
 import type { PixelSize } from '../image-size';
-import type { RenderResolution } from '../provider.types';
+import type { RenderResolution } from '../render.types';
 import { nearestSize } from '../size-rules';
 
 /**
@@ -27,7 +27,11 @@ export function takesImageSize(model: string): boolean {
 }
 
 /** What Kiln sends for an exact size: the nearest ratio Gemini takes, and imageSize when the model takes it. */
-export function geminiImageConfig(model: string, asked: PixelSize, resolution: RenderResolution): { aspectRatio: string; imageSize?: RenderResolution } {
+export function geminiImageConfig(
+  model: string,
+  asked: PixelSize,
+  resolution: RenderResolution,
+): { aspectRatio: string; imageSize?: RenderResolution } {
   const { ratio } = nearestSize(asked, RATIOS_1K);
   return takesImageSize(model) ? { aspectRatio: ratio, imageSize: resolution } : { aspectRatio: ratio };
 }

@@ -1,15 +1,30 @@
 import { randomBytes } from 'node:crypto';
 import type { EgressPolicy } from '@app/egress';
-import { ProviderError, RenderResult } from '../provider.types';
+import { ProviderError, RenderResult } from '../render.types';
 import { throwIfAborted } from '../provider.utils';
 import type { UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
-import { BatchClientOptions, BatchHttp, BatchListPage, findInList, jsonCall, pollTrouble, resultFileLines, resultOfLine, stillWaiting, uploadTimeoutMs } from '../upstream-batch-http';
+import {
+  BatchClientOptions,
+  BatchHttp,
+  BatchListPage,
+  findInList,
+  jsonCall,
+  pollTrouble,
+  resultFileLines,
+  resultOfLine,
+  stillWaiting,
+  uploadTimeoutMs,
+} from '../upstream-batch-http';
 import { checkedImage, downloadImage, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
 import { openAiGenerationsBody, OpenAiProviderConfig, parseFirstImage } from './openai.provider';
 
 export interface OpenAiBatchConfig
-  extends Pick<OpenAiProviderConfig, 'baseUrl' | 'apiKey' | 'model' | 'sizeMap' | 'upstreamSize' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'>,
+  extends
+    Pick<
+      OpenAiProviderConfig,
+      'baseUrl' | 'apiKey' | 'model' | 'sizeMap' | 'upstreamSize' | 'timeoutMs' | 'allowPrivate' | 'maxImageBytes'
+    >,
     BatchClientOptions {}
 
 /** OpenAI's limits per batch input file (Batch API guide, openai-node BatchCreateParams). */
@@ -71,7 +86,13 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
     this.pollIntervalMs = config.pollIntervalMs;
     const policies = upstreamPolicies(this.baseUrl, config.allowPrivate);
     this.downloadPolicy = policies.download;
-    this.http = { policy: policies.api, headers: { authorization: `Bearer ${config.apiKey}` }, apiKey: config.apiKey, timeoutMs: config.timeoutMs, classify: classifyOpenAiError };
+    this.http = {
+      policy: policies.api,
+      headers: { authorization: `Bearer ${config.apiKey}` },
+      apiKey: config.apiKey,
+      timeoutMs: config.timeoutMs,
+      classify: classifyOpenAiError,
+    };
   }
 
   /** Why a task cannot go through this batch API, or null: the collector keeps such tasks out. */
@@ -93,24 +114,45 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
     // Built by hand rather than with FormData: the input may be 200 MB, copied once here.
     const body = Buffer.concat([
       Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n`),
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="kiln-${safeName(group)}.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n`),
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="kiln-${safeName(group)}.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n`,
+      ),
       Buffer.from(lines.join('\n') + '\n'),
       Buffer.from(`\r\n--${boundary}--\r\n`),
     ]);
     const answer = (await jsonCall(
       this.http,
-      { method: 'POST', url: `${this.baseUrl}/files`, body, contentType: `multipart/form-data; boundary=${boundary}`, timeoutMs: uploadTimeoutMs(this.config.timeoutMs, body.length) },
+      {
+        method: 'POST',
+        url: `${this.baseUrl}/files`,
+        body,
+        contentType: `multipart/form-data; boundary=${boundary}`,
+        timeoutMs: uploadTimeoutMs(this.config.timeoutMs, body.length),
+      },
       signal,
     )) as { id?: unknown };
-    if (typeof answer?.id !== 'string' || answer.id.length === 0) throw new ProviderError('invalid_response', 'The batch API answered the upload without a file id');
+    if (typeof answer?.id !== 'string' || answer.id.length === 0)
+      throw new ProviderError('invalid_response', 'The batch API answered the upload without a file id');
     return { inputId: answer.id };
   }
 
   async createBatch(inputId: string, group: string, signal?: AbortSignal): Promise<UpstreamBatchRef> {
     throwIfAborted(signal);
-    const body = Buffer.from(JSON.stringify({ input_file_id: inputId, endpoint: ENDPOINT, completion_window: '24h', metadata: { [OPENAI_BATCH_GROUP_KEY]: group } }));
-    const batch = (await jsonCall(this.http, { method: 'POST', url: `${this.baseUrl}/batches`, body, contentType: 'application/json' }, signal)) as OpenAiBatchObject;
-    if (typeof batch?.id !== 'string' || batch.id.length === 0) throw new ProviderError('invalid_response', 'The batch API answered the create without a batch id');
+    const body = Buffer.from(
+      JSON.stringify({
+        input_file_id: inputId,
+        endpoint: ENDPOINT,
+        completion_window: '24h',
+        metadata: { [OPENAI_BATCH_GROUP_KEY]: group },
+      }),
+    );
+    const batch = (await jsonCall(
+      this.http,
+      { method: 'POST', url: `${this.baseUrl}/batches`, body, contentType: 'application/json' },
+      signal,
+    )) as OpenAiBatchObject;
+    if (typeof batch?.id !== 'string' || batch.id.length === 0)
+      throw new ProviderError('invalid_response', 'The batch API answered the create without a batch id');
     return { batchId: batch.id, state: { inputFileId: inputId } };
   }
 
@@ -123,13 +165,22 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
       batch?.metadata?.[OPENAI_BATCH_GROUP_KEY] === group && typeof batch.id === 'string'
         ? { batchId: batch.id, state: typeof batch.input_file_id === 'string' ? { inputFileId: batch.input_file_id } : {} }
         : null;
-    return findInList(this.http, this.config, { url: `${this.baseUrl}/batches`, params: { size: 'limit', cursor: 'after' }, read: listPage, match }, signal);
+    return findInList(
+      this.http,
+      this.config,
+      { url: `${this.baseUrl}/batches`, params: { size: 'limit', cursor: 'after' }, read: listPage, match },
+      signal,
+    );
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
     let batch: OpenAiBatchObject;
     try {
-      batch = (await jsonCall(this.http, { method: 'GET', url: `${this.baseUrl}/batches/${encodeURIComponent(ref.batchId)}` }, signal)) as OpenAiBatchObject;
+      batch = (await jsonCall(
+        this.http,
+        { method: 'GET', url: `${this.baseUrl}/batches/${encodeURIComponent(ref.batchId)}` },
+        signal,
+      )) as OpenAiBatchObject;
     } catch (err) {
       return pollTrouble(err);
     }
@@ -137,7 +188,10 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
     const outcome = ENDED[status];
     if (!outcome) {
       const counts = batch?.request_counts;
-      return stillWaiting(status, [counts?.completed, counts?.failed].filter((n): n is number => typeof n === 'number'));
+      return stillWaiting(
+        status,
+        [counts?.completed, counts?.failed].filter((n): n is number => typeof n === 'number'),
+      );
     }
     const found: Record<string, string> = {};
     if (typeof batch.output_file_id === 'string' && batch.output_file_id) found.outputFileId = batch.output_file_id;
@@ -150,12 +204,18 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
    * the batch ended before they ran (batch_expired, batch_cancelled) are not answered: they are
    * the undelivered lines Kiln fails and refunds itself.
    */
-  async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
+  async *results(
+    ref: UpstreamBatchRef,
+    ended: Extract<UpstreamBatchStatus, { state: 'ended' }>,
+    signal?: AbortSignal,
+  ): AsyncIterable<UpstreamBatchResult> {
     for (const fileId of [ended.found.outputFileId, ended.found.errorFileId]) {
       if (!fileId) continue;
       const url = `${this.baseUrl}/files/${encodeURIComponent(fileId)}/content`;
       for await (const line of resultFileLines(this.http, url, this.config.maxImageBytes, this.maxLines, signal)) {
-        const result = await resultOfLine<OpenAiBatchOutputLine>(line, 'custom_id', this.config.maxImageBytes, (parsed) => this.lineResult(parsed, signal));
+        const result = await resultOfLine<OpenAiBatchOutputLine>(line, 'custom_id', this.config.maxImageBytes, (parsed) =>
+          this.lineResult(parsed, signal),
+        );
         if (result) yield result;
       }
     }
@@ -180,17 +240,32 @@ export class OpenAiBatchApi implements UpstreamBatchApi {
       const code = typeof line.error?.code === 'string' ? line.error.code : undefined;
       if (code && NEVER_RAN_CODES.includes(code)) return null;
       const message = typeof line.error?.message === 'string' ? line.error.message : 'no response';
-      return { key, ok: false, error: classifyOpenAiError({ status: 500, headers: new Headers(), text: JSON.stringify({ error: { code, message } }) }, { apiKey: this.config.apiKey }) };
+      return {
+        key,
+        ok: false,
+        error: classifyOpenAiError(
+          { status: 500, headers: new Headers(), text: JSON.stringify({ error: { code, message } }) },
+          { apiKey: this.config.apiKey },
+        ),
+      };
     }
     const bodyText = typeof response!.body === 'string' ? response!.body : JSON.stringify(response!.body ?? null);
     if (statusCode < 200 || statusCode >= 300) {
-      return { key, ok: false, error: classifyOpenAiError({ status: statusCode, headers: new Headers(), text: bodyText }, { apiKey: this.config.apiKey }) };
+      return {
+        key,
+        ok: false,
+        error: classifyOpenAiError({ status: statusCode, headers: new Headers(), text: bodyText }, { apiKey: this.config.apiKey }),
+      };
     }
     try {
       const first = parseFirstImage(bodyText);
-      const data = 'b64' in first ? Buffer.from(first.b64, 'base64') : await downloadImage(first.url, { ...this.config, policy: this.downloadPolicy, signal });
+      const data =
+        'b64' in first
+          ? Buffer.from(first.b64, 'base64')
+          : await downloadImage(first.url, { ...this.config, policy: this.downloadPolicy, signal });
       const image: RenderResult = await checkedImage(data, this.config.maxImageBytes);
-      return { key, ok: true, image };
+      // The line's usage prices the image, as on a render (at the rule's economy factor).
+      return { key, ok: true, image: first.usage ? { ...image, usage: first.usage } : image };
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       if (err instanceof ProviderError) return { key, ok: false, error: err };

@@ -1,5 +1,5 @@
 import type { UpstreamAnswer } from '../provider-type';
-import { ProviderError } from '../provider.types';
+import { ProviderError } from '../render.types';
 import { parseRateHeaders, parseRetryAfter, safeUpstreamMessage } from '../upstream-http';
 
 /**

@@ -2,7 +2,7 @@ import { AddressInfo } from 'node:net';
 import { createServer, IncomingMessage, Server, ServerResponse } from 'node:http';
 import sharp from 'sharp';
 import { OpenAiProvider, OpenAiProviderConfig, parseRetryAfter } from './openai.provider';
-import { ProviderError, RenderRequest } from '../provider.types';
+import { ProviderError, RenderRequest } from '../render.types';
 
 const API_KEY = 'sk-test-secret-0123456789';
 
@@ -80,8 +80,12 @@ let png1360: Buffer;
 let webp32: Buffer;
 
 beforeAll(async () => {
-  png1360 = await sharp({ create: { width: 1360, height: 768, channels: 4, background: '#33669980' } }).png().toBuffer();
-  webp32 = await sharp({ create: { width: 32, height: 48, channels: 3, background: '#336699' } }).webp().toBuffer();
+  png1360 = await sharp({ create: { width: 1360, height: 768, channels: 4, background: '#33669980' } })
+    .png()
+    .toBuffer();
+  webp32 = await sharp({ create: { width: 32, height: 48, channels: 3, background: '#336699' } })
+    .webp()
+    .toBuffer();
 });
 
 async function failure(p: Promise<unknown>): Promise<ProviderError> {
@@ -155,8 +159,12 @@ describe('OpenAiProvider generations', () => {
 describe('OpenAiProvider edits', () => {
   it('posts multipart with every reference as image[]', async () => {
     handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
-    const refA = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#FF0000' } }).png().toBuffer();
-    const refB = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#00FF00' } }).jpeg().toBuffer();
+    const refA = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#FF0000' } })
+      .png()
+      .toBuffer();
+    const refB = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#00FF00' } })
+      .jpeg()
+      .toBuffer();
     await provider().render(
       request({
         quality: 'medium',
@@ -191,7 +199,8 @@ describe('OpenAiProvider edits', () => {
 
 describe('OpenAiProvider failures', () => {
   it('429 is a retryable rate limit honouring Retry-After in seconds', async () => {
-    handler = (_req, res) => json(res, 429, { error: { message: 'Rate limit reached', code: 'rate_limit_exceeded' } }, { 'retry-after': '7' });
+    handler = (_req, res) =>
+      json(res, 429, { error: { message: 'Rate limit reached', code: 'rate_limit_exceeded' } }, { 'retry-after': '7' });
     const err = await failure(provider().render(request()));
     expect(err).toMatchObject({ kind: 'rate_limited', retryable: true, retryAfterMs: 7000, status: 429 });
     expect(err.message).toBe('Upstream rate limit reached (429): Rate limit reached');
@@ -314,8 +323,7 @@ describe('OpenAiProvider: upstream answers are untrusted', () => {
   });
 
   it('uses b64_json when the upstream sends both, fetching nothing', async () => {
-    handler = (_req, res) =>
-      json(res, 200, { data: [{ b64_json: png1360.toString('base64'), url: `${internalOrigin}/other.webp` }] });
+    handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64'), url: `${internalOrigin}/other.webp` }] });
     const result = await provider().render(request());
     expect(result.data.equals(png1360)).toBe(true);
     expect(captured).toHaveLength(1);
@@ -386,7 +394,9 @@ describe('OpenAiProvider: upstream answers are untrusted', () => {
     handler = (_req, res) => json(res, 200, { data: [{ b64_json: png1360.toString('base64') }] });
     const err = await failure(provider({ allowPrivate: false }).render(request()));
     expect(err).toMatchObject({ kind: 'not_configured', retryable: false });
-    expect(err.message).toBe('The image provider\'s address is refused: The host resolves to a non-public address (loopback); the operator\'s UPSTREAM_ALLOW_PRIVATE=true allows private addresses and http');
+    expect(err.message).toBe(
+      "The image provider's address is refused: The host resolves to a non-public address (loopback); the operator's UPSTREAM_ALLOW_PRIVATE=true allows private addresses and http",
+    );
     expect(captured).toHaveLength(0);
   });
 

@@ -1,5 +1,7 @@
 import { EgressPolicy } from '@app/egress';
-import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
+import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../render.types';
+import type { TokenUsage } from '../price-rule';
+import { openAiUsageOf } from './openai.usage';
 import { reportProgress, throwIfAborted } from '../provider.utils';
 import { checkedImage, downloadImage, parseRateHeaders, postForImagePayload, upstreamPolicies } from '../upstream-http';
 import { classifyOpenAiError } from './openai.errors';
@@ -112,7 +114,7 @@ export class OpenAiProvider implements ImageProvider {
     // The remainder of the bar belongs to the caller, which still has to store the file.
     reportProgress(req.onProgress, 70);
     const rateHeaders = parseRateHeaders(answer.headers);
-    return rateHeaders ? { ...image, rateHeaders } : image;
+    return { ...image, ...(rateHeaders ? { rateHeaders } : {}), ...(first.usage ? { usage: first.usage } : {}) };
   }
 }
 
@@ -125,7 +127,9 @@ export function openAiGenerationsBody(
   config: Pick<OpenAiProviderConfig, 'model' | 'sizeMap' | 'upstreamSize'>,
   req: Pick<RenderRequest, 'prompt' | 'width' | 'height' | 'quality' | 'background'>,
 ): { model: string; prompt: string; n: 1; size: string; quality?: string; background?: 'transparent'; response_format?: 'b64_json' } {
-  const size = config.upstreamSize ? config.upstreamSize({ width: req.width, height: req.height }) : (config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`);
+  const size = config.upstreamSize
+    ? config.upstreamSize({ width: req.width, height: req.height })
+    : (config.sizeMap?.[`${req.width}x${req.height}`] ?? `${req.width}x${req.height}`);
   // 'auto' is every upstream's default, and a '#RRGGBB' colour has no upstream equivalent.
   const quality = req.quality !== null && req.quality !== 'auto' ? req.quality : undefined;
   const background = req.background === 'transparent' ? 'transparent' : undefined;
@@ -135,7 +139,7 @@ export function openAiGenerationsBody(
 }
 
 /** b64_json is preferred when an upstream sends both: it needs no second request. */
-export function parseFirstImage(payload: string): { b64: string } | { url: string } {
+export function parseFirstImage(payload: string): ({ b64: string } | { url: string }) & { usage?: TokenUsage } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload);
@@ -144,7 +148,10 @@ export function parseFirstImage(payload: string): { b64: string } | { url: strin
   }
   const first = (parsed as { data?: unknown })?.data;
   const item = Array.isArray(first) ? (first[0] as { b64_json?: unknown; url?: unknown } | undefined) : undefined;
-  if (item && typeof item.b64_json === 'string' && item.b64_json.length > 0) return { b64: item.b64_json };
-  if (item && typeof item.url === 'string' && item.url.length > 0) return { url: item.url };
+  // The tokens the answer reports, which price the image where the route's rule has token prices.
+  const usage = openAiUsageOf(parsed);
+  const reported = usage ? { usage } : {};
+  if (item && typeof item.b64_json === 'string' && item.b64_json.length > 0) return { b64: item.b64_json, ...reported };
+  if (item && typeof item.url === 'string' && item.url.length > 0) return { url: item.url, ...reported };
   throw new ProviderError('invalid_response', 'The image provider answered without an image (no data[0].b64_json or url)');
 }

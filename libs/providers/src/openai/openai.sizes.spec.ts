@@ -32,9 +32,12 @@ describe('openai refusals', () => {
   const answer = (status: number, body: unknown) => ({ status, headers: new Headers(), text: JSON.stringify(body) });
 
   it.each(['moderation_blocked', 'content_policy_violation'])('%s is content_refused, not retried', (code) => {
-    const err = classifyOpenAiError(answer(400, { error: { type: 'image_generation_user_error', code, message: 'Rejected by the safety system' } }), {
-      apiKey: 'sk',
-    });
+    const err = classifyOpenAiError(
+      answer(400, { error: { type: 'image_generation_user_error', code, message: 'Rejected by the safety system' } }),
+      {
+        apiKey: 'sk',
+      },
+    );
     expect(err).toMatchObject({ kind: 'content_refused', retryable: false, status: 400, upstreamCode: code });
   });
 

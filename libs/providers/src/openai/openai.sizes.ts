@@ -38,7 +38,11 @@ export function openAiMadeSize(route: { model: string; sizeMap?: Record<string, 
 function madeByModel(model: string, asked: PixelSize): PixelSize | null {
   if (GPT_IMAGE_1_FAMILY.test(model)) return nearestSize(asked, GPT_IMAGE_1_SIZES);
   if (GPT_IMAGE_2.test(model)) {
-    const scale = Math.min(1, GPT_IMAGE_2_MAX_EDGE / Math.max(asked.width, asked.height), Math.sqrt(GPT_IMAGE_2_MAX_PIXELS / (asked.width * asked.height)));
+    const scale = Math.min(
+      1,
+      GPT_IMAGE_2_MAX_EDGE / Math.max(asked.width, asked.height),
+      Math.sqrt(GPT_IMAGE_2_MAX_PIXELS / (asked.width * asked.height)),
+    );
     if (scale === 1) return null;
     return { width: Math.floor((asked.width * scale) / 16) * 16, height: Math.floor((asked.height * scale) / 16) * 16 };
   }

@@ -1,11 +1,14 @@
-import type { ProviderContext, SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import type { BatchCapableType, ProviderContext, SyncProviderType, UpstreamRouteSettings } from '../provider-type';
+import type { RenderResolution } from '../render.types';
 import { costSetting, RouteCost } from '../cost';
-import { checks, upstreamDeps, upstreamSettings } from '../route-settings';
-import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
+import type { PresetPrice, PriceRule } from '../price-rule';
+import { priceSetting } from '../price-setting';
+import { batchSetting, checks, upstreamDeps, upstreamSettings } from '../route-settings';
+import type { RouteBatchSettings } from '../upstream-batch';
 import { OpenAiBatchApi } from './openai.batch';
 import { classifyOpenAiError } from './openai.errors';
-import { OpenAiFakeUpstream } from './openai.fake';
 import { OpenAiProvider, OpenAiProviderConfig } from './openai.provider';
+import { openAiPricing } from './openai.price';
 import { openAiMadeSize, openAiUpstreamSize } from './openai.sizes';
 
 export interface OpenAiRoute extends UpstreamRouteSettings {
@@ -13,8 +16,10 @@ export interface OpenAiRoute extends UpstreamRouteSettings {
   preset?: string;
   /** Kiln "WxH" -> upstream size string; when absent, a known model's legal size or the exact pixel size is sent. */
   sizeMap?: Record<string, string>;
-  /** List price per image, by resolution or by upstream size and quality (cost.ts). */
+  /** The operator's own price table, by resolution or by upstream size and quality (cost.ts); wins over `price`. */
   cost?: RouteCost;
+  /** How OpenAI bills an image (price-rule.ts): size x quality, tokens when the answer reports usage. */
+  price?: PriceRule;
   /** Economy tier through the OpenAI Batch API (openai.batch.ts). */
   batch?: Partial<RouteBatchSettings> & { enabled: boolean };
 }
@@ -25,12 +30,68 @@ const shared = upstreamSettings({ defaultBaseUrl: OPENAI_DEFAULT_BASE_URL, keyVa
 
 /** What the provider and the batch API are both built with for a route. */
 function openAiConfig(route: OpenAiRoute, context: ProviderContext): OpenAiProviderConfig {
-  return { baseUrl: route.baseUrl, model: route.model, sizeMap: route.sizeMap, upstreamSize: (asked) => openAiUpstreamSize(route, asked), ...upstreamDeps(route, context) };
+  return {
+    baseUrl: route.baseUrl,
+    model: route.model,
+    sizeMap: route.sizeMap,
+    upstreamSize: (asked) => openAiUpstreamSize(route, asked),
+    ...upstreamDeps(route, context),
+  };
 }
 
 /** What gpt-image-1, -1-mini and -1.5 make honestly: 1024x1024, 1536x1024, 1024x1536, so 1:1, 3:2 and 2:3 at 1K. */
-const GPT_IMAGE_1_PAIRS: Record<string, ('1K' | '2K' | '4K')[]> = { '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] };
-const GPT_IMAGE_MODEL = { resolutionsByRatio: GPT_IMAGE_1_PAIRS, maxRefImages: 16, supportsRefImages: true, supportsQuality: true, supportsBackground: true };
+const GPT_IMAGE_1_PAIRS: Record<string, RenderResolution[]> = { '1:1': ['1K'], '2:3': ['1K'], '3:2': ['1K'] };
+const GPT_IMAGE_MODEL = {
+  resolutionsByRatio: GPT_IMAGE_1_PAIRS,
+  maxRefImages: 16,
+  supportsRefImages: true,
+  supportsQuality: true,
+  supportsBackground: true,
+};
+
+const OPENAI_PRICING_PAGE = 'https://platform.openai.com/docs/pricing';
+const OPENAI_PAGE_UNREAD = "OpenAI's own page could not be read: the figures are its table as public copies of it show it";
+
+/** gpt-image-1: OpenAI's table of size x quality, its token prices (USD per million), the Batch API at half. */
+const GPT_IMAGE_1_PRICE: PresetPrice = {
+  rule: {
+    per: 'size',
+    usd: {
+      '1024x1024': { low: 0.011, medium: 0.042, high: 0.167 },
+      '1024x1536': { low: 0.016, medium: 0.063, high: 0.25 },
+      '1536x1024': { low: 0.016, medium: 0.063, high: 0.25 },
+    },
+    tokens: { input: 5, inputImage: 10, output: 40 },
+    economyFactor: 0.5,
+  },
+  readOn: '2026-11-28',
+  source: OPENAI_PRICING_PAGE,
+  unconfirmed: [OPENAI_PAGE_UNREAD, 'the Batch API at half price for images'],
+  note: 'quality auto is priced as high: OpenAI chooses',
+};
+
+/** gpt-image-1-mini, as gpt-image-1. */
+const GPT_IMAGE_1_MINI_PRICE: PresetPrice = {
+  rule: {
+    per: 'size',
+    usd: {
+      '1024x1024': { low: 0.005, medium: 0.011, high: 0.036 },
+      '1024x1536': { low: 0.006, medium: 0.015, high: 0.052 },
+      '1536x1024': { low: 0.006, medium: 0.015, high: 0.052 },
+    },
+    tokens: { input: 2, inputImage: 2.5, output: 8 },
+    economyFactor: 0.5,
+  },
+  readOn: '2026-11-28',
+  source: OPENAI_PRICING_PAGE,
+  unconfirmed: [
+    OPENAI_PAGE_UNREAD,
+    'the 1024x1536 and 1536x1024 prices',
+    'input token prices (2 text, 2.5 image)',
+    'the Batch API at half price for images',
+  ],
+  note: 'quality auto is priced as high: OpenAI chooses',
+};
 
 /**
  * The openai type's batch API: the OpenAI Batch API on the route's baseUrl, with the same
@@ -62,12 +123,14 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
     shared.maxConcurrency,
     shared.ratePerMinute,
     costSetting({ bySize: true }),
+    priceSetting(openAiPricing),
     openaiBatch.batchSetting,
   ],
   batch: openaiBatch,
   keyVariable: 'OPENAI_API_KEY',
   work: 'upstream',
   metricsLabel: 'openai',
+  pricing: openAiPricing,
   describe: (route) => `openai ${route.baseUrl} (${route.model})`,
   upstreamUrl: (route) => route.baseUrl,
   sizeFor: (route, asked) => openAiMadeSize(route, asked),
@@ -77,25 +140,18 @@ export const openaiType: SyncProviderType<OpenAiRoute> = {
       id: 'openai/gpt-image-1',
       type: 'openai',
       settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1' },
-      cost: {
-        usdPerImage: { '1K': 0.042 },
-        economyUsdPerImage: { '1K': 0.021 },
-        readOn: '2026-11-20',
-        note: 'medium quality, 1024x1024; low 0.011, high 0.167; 1536x1024 costs about 1.5 x; the Batch API half of it',
-      },
+      cost: GPT_IMAGE_1_PRICE,
       model: GPT_IMAGE_MODEL,
     },
     {
       id: 'openai/gpt-image-1-mini',
       type: 'openai',
       settings: { baseUrl: OPENAI_DEFAULT_BASE_URL, model: 'gpt-image-1-mini' },
-      cost: { usdPerImage: { '1K': 0.011 }, economyUsdPerImage: { '1K': 0.0055 }, readOn: '2026-11-20', note: 'medium quality, 1024x1024; low 0.005, high 0.036; the Batch API half of it' },
+      cost: GPT_IMAGE_1_MINI_PRICE,
       retiresAt: '2026-12-01',
       notes: 'OpenAI announced its shutdown for 2026-12-01',
       model: GPT_IMAGE_MODEL,
     },
   ],
-  create: (route, context) =>
-    new OpenAiProvider(openAiConfig(route, context)),
-  testing: { fake: () => new OpenAiFakeUpstream() },
+  create: (route, context) => new OpenAiProvider(openAiConfig(route, context)),
 };

@@ -1,26 +1,43 @@
 import sharp from 'sharp';
 import { RouteSettingsError } from '../provider-type';
-import { validateRoute, withDefaults } from '../registry';
-import { BatchObjectStore, routeBatchSettings } from '../upstream-batch';
-import { collect as all } from '../upstream-batch.spec-helpers';
+import { validateRoute, withDefaults } from '../provider-types.registry';
+import { BatchObjectStore, routeBatchSettings, UpstreamBatchResult } from '../upstream-batch';
 import { SIMULATED_BATCH_MARKERS, SimulatedBatchApi } from './simulated.batch';
+
+async function all(results: AsyncIterable<UpstreamBatchResult>): Promise<UpstreamBatchResult[]> {
+  const out: UpstreamBatchResult[] = [];
+  for await (const r of results) out.push(r);
+  return out;
+}
 
 /** The store a generator passes, in memory. */
 function memoryStore(): BatchObjectStore & { objects: Map<string, Buffer> } {
   const objects = new Map<string, Buffer>();
   return {
     objects,
-    put: async (key, body) => void objects.set(key, body),
-    get: async (key) => objects.get(key) ?? null,
-    remove: async (key) => void objects.delete(key),
+    put: (key, body) => Promise.resolve(void objects.set(key, body)),
+    get: (key) => Promise.resolve(objects.get(key) ?? null),
+    remove: (key) => Promise.resolve(void objects.delete(key)),
   };
 }
 
-const request = (prompt: string) => ({ prompt, seed: 1, width: 1360, height: 768, resolution: '1K' as const, aspectRatio: '16:9', quality: null, background: null, references: [] });
+const request = (prompt: string) => ({
+  prompt,
+  seed: 1,
+  width: 1360,
+  height: 768,
+  resolution: '1K' as const,
+  aspectRatio: '16:9',
+  quality: null,
+  background: null,
+  references: [],
+});
 
 describe('the batch route setting', () => {
   it('is checked by the type schema: enabled a boolean, numbers in range, no unknown keys; delayMs for simulated only', () => {
-    expect(() => validateRoute({ type: 'simulated', batch: { enabled: true, collectMs: 0, maxRequests: 10, pollIntervalMs: 100, delayMs: 5 } })).not.toThrow();
+    expect(() =>
+      validateRoute({ type: 'simulated', batch: { enabled: true, collectMs: 0, maxRequests: 10, pollIntervalMs: 100, delayMs: 5 } }),
+    ).not.toThrow();
     const reason = (batch: unknown) => {
       try {
         validateRoute({ type: 'simulated', batch });
@@ -38,7 +55,12 @@ describe('the batch route setting', () => {
   });
 
   it('fills BATCH_DEFAULTS for what the route omits, and says none when absent or disabled', () => {
-    expect(routeBatchSettings(withDefaults({ type: 'simulated', batch: { enabled: true } } as never))).toEqual({ enabled: true, collectMs: 60_000, maxRequests: 50_000, pollIntervalMs: 30_000 });
+    expect(routeBatchSettings(withDefaults({ type: 'simulated', batch: { enabled: true } } as never))).toEqual({
+      enabled: true,
+      collectMs: 60_000,
+      maxRequests: 50_000,
+      pollIntervalMs: 30_000,
+    });
     expect(routeBatchSettings({ type: 'simulated', batch: { enabled: false } })).toBeNull();
     expect(routeBatchSettings({ type: 'simulated' })).toBeNull();
   });
@@ -49,7 +71,12 @@ describe('SimulatedBatchApi', () => {
     const store = memoryStore();
     const api = new SimulatedBatchApi({ delayMs: 50, failureRate: 0, pollIntervalMs: 10 }, store);
     const keys = Array.from({ length: 20 }, (_, i) => `k${i}`);
-    const lines = keys.map((key, i) => api.encodeLine({ key, request: request(i === 3 ? `no ${SIMULATED_BATCH_MARKERS.refuse}` : i === 4 ? `x ${SIMULATED_BATCH_MARKERS.fail}` : `p${i}`) }));
+    const lines = keys.map((key, i) =>
+      api.encodeLine({
+        key,
+        request: request(i === 3 ? `no ${SIMULATED_BATCH_MARKERS.refuse}` : i === 4 ? `x ${SIMULATED_BATCH_MARKERS.fail}` : `p${i}`),
+      }),
+    );
     expect(await api.findBatch('g1')).toBeNull();
     const { inputId } = await api.uploadInput(lines, 'g1');
     const ref = await api.createBatch(inputId, 'g1');
@@ -103,7 +130,10 @@ describe('SimulatedBatchApi', () => {
   it('with the test-only hang at a step, that step never answers, once per group', async () => {
     const store = memoryStore();
     const api = new SimulatedBatchApi({ delayMs: 0, failureRate: 0, pollIntervalMs: 10 }, store, 'after-upload');
-    const outcome = await Promise.race([api.uploadInput(['{}'], 'g').then(() => 'answered'), new Promise((r) => setTimeout(() => r('hung'), 100))]);
+    const outcome = await Promise.race([
+      api.uploadInput(['{}'], 'g').then(() => 'answered'),
+      new Promise((r) => setTimeout(() => r('hung'), 100)),
+    ]);
     expect(outcome).toBe('hung');
     expect(store.objects.has('simulated/hung/after-upload-g')).toBe(true);
     await expect(api.uploadInput(['{}'], 'g')).resolves.toMatchObject({ inputId: expect.stringMatching(/^sim-input-/) });

@@ -1,7 +1,15 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { ProviderError, RenderResult } from '../provider.types';
+import { ProviderError, RenderResult } from '../render.types';
 import { throwIfAborted } from '../provider.utils';
-import type { BatchObjectStore, RouteBatchSettings, UpstreamBatchApi, UpstreamBatchLine, UpstreamBatchRef, UpstreamBatchResult, UpstreamBatchStatus } from '../upstream-batch';
+import type {
+  BatchObjectStore,
+  RouteBatchSettings,
+  UpstreamBatchApi,
+  UpstreamBatchLine,
+  UpstreamBatchRef,
+  UpstreamBatchResult,
+  UpstreamBatchStatus,
+} from '../upstream-batch';
 import { cachedPng, scaledSize } from './simulated.provider';
 
 /**
@@ -70,9 +78,18 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
     this.pollIntervalMs = config.pollIntervalMs;
   }
 
-  static of(route: { failureRate?: number }, settings: RouteBatchSettings, store: BatchObjectStore | undefined, hangAt: string | null | undefined): SimulatedBatchApi {
+  static of(
+    route: { failureRate?: number },
+    settings: RouteBatchSettings,
+    store: BatchObjectStore | undefined,
+    hangAt: string | null | undefined,
+  ): SimulatedBatchApi {
     if (!store) throw new ProviderError('not_configured', 'The simulated batch API needs the object store (the generator passes it)');
-    return new SimulatedBatchApi({ delayMs: settings.delayMs ?? 0, failureRate: route.failureRate ?? 0, pollIntervalMs: settings.pollIntervalMs }, store, hangAt ?? null);
+    return new SimulatedBatchApi(
+      { delayMs: settings.delayMs ?? 0, failureRate: route.failureRate ?? 0, pollIntervalMs: settings.pollIntervalMs },
+      store,
+      hangAt ?? null,
+    );
   }
 
   encodeLine(line: UpstreamBatchLine): string {
@@ -92,9 +109,17 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
 
   async createBatch(inputId: string, group: string, signal?: AbortSignal): Promise<UpstreamBatchRef> {
     throwIfAborted(signal);
-    if (!(await this.store.get(inputKey(inputId)))) throw new ProviderError('upstream_error', `Simulated batch API: no input ${inputId}`, { retryable: false, status: 404 });
+    if (!(await this.store.get(inputKey(inputId))))
+      throw new ProviderError('upstream_error', `Simulated batch API: no input ${inputId}`, { retryable: false, status: 404 });
     const now = Date.now();
-    const manifest: Manifest = { batchId: `sim-batch-${randomUUID()}`, inputId, group, createdAt: now, endsAt: now + this.config.delayMs, cancelled: false };
+    const manifest: Manifest = {
+      batchId: `sim-batch-${randomUUID()}`,
+      inputId,
+      group,
+      createdAt: now,
+      endsAt: now + this.config.delayMs,
+      cancelled: false,
+    };
     await this.store.put(batchKey(manifest.batchId), Buffer.from(JSON.stringify(manifest)));
     await this.store.put(groupKey(group), Buffer.from(JSON.stringify({ batchId: manifest.batchId })));
     await this.hang('after-create', group);
@@ -105,32 +130,40 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
     throwIfAborted(signal);
     const found = await this.store.get(groupKey(group));
     if (!found) return null;
-    const manifest = await this.manifest(JSON.parse(found.toString()).batchId);
+    const manifest = await this.manifest((JSON.parse(found.toString()) as { batchId: string }).batchId);
     return manifest ? refOf(manifest) : null;
   }
 
   async poll(ref: UpstreamBatchRef, signal?: AbortSignal): Promise<UpstreamBatchStatus> {
     throwIfAborted(signal);
     const manifest = await this.manifest(ref.batchId);
-    if (!manifest) throw new ProviderError('upstream_error', `Simulated batch API: no batch ${ref.batchId}`, { retryable: false, status: 404 });
+    if (!manifest)
+      throw new ProviderError('upstream_error', `Simulated batch API: no batch ${ref.batchId}`, { retryable: false, status: 404 });
     await this.hang('poll', manifest.group);
     const found = { inputId: manifest.inputId };
     if (manifest.cancelled) return { state: 'ended', upstreamStatus: 'cancelled', outcome: 'cancelled', found };
     if (Date.now() < manifest.endsAt) return { state: 'waiting', upstreamStatus: 'in_progress' };
     const lines = await this.lines(manifest.inputId);
-    if (lines.some((l) => l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire))) return { state: 'ended', upstreamStatus: 'expired', outcome: 'expired', found };
+    if (lines.some((l) => l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire)))
+      return { state: 'ended', upstreamStatus: 'expired', outcome: 'expired', found };
     return { state: 'ended', upstreamStatus: 'completed', outcome: 'completed', found };
   }
 
-  async *results(ref: UpstreamBatchRef, ended: Extract<UpstreamBatchStatus, { state: 'ended' }>, signal?: AbortSignal): AsyncIterable<UpstreamBatchResult> {
+  async *results(
+    ref: UpstreamBatchRef,
+    ended: Extract<UpstreamBatchStatus, { state: 'ended' }>,
+    signal?: AbortSignal,
+  ): AsyncIterable<UpstreamBatchResult> {
     const manifest = await this.manifest(ref.batchId);
-    if (!manifest) throw new ProviderError('upstream_error', `Simulated batch API: no batch ${ref.batchId}`, { retryable: false, status: 404 });
+    if (!manifest)
+      throw new ProviderError('upstream_error', `Simulated batch API: no batch ${ref.batchId}`, { retryable: false, status: 404 });
     // Any order, as real upstreams write them: sorted by a hash of the key and the batch. Each
     // line is parsed as it is answered: only the input's raw lines and their order are held
     // while the reader stores images (10,000 parsed lines per batch were heap for its whole read).
     const body = await this.inputBody(ended.found.inputId ?? manifest.inputId);
     const raw = body.split('\n').filter((l) => l.length > 0);
-    const keep = (l: EncodedLine): boolean => ended.outcome === 'completed' || (ended.outcome === 'expired' && !l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire));
+    const keep = (l: EncodedLine): boolean =>
+      ended.outcome === 'completed' || (ended.outcome === 'expired' && !l.body.prompt.includes(SIMULATED_BATCH_MARKERS.expire));
     const order = raw
       .map((l, i) => ({ i, order: unitHash(`${manifest.batchId}:${(JSON.parse(l) as EncodedLine).custom_id}`) }))
       .sort((a, b) => a.order - b.order)
@@ -154,13 +187,26 @@ export class SimulatedBatchApi implements UpstreamBatchApi {
   private async outcome(line: EncodedLine): Promise<UpstreamBatchResult> {
     const { prompt, width, height } = line.body;
     if (prompt.includes(SIMULATED_BATCH_MARKERS.refuse)) {
-      return { key: line.custom_id, ok: false, error: new ProviderError('content_refused', 'Simulated content refusal', { retryable: false, status: 400 }) };
+      return {
+        key: line.custom_id,
+        ok: false,
+        error: new ProviderError('content_refused', 'Simulated content refusal', { retryable: false, status: 400 }),
+      };
     }
     if (prompt.includes(SIMULATED_BATCH_MARKERS.fail) || unitHash(`failure:${line.custom_id}`) < this.config.failureRate) {
-      return { key: line.custom_id, ok: false, error: new ProviderError('upstream_error', 'Simulated upstream failure', { retryable: false }) };
+      return {
+        key: line.custom_id,
+        ok: false,
+        error: new ProviderError('upstream_error', 'Simulated upstream failure', { retryable: false }),
+      };
     }
     const size = scaledSize(width, height);
-    const image: RenderResult = { data: await cachedPng(size.width, size.height), contentType: 'image/png', width: size.width, height: size.height };
+    const image: RenderResult = {
+      data: await cachedPng(size.width, size.height),
+      contentType: 'image/png',
+      width: size.width,
+      height: size.height,
+    };
     return { key: line.custom_id, ok: true, image };
   }
 

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { ProviderError, RenderRequest } from '../provider.types';
+import { ProviderError, RenderRequest } from '../render.types';
 import { SimulatedProvider, scaledSize } from './simulated.provider';
 
 function request(overrides: Partial<RenderRequest> = {}): RenderRequest {

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../provider.types';
+import { ImageProvider, ProviderError, RenderRequest, RenderResult } from '../render.types';
 import { reportProgress, sleep, throwIfAborted } from '../provider.utils';
 
 export interface SimulatedProviderConfig {

@@ -1,7 +1,10 @@
-import type { SyncProviderType } from '../provider-type';
+import type { BatchCapableType, SyncProviderType } from '../provider-type';
 import { costSetting, RouteCost } from '../cost';
-import { checks, upstreamSettings } from '../route-settings';
-import { batchSetting, BatchCapableType, RouteBatchSettings } from '../upstream-batch';
+import type { PriceRule } from '../price-rule';
+import { priceSetting } from '../price-setting';
+import { simulatedPricing } from './simulated.price';
+import { batchSetting, checks, upstreamSettings } from '../route-settings';
+import type { RouteBatchSettings } from '../upstream-batch';
 import { SimulatedBatchApi } from './simulated.batch';
 import { SimulatedProvider } from './simulated.provider';
 
@@ -17,6 +20,8 @@ export interface SimulatedRoute {
   ratePerMinute?: number;
   /** What the stood-in upstream would cost (cost.ts), so the usage report can be tried offline. */
   cost?: RouteCost;
+  /** A price rule of any kind (price-rule.ts), as a stood-in upstream might bill. */
+  price?: PriceRule;
   /** Economy tier through the local batch API (simulated.batch.ts); `delayMs`: how long a batch takes. */
   batch?: Partial<RouteBatchSettings> & { enabled: boolean };
 }
@@ -42,20 +47,35 @@ const latency = (l: unknown): string | null =>
 export const simulatedType: SyncProviderType<SimulatedRoute> = {
   type: 'simulated',
   mode: 'sync',
-  summary: 'For tests and benchmarks: waits a latency, fails or rate-limits at the given rates, else returns a small real PNG (longer side 64 px)',
+  summary:
+    'For tests and benchmarks: waits a latency, fails or rate-limits at the given rates, else returns a small real PNG (longer side 64 px)',
   settings: [
-    { name: 'latencyMs', required: false, default: 0, description: 'A fixed latency in ms, or { min, max } drawn uniformly', check: latency },
-    { name: 'failureRate', required: false, default: 0, description: 'Probability (0..1) of a non-retryable upstream failure', check: checks.rate },
+    {
+      name: 'latencyMs',
+      required: false,
+      default: 0,
+      description: 'A fixed latency in ms, or { min, max } drawn uniformly',
+      check: latency,
+    },
+    {
+      name: 'failureRate',
+      required: false,
+      default: 0,
+      description: 'Probability (0..1) of a non-retryable upstream failure',
+      check: checks.rate,
+    },
     { name: 'rateLimitRate', required: false, default: 0, description: 'Probability (0..1) of a retryable 429', check: checks.rate },
     upstreamSettings({ keyVariable: '', modelExample: '' }).maxConcurrency,
     upstreamSettings({ keyVariable: '', modelExample: '' }).ratePerMinute,
     costSetting({ bySize: false }),
+    priceSetting(simulatedPricing),
     simulatedBatch.batchSetting,
   ],
   batch: simulatedBatch,
   keyVariable: null,
   work: 'upstream',
   metricsLabel: 'simulated',
+  pricing: simulatedPricing,
   describe: () => 'simulated',
   upstreamUrl: () => null,
   presets: [
@@ -74,6 +94,8 @@ export const simulatedType: SyncProviderType<SimulatedRoute> = {
     },
   ],
   create: (route, context) =>
-    new SimulatedProvider({ latencyMs: route.latencyMs, failureRate: route.failureRate, rateLimitRate: route.rateLimitRate }, context.random),
-  testing: { callsNoUpstream: true },
+    new SimulatedProvider(
+      { latencyMs: route.latencyMs, failureRate: route.failureRate, rateLimitRate: route.rateLimitRate },
+      context.random,
+    ),
 };

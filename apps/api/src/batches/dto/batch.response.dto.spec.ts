@@ -1,6 +1,5 @@
 import { DECORATORS } from '@nestjs/swagger/dist/constants';
-import { batchObject, BatchView } from '@app/batches';
-import { PositionedTask, taskObject } from '@app/tasks';
+import { batchObject, BatchView, PositionedTask, taskObject } from '@app/tasks';
 import { BatchDto, CountsDto, TaskDto } from './batch.response.dto';
 
 /** The property names a DTO class documents in the OpenAPI document. */
@@ -16,10 +15,29 @@ function documented(dto: abstract new () => unknown): string[] {
  */
 describe('the documented wire shapes are the ones sent', () => {
   const view = {
-    id: 'b', createdAt: new Date(1_700_000_000_123), prompts: ['p'], model: 'eta-image', aspectRatio: '1:1', resolution: '1K',
-    quality: 'auto', background: null, countPerCombo: 2, refMode: 'none', refImages: [], total: 2, note: 'n', previewUrl: 'u',
-    createdViaApi: true, status: 'partial', creditsCharged: 4, creditsRefunded: 2, cancelledAt: null, tier: 'economy', expiresAt: new Date(1_700_086_400_123),
-    counts: { pending: 0, running: 0, succeeded: 1, failed: 1, cancelled: 0 }, done: true,
+    id: 'b',
+    createdAt: new Date(1_700_000_000_123),
+    prompts: ['p'],
+    model: 'eta-image',
+    aspectRatio: '1:1',
+    resolution: '1K',
+    quality: 'auto',
+    background: null,
+    countPerCombo: 2,
+    refMode: 'none',
+    refImages: [],
+    total: 2,
+    note: 'n',
+    previewUrl: 'u',
+    createdViaApi: true,
+    status: 'partial',
+    creditsCharged: 4,
+    creditsRefunded: 2,
+    cancelledAt: null,
+    tier: 'economy',
+    expiresAt: new Date(1_700_086_400_123),
+    counts: { pending: 0, running: 0, succeeded: 1, failed: 1, cancelled: 0, cancelling: 0 },
+    done: true,
     // A field the api does not show must not leak.
     accountId: 'secret-ish',
   } as unknown as BatchView;
@@ -34,9 +52,28 @@ describe('the documented wire shapes are the ones sent', () => {
 
   it.each([
     { status: 'succeeded', resultUrl: 'https://x/r.png', error: null, errorCode: null, resultWidth: 1024, resultHeight: 576 },
-    { status: 'failed', resultUrl: null, error: 'Simulated upstream failure', errorCode: 'upstream_unavailable', resultWidth: null, resultHeight: null },
+    {
+      status: 'failed',
+      resultUrl: null,
+      error: 'Simulated upstream failure',
+      errorCode: 'upstream_unavailable',
+      resultWidth: null,
+      resultHeight: null,
+    },
   ])('TaskDto documents exactly the fields of taskObject (%o)', (outcome) => {
-    const task = { id: 't', batchId: 'b', seq: 3, prompt: 'p', progress: 100, index: 4, promptIndex: 1, refImage: 'https://x/u.png', copy: 2, ...outcome } as PositionedTask;
+    const task = {
+      id: 't',
+      batchId: 'b',
+      seq: 3,
+      prompt: 'p',
+      progress: 100,
+      index: 4,
+      promptIndex: 1,
+      refImage: 'https://x/u.png',
+      copy: 2,
+      cancelling: false,
+      ...outcome,
+    } as PositionedTask;
     const sent = taskObject(task);
     expect(TaskDto.from(task)).toEqual(sent);
     expect(documented(TaskDto)).toEqual(Object.keys(sent).sort());

@@ -1,9 +1,18 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { batchObject, type BatchEstimate, type BatchTask, type BatchView, type RememberedCreation } from '@app/batches';
+import { type BatchEstimate, type BatchTask } from '@app/batches';
+import { type RememberedCreation } from '@app/idempotency';
 import { QUALITIES } from '@app/batches';
-import { BATCH_STATUSES, BATCH_TIERS, REF_MODES, TASK_ERROR_CODES, TASK_STATUSES } from '@app/database';
+import {
+  BATCH_CANCEL_REASONS,
+  BATCH_STATUSES,
+  BATCH_TIERS,
+  type BatchTier,
+  REF_MODES,
+  TASK_ERROR_CODES,
+  TASK_STATUSES,
+} from '@app/database';
 import { RESOLUTIONS } from '@app/geometry';
-import { taskObject } from '@app/tasks';
+import { batchObject, type BatchView, taskObject } from '@app/tasks';
 import { ErrorObjectDto } from '../../common/error.response.dto';
 
 /** docs/api.md#counts-object: `pending` includes queued tasks. */
@@ -12,7 +21,17 @@ export class CountsDto {
   @ApiProperty({ type: 'integer' }) running: number;
   @ApiProperty({ type: 'integer' }) succeeded: number;
   @ApiProperty({ type: 'integer' }) failed: number;
-  @ApiProperty({ type: 'integer', description: 'Tasks cancelled before they were sent (refunded)' }) cancelled: number;
+  @ApiProperty({
+    type: 'integer',
+    description: 'Tasks cancelled (refunded): before they were sent, or confirmed not run by their upstream',
+  })
+  cancelled: number;
+  @ApiProperty({
+    type: 'integer',
+    description:
+      'Of the running tasks, those whose cancel was asked of their upstream and not yet confirmed (not counted apart: counts still sum to total); absent from webhook events',
+  })
+  cancelling?: number;
 }
 
 /** docs/api.md#batch-object, with Kiln's added fields (status, done, credits, quality). */
@@ -31,7 +50,12 @@ export class BatchDto {
   @ApiProperty({ type: [String] }) refImages: string[];
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)' }) total: number;
   @ApiProperty({ type: 'string', nullable: true }) note: string | null;
-  @ApiProperty({ type: 'integer', nullable: true, description: "The batch's seed (task n renders with seed + n - 1); null when none was given", example: 42 })
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: "The batch's seed (task n renders with seed + n - 1); null when none was given",
+    example: 42,
+  })
   seed: number | null;
   @ApiProperty({ enum: ['png', 'jpeg', 'webp'], description: 'The format the images are stored and served in' }) outputFormat: string;
   @ApiProperty({ type: CountsDto }) counts: CountsDto;
@@ -48,10 +72,27 @@ export class BatchDto {
   @ApiProperty({
     type: 'integer',
     nullable: true,
-    description: "Economy: Unix milliseconds by which every task has ended (createdAt + the model's economyWindowHours); tasks not ended by then fail and are refunded. null for standard",
+    description:
+      "Economy: Unix milliseconds by which every task has ended (createdAt + the model's economyWindowHours); tasks not ended by then fail and are refunded. null for standard",
     example: 1795513462562,
   })
   expiresAt: number | null;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description:
+      'Unix milliseconds the batch was created with as its deadline: tasks not sent to their upstream by then are cancelled and refunded. null when none',
+    example: 1795513462562,
+  })
+  deadline: number | null;
+  @ApiProperty({
+    type: 'string',
+    enum: BATCH_CANCEL_REASONS,
+    nullable: true,
+    description:
+      "Why cancelledAt is set: 'deadline' when the deadline passed with tasks unsent (they were cancelled and refunded); null for a caller's cancel, or when not cancelled",
+  })
+  cancelReason: string | null;
 
   /** The libs build the object (webhook events carry the same one); this class documents it. */
   static from(b: BatchView): BatchDto {
@@ -71,7 +112,7 @@ export class TaskDto {
   @ApiProperty({ type: 'string', nullable: true, description: 'Short reason when failed' }) error: string | null;
   @ApiProperty({ type: 'integer', description: '1-based position in the batch: prompt order, then reference image, then copy', example: 1 })
   index: number;
-  @ApiProperty({ type: 'integer', description: '0-based index into the batch\'s prompts', example: 0 }) promptIndex: number;
+  @ApiProperty({ type: 'integer', description: "0-based index into the batch's prompts", example: 0 }) promptIndex: number;
   @ApiProperty({ type: 'string', nullable: true, description: 'The reference URL this task pairs with under refMode "each", else null' })
   refImage: string | null;
   @ApiProperty({ type: 'integer', description: '1-based copy number within its prompt (and reference) combination', example: 1 })
@@ -82,6 +123,11 @@ export class TaskDto {
   height: number | null;
   @ApiProperty({ type: 'string', enum: TASK_ERROR_CODES, nullable: true, description: 'Why it failed, to branch on; null unless failed' })
   errorCode: string | null;
+  @ApiProperty({
+    description:
+      "True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events",
+  })
+  cancelling?: boolean;
 
   static from(t: BatchTask): TaskDto {
     return taskObject(t);
@@ -94,9 +140,12 @@ export class CreatedBatchResponseDto {
   @ApiProperty({ type: 'integer' }) total: number;
   @ApiProperty({ type: 'integer' }) creditsCharged: number;
   @ApiProperty({ enum: BATCH_STATUSES, example: 'pending' }) status: string;
+  @ApiProperty({ enum: BATCH_TIERS, description: 'The tier it was created on (and charged for)' }) tier: BatchTier;
 
   static from(b: RememberedCreation): CreatedBatchResponseDto {
-    return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status };
+    // A replay of an answer remembered before the 201 named its tier: creations of that time
+    // without one were standard unless asked otherwise, so the batch itself is not read again.
+    return { id: b.id, total: b.total, creditsCharged: b.creditsCharged, status: b.status, tier: b.tier ?? 'standard' };
   }
 }
 
@@ -106,7 +155,7 @@ export class BatchListResponseDto {
   nextCursor: string | null;
 
   static from(page: { batches: BatchView[]; nextCursor: string | null }): BatchListResponseDto {
-    return { batches: page.batches.map(BatchDto.from), nextCursor: page.nextCursor };
+    return { batches: page.batches.map((b) => BatchDto.from(b)), nextCursor: page.nextCursor };
   }
 }
 
@@ -116,7 +165,7 @@ export class BatchDetailResponseDto {
   tasks: TaskDto[];
 
   static from(d: { batch: BatchView; tasks: BatchTask[] }): BatchDetailResponseDto {
-    return { batch: BatchDto.from(d.batch), tasks: d.tasks.map(TaskDto.from) };
+    return { batch: BatchDto.from(d.batch), tasks: d.tasks.map((t) => TaskDto.from(t)) };
   }
 }
 
@@ -130,8 +179,13 @@ export class DailyCapEstimateDto {
 /** POST /v1/batches/estimate: what create would charge and answer now; nothing is charged or reserved. */
 export class BatchEstimateResponseDto {
   @ApiProperty({ type: 'integer', description: 'Number of images (tasks)', example: 8 }) total: number;
-  @ApiProperty({ enum: BATCH_TIERS, description: 'The tier priced (the request\'s, standard by default)' }) tier: string;
-  @ApiProperty({ type: 'integer', description: "Credits per image at the resolution, on the tier (economy: the model's economyCreditCost)", example: 5 }) creditCost: number;
+  @ApiProperty({ enum: BATCH_TIERS, description: "The tier priced (the request's, standard by default)" }) tier: string;
+  @ApiProperty({
+    type: 'integer',
+    description: "Credits per image at the resolution, on the tier (economy: the model's economyCreditCost)",
+    example: 5,
+  })
+  creditCost: number;
   @ApiProperty({ type: 'integer', description: 'total x creditCost: what create would charge', example: 40 }) creditsRequired: number;
   @ApiProperty({ type: 'integer', example: 30 }) balance: number;
   @ApiProperty({ type: DailyCapEstimateDto, nullable: true, description: "The key's daily cap; null without one (and for the dashboard)" })
@@ -142,7 +196,8 @@ export class BatchEstimateResponseDto {
   @ApiProperty({
     type: ErrorObjectDto,
     nullable: true,
-    description: 'What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null',
+    description:
+      'What create would refuse with now for the plan and the money (batch_limit_exceeded, concurrent_limit_exceeded, insufficient_credits, daily_credit_cap_exceeded), else null',
     example: { code: 'insufficient_credits', message: 'This batch costs 40 credits; the balance is 30' },
   })
   refusal: ErrorObjectDto | null;
@@ -153,4 +208,4 @@ export class BatchEstimateResponseDto {
 }
 
 /** How an archive's manifest shows a batch and its tasks: the wire shapes of GET /v1/batches/{id}. */
-export const ARCHIVE_JSON = { batch: BatchDto.from, task: (t: BatchTask) => ({ ...TaskDto.from(t) }) };
+export const ARCHIVE_JSON = { batch: (b: BatchView) => BatchDto.from(b), task: (t: BatchTask) => ({ ...TaskDto.from(t) }) };

@@ -1,17 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  ArrayMaxSize,
-  ArrayMinSize,
-  IsArray,
-  IsIn,
-  IsInt,
-  IsOptional,
-  IsString,
-  Matches,
-  Max,
-  MaxLength,
-  Min,
-} from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import {
   BACKGROUND_PATTERN,
   BATCH_TIERS,
@@ -115,7 +103,12 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @IsString()
   background?: string | null;
 
-  @ApiPropertyOptional({ type: 'string', nullable: true, maxLength: MAX_NOTE_LENGTH, description: 'Free-text label shown in the dashboard' })
+  @ApiPropertyOptional({
+    type: 'string',
+    nullable: true,
+    maxLength: MAX_NOTE_LENGTH,
+    description: 'Free-text label shown in the dashboard',
+  })
   @IsOptional()
   @MaxLength(MAX_NOTE_LENGTH)
   @IsString()
@@ -136,7 +129,11 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @IsInt()
   seed?: number | null;
 
-  @ApiPropertyOptional({ enum: OUTPUT_FORMATS, default: 'png', description: 'The format the images are stored and served in; result file names end in .png, .jpg or .webp' })
+  @ApiPropertyOptional({
+    enum: OUTPUT_FORMATS,
+    default: 'png',
+    description: 'The format the images are stored and served in; result file names end in .png, .jpg or .webp',
+  })
   @IsOptional()
   @IsIn(OUTPUT_FORMATS)
   outputFormat?: OutputFormat;
@@ -151,4 +148,14 @@ export class CreateBatchRequestDto implements CreateBatchInput {
   @IsOptional()
   @IsIn(BATCH_TIERS)
   tier?: BatchTier;
+
+  @ApiPropertyOptional({
+    type: 'integer',
+    nullable: true,
+    description:
+      'Unix milliseconds, later than now and at most 7 days ahead; not allowed with tier "economy". Tasks not yet sent to their upstream by then are cancelled and refunded, as a cancel would; tasks already running finish. Omitted or null: no deadline.',
+  })
+  @IsOptional()
+  @IsInt()
+  deadline?: number | null;
 }

@@ -29,9 +29,22 @@ export class DashboardLimitsDto {
   @ApiProperty({ type: 'integer', description: 'Per API key' }) requestsPerMinute: number;
 }
 
+export class DashboardAccountDto extends AccountDto {
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: 'A batch charge taking the balance below it sends a credits.low webhook event; null: none',
+  })
+  lowCreditsThreshold: number | null;
+}
+
 export class DashboardAccountResponseDto {
-  @ApiProperty({ type: AccountDto }) account: AccountDto;
+  @ApiProperty({ type: DashboardAccountDto }) account: DashboardAccountDto;
   @ApiProperty({ type: DashboardLimitsDto }) limits: DashboardLimitsDto;
+  @ApiProperty({
+    description: 'Whether this installation sells credits (STRIPE_SECRET_KEY set): the web app shows Buy credits only then',
+  })
+  purchasesEnabled: boolean;
 }
 
 export class KeyListResponseDto {
@@ -56,11 +69,31 @@ export class ImagesDayDto {
   @ApiProperty({ type: 'integer', description: 'Images of those batches that succeeded so far' }) succeeded: number;
 }
 
+export class UsageBreakdownDto {
+  @ApiProperty({ type: 'string', nullable: true, description: 'The key that created the batches; null for the dashboard' }) keyId:
+    string | null;
+  @ApiProperty({ example: 'eta-image' }) model: string;
+  @ApiProperty({ type: 'integer' }) batches: number;
+  @ApiProperty({ type: 'integer', description: 'Images those batches ordered' }) ordered: number;
+  @ApiProperty({ type: 'integer', description: 'Images of those batches that succeeded so far' }) succeeded: number;
+  @ApiProperty({ type: 'integer', description: 'Credits charged for those batches' }) charged: number;
+  @ApiProperty({ type: 'integer', description: 'Credits refunded for them so far' }) refunded: number;
+}
+
 export class UsageResponseDto {
   @ApiProperty({ example: '2025-01-02', description: 'First UTC day of the window' }) since: string;
   @ApiProperty({ type: [UsageDayDto], description: 'Days and keys with activity only, oldest first' }) days: UsageDayDto[];
   @ApiProperty({ type: UsageTotalsDto }) totals: UsageTotalsDto;
-  @ApiProperty({ type: [ImagesDayDto], description: 'Per UTC day with batches, oldest first: images ordered and succeeded (the web app chart)' }) images: ImagesDayDto[];
+  @ApiProperty({
+    type: [ImagesDayDto],
+    description: 'Per UTC day with batches, oldest first: images ordered and succeeded (the web app chart)',
+  })
+  images: ImagesDayDto[];
+  @ApiProperty({
+    type: [UsageBreakdownDto],
+    description: 'The batches created in the window, per key and model (by the day a batch was created, unlike `days`)',
+  })
+  byKeyAndModel: UsageBreakdownDto[];
 
   static from(u: Usage): UsageResponseDto {
     return u;

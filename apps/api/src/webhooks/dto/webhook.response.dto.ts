@@ -15,7 +15,8 @@ export class WebhookEndpointDto {
   @ApiProperty({
     type: 'integer',
     nullable: true,
-    description: 'Unix milliseconds; set while the circuit is open (the endpoint failed every attempt lately): deliveries wait, then one probe attempt',
+    description:
+      'Unix milliseconds; set while the circuit is open (the endpoint failed every attempt lately): deliveries wait, then one probe attempt',
   })
   circuitOpenUntil: number | null;
 
@@ -48,7 +49,10 @@ export class WebhookSecretResponseDto {
 }
 
 export class WebhookDeliveryDto {
-  @ApiProperty({ description: 'The event id: the webhook-id header, the same on every attempt', example: 'evt_6c1f0d0e8a3b4f0c9d1e2f3a4b5c6d7e' })
+  @ApiProperty({
+    description: 'The event id: the webhook-id header, the same on every attempt',
+    example: 'evt_6c1f0d0e8a3b4f0c9d1e2f3a4b5c6d7e',
+  })
   id: string;
   @ApiProperty({ enum: WEBHOOK_EVENT_TYPES }) type: string;
   @ApiProperty({ type: 'integer' }) attempts: number;

@@ -1,0 +1,146 @@
+import { FAST_MODEL, prompts, SLOW_MODEL, waitAllDone } from '../lib/harness';
+import { RateLimitedUpstream } from '../lib/rate-limited-upstream';
+import { BenchContext, Figure, ScenarioResult } from '../lib/types';
+import { log, round } from '../lib/util';
+
+/** 2,000 by default; KILN_BENCH_FAILOVER_IMAGES scales it down (the ratio to the ideal stays comparable). */
+const IMAGES = Number(process.env.KILN_BENCH_FAILOVER_IMAGES ?? 2000);
+/** Each route: this many calls at once, each answered after LATENCY_MS. */
+const AT_ONCE = 100;
+const LATENCY_MS = 1000;
+const PER_BATCH = 100;
+const GENERATORS = 2;
+/** The primary answers 503 from when this share of the images is done. */
+const OUTAGE_AT = 0.3;
+const COOLDOWN_MS = 10_000;
+const FAILURES_TO_OPEN = 5;
+const WALL_TARGET = 1.2;
+/** On the fallback alone: every image at AT_ONCE at a time, plus one latency. */
+const IDEAL_SEC = (Math.ceil(IMAGES / AT_ONCE) * LATENCY_MS) / 1000;
+
+/**
+ * Issue 42's failover scenario: a model on a chain of two routes, two fake OpenAI upstreams on
+ * 127.0.0.1 (each in a process of its own, as the rate-limited scenario's), the same capacity
+ * each; from 30 % of the run the primary answers every call 503. Every task must still
+ * succeed, the run take little longer than it would on the fallback alone, and the dead route
+ * get no more than its circuit's probes once the circuit opened.
+ */
+export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
+  const { stack } = ctx;
+  await stack.liftScalePlanLimits();
+  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
+  const accounts = [await stack.createAccount('failover'), await stack.createAccount('failover')];
+  const env = { GENERATOR_CONCURRENCY: '100' };
+  const limits = { perSecond: 1_000_000, maxConcurrent: 10_000, latencyMs: LATENCY_MS, openAiHeaders: false };
+  const primary = await RateLimitedUpstream.start(stack, 'failover-primary', limits);
+  const fallback = await RateLimitedUpstream.start(stack, 'failover-fallback', limits);
+  await stack.startGenerator(env);
+  for (let g = 1; g < GENERATORS; g++) await stack.addGenerator(env);
+  const figures: Figure[] = [];
+  const details: Record<string, unknown> = {};
+  try {
+    log('failover: warm-up batch (0 ms model)');
+    await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(50, 'warm-up') });
+    await waitAllDone(stack, accounts, 120_000);
+
+    const route = (baseUrl: string, model: string) => ({ type: 'openai', baseUrl, model, maxConcurrency: AT_ONCE });
+    await stack.admin('PATCH', `/models/${SLOW_MODEL}`, {
+      routes: [route(primary.baseUrl, 'bench-primary'), route(fallback.baseUrl, 'bench-fallback')],
+      failover: { cooldownMs: COOLDOWN_MS, failuresToOpen: FAILURES_TO_OPEN },
+      enabled: true,
+    });
+    const before = await stack.taskOutcomes(accounts.map((a) => a.id));
+    const t0 = Date.now();
+    for (let i = 0; i < Math.ceil(IMAGES / PER_BATCH); i++) {
+      const n = Math.min(PER_BATCH, IMAGES - i * PER_BATCH);
+      await stack.createBatch(accounts[i % accounts.length], { model: SLOW_MODEL, prompts: prompts(n, `failover ${i}`) });
+    }
+    // The outage starts when 30 % of the images are made (through the primary, as long as it is up).
+    let outageAt = 0;
+    while (!outageAt) {
+      const now = await stack.taskOutcomes(accounts.map((a) => a.id));
+      if (now.succeeded - before.succeeded >= IMAGES * OUTAGE_AT) {
+        primary.setOutage('down');
+        outageAt = Date.now();
+      } else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    log(`failover: the primary answers 503 from ${round((outageAt - t0) / 1000, 2)} s`);
+    const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 10_000), 100);
+    const wall = round((end - t0) / 1000, 2);
+    const after = await stack.taskOutcomes(accounts.map((a) => a.id));
+    const failed = after.failed - before.failed;
+    const dead = await primary.stats();
+    const alive = await fallback.stats();
+    // The circuit opened with the FAILURES_TO_OPEN-th 503 (failures of calls in flight then still
+    // come back at once: a 503 is immediate); calls that arrived later went there past it: probes.
+    const opened = dead.downAt[FAILURES_TO_OPEN - 1] ?? Infinity;
+    const afterOpen = dead.downAt.filter((at) => at > opened + 100).length;
+    const openSec = Math.max(0, (end - Math.min(opened, end)) / 1000);
+    const allowedProbes = Math.ceil(openSec / (COOLDOWN_MS / 1000)) * GENERATORS;
+    const ratio = round(wall / IDEAL_SEC, 2);
+    log(
+      `failover: ${wall} s (ideal on the fallback alone ${IDEAL_SEC} s), ${failed} failed; primary ${dead.accepted} made, ${dead.downAt.length} answered 503 (${afterOpen} after its circuit opened, over ${round(openSec, 1)} s); fallback ${alive.accepted} made`,
+    );
+    figures.push(
+      {
+        metric: 'wall time, primary down from 30 %',
+        unit: 's',
+        kiln: wall,
+        baseline: IDEAL_SEC,
+        baselineLabel: 'ideal on the fallback alone',
+        ratio,
+        target: `<= ${WALL_TARGET}`,
+        targetOn: 'ratio',
+        met: ratio <= WALL_TARGET,
+      },
+      {
+        metric: 'tasks failed',
+        unit: 'tasks',
+        kiln: failed,
+        baseline: null,
+        ratio: null,
+        target: '= 0',
+        targetOn: 'kiln',
+        met: failed === 0,
+      },
+      {
+        metric: 'calls to the dead route after its circuit opened',
+        unit: 'calls',
+        kiln: afterOpen,
+        baseline: null,
+        ratio: null,
+        target: `<= ${allowedProbes} (1 probe per cooldown per generator)`,
+        targetOn: 'kiln',
+        met: afterOpen <= allowedProbes,
+      },
+    );
+    Object.assign(details, {
+      idealSec: IDEAL_SEC,
+      images: IMAGES,
+      wall,
+      failed,
+      outageAtSec: round((outageAt - t0) / 1000, 2),
+      primaryMade: dead.accepted,
+      primary503: dead.downAt.length,
+      afterOpen,
+      fallbackMade: alive.accepted,
+    });
+  } finally {
+    await stack.stopGenerator();
+    await primary.stop();
+    await fallback.stop();
+  }
+  return {
+    id: 'failover',
+    title: `Failover: ${IMAGES.toLocaleString('en-US')} images through two routes, the primary answering 503 from ${OUTAGE_AT * 100} % into the run, ${GENERATORS} generators`,
+    method: [
+      `Two fake OpenAI images endpoints on 127.0.0.1, each in a process of its own, each taking ${AT_ONCE} calls at once and answering after ${LATENCY_MS} ms; the model rides on [primary, fallback] (openai type, maxConcurrency ${AT_ONCE} each; failover cooldownMs ${COOLDOWN_MS}, failuresToOpen ${FAILURES_TO_OPEN}).`,
+      `${Math.ceil(IMAGES / PER_BATCH)} batches of up to ${PER_BATCH} images are POSTed at once over two accounts; when ${OUTAGE_AT * 100} % of the images are made, the primary answers every call 503.`,
+      `Wall time from the first POST until every batch is finished, against the ideal on the fallback alone (${IMAGES} images ${AT_ONCE} at a time, ${LATENCY_MS} ms each = ${IDEAL_SEC} s); calls to the dead route are counted from the ${FAILURES_TO_OPEN}th 503 (when its circuit opened) on.`,
+    ],
+    figures,
+    notes: [],
+    profiles: [],
+    details,
+  };
+}

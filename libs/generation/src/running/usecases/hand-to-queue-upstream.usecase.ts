@@ -1,0 +1,112 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { QueueImageProvider, UpstreamSubmission } from '@app/providers';
+import { ClaimedTask, Fence, RenderBatch, UpstreamWaitStore } from '@app/tasks';
+import type { RunOutcome } from '../run-outcome';
+import { describeError } from '../task-failure';
+import { UpstreamPoller, WaitingTask } from '../upstream-poller.service';
+import { priorityOf, RUN_LOG_CONTEXT, RunSteps } from './run-steps';
+import { SubmitWithIntent } from './submit-with-intent';
+import { TaskOutcomes } from './task-outcomes';
+
+/**
+ * Tries at recording a submit's answer when PostgreSQL fails: the upstream already took the
+ * request, and a retry without its id would pay for it again.
+ */
+const RECORD_TRIES = 5;
+const RECORD_BACKOFF_MS = 500;
+
+/**
+ * A queue upstream's task: submitted within the model's slot (the fenced send first, as for
+ * any upstream call), its request recorded in PostgreSQL before anything waits on it, then
+ * handed to the poller, and this worker is free. A task that already has a request (a
+ * redelivery, a crash recovery, a retry after Kiln's own trouble) is resumed, never
+ * submitted again. The poller's answer comes back through CollectQueueResult.
+ */
+@Injectable()
+export class HandToQueueUpstream {
+  private readonly logger = new Logger(RUN_LOG_CONTEXT);
+
+  constructor(
+    private readonly waits: UpstreamWaitStore,
+    private readonly poller: UpstreamPoller,
+    private readonly steps: RunSteps,
+    private readonly outcomes: TaskOutcomes,
+    private readonly intents: SubmitWithIntent,
+  ) {}
+
+  /** A failure to submit or to record ends the attempt like any other: a retry or the task's failure for good. */
+  async execute(
+    claim: ClaimedTask,
+    fence: Fence,
+    batch: RenderBatch,
+    provider: QueueImageProvider,
+    startedAt: number,
+  ): Promise<RunOutcome> {
+    try {
+      return await (claim.upstream ? this.resume(claim, fence, claim.upstream, provider) : this.submit(claim, fence, batch, provider));
+    } catch (err) {
+      return this.outcomes.afterFailure(claim, fence, err, startedAt);
+    }
+  }
+
+  private async resume(
+    claim: ClaimedTask,
+    fence: Fence,
+    upstream: NonNullable<ClaimedTask['upstream']>,
+    provider: QueueImageProvider,
+  ): Promise<RunOutcome> {
+    const pollAt = new Date();
+    const hold = this.poller.hold(pollAt);
+    if (!(await this.waits.resume(fence, hold))) return 'superseded';
+    const submission = { requestId: upstream.requestId, state: upstream.handle };
+    if (hold.poller)
+      this.poller.adopt(this.waitingTask(claim, fence, submission, provider, upstream.submittedAt.getTime()), pollAt.getTime());
+    return 'waiting';
+  }
+
+  private async submit(claim: ClaimedTask, fence: Fence, batch: RenderBatch, provider: QueueImageProvider): Promise<RunOutcome> {
+    const doubt = await this.intents.settleDoubt(fence, provider, this.steps.signal);
+    if (doubt.kind === 'fail') throw doubt.error;
+    const request = await this.steps.renderRequest(claim, batch, null);
+    const submission: UpstreamSubmission =
+      doubt.kind === 'found'
+        ? doubt.submission
+        : await this.steps.pacedCall(claim, fence, batch, priorityOf(claim), () => this.intents.submit(fence, provider, request));
+    const submittedAt = Date.now();
+    const pollAt = new Date(submittedAt + provider.pollIntervalMs);
+    const hold = this.poller.hold(pollAt);
+    if (!(await this.recordSubmission(fence, submission, hold))) {
+      this.logger.warn(
+        `Task ${claim.id} was taken over while ${submission.requestId} was submitted; that request is left to finish unused`,
+      );
+      return 'superseded';
+    }
+    if (hold.poller) this.poller.adopt(this.waitingTask(claim, fence, submission, provider, submittedAt), pollAt.getTime());
+    return 'waiting';
+  }
+
+  /** Retries the write through PostgreSQL's passing trouble: losing the id would mean paying twice. */
+  private async recordSubmission(fence: Fence, submission: UpstreamSubmission, hold: ReturnType<UpstreamPoller['hold']>): Promise<boolean> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.waits.recordSubmission({ fence, requestId: submission.requestId, handle: submission.state, hold });
+      } catch (err) {
+        if (tries >= RECORD_TRIES) throw err;
+        this.logger.warn(
+          `Recording upstream request ${submission.requestId} of task ${fence.taskId} failed (${describeError(err)}); trying again`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, RECORD_BACKOFF_MS * tries));
+      }
+    }
+  }
+
+  private waitingTask(
+    claim: ClaimedTask,
+    fence: Fence,
+    submission: UpstreamSubmission,
+    provider: QueueImageProvider,
+    submittedAt: number,
+  ): WaitingTask {
+    return { claim, fence, submission, provider, submittedAt };
+  }
+}

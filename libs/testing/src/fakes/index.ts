@@ -1,0 +1,18 @@
+export type { CapturedRequest, FakeAnswer, FakeUpstream, Outage } from './fake-upstream';
+export { FakeHttpUpstream, fakePng, flapping, json } from './fake-upstream';
+export { FakeBatchUpstream } from './fake-batch-upstream';
+export { FakeQueueUpstream } from './fake-queue-upstream';
+export type { FakeQueueOptions, FakeQueuedRequest, FakeSeen, QueueAnswer, QueueDialect } from './fake-queue-upstream';
+export { FAKE_UPSTREAMS, QUEUE_DIALECTS, fakeQueueUpstream } from './fake-upstreams';
+export type { QueueTypeName } from './fake-upstreams';
+export { OpenAiFakeUpstream } from './openai/openai.fake';
+export { RateLimitedOpenAiFake } from './openai/openai-rate-limited.fake';
+export type { StrictLimits } from './openai/openai-rate-limited.fake';
+export { OpenAiBatchFakeUpstream, OPENAI_BATCH_FAKE_MARKERS } from './openai/openai-batch.fake';
+export { GeminiFakeUpstream } from './gemini/gemini.fake';
+export { GeminiBatchFakeUpstream, GEMINI_BATCH_FAKE_MARKERS } from './gemini/gemini-batch.fake';
+export { fakeFal, falDialect } from './fal/fal.fake';
+export { fakeReplicate, replicateDialect } from './replicate/replicate.fake';
+export { fakeBfl, bflDialect } from './bfl/bfl.fake';
+export { StripeFake, parseStripeForm } from './stripe/stripe.fake';
+export type { FakeSession } from './stripe/stripe.fake';
