@@ -667,6 +667,30 @@ describe('generator: the real worker consuming the real queue', () => {
       expect((await taskRows(api, crashed))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
     });
 
+    it("a task whose job Bull's stalled recovery handed again is left to that job, not given another", async () => {
+      const a = await api.account({ credits: 100 });
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['redelivered'] });
+      const queue = queueOf(gen);
+      const [task] = await taskRows(api, id);
+      // Its first job (id = the task's) was claimed (attempt 1), its worker killed, and the job
+      // handed again by the stalled check: the second claim made attempts 2 under the same job
+      // id. That run is alive (here: its job is still to be delivered), only slow to touch the row.
+      expect(await (await queue.getJob(task.id))?.getState()).toBe('waiting');
+      await api.db.query(`UPDATE tasks SET status = 'running', attempts = 2, updated_at = now() - interval '1 hour' WHERE id = $1`, [
+        task.id,
+      ]);
+      const reconciler = gen.get(TaskReconcilerService);
+      expect((await reconciler.reconcileOnce()).reenqueued).toBe(0);
+      expect(await queue.getJob(`${task.id}-attempt3`)).toBeNull();
+      await queue.resume(true);
+      try {
+        await waitForBatchDone(api, id);
+      } finally {
+        await queue.pause(true);
+      }
+      expect((await taskRows(api, id))[0]).toMatchObject({ status: 'succeeded', attempts: 3 });
+    });
+
     it('the reconciler walks a backlog larger than one pass, page by page', async () => {
       const a = await api.account({ credits: 500 });
       const id = await createBatch(api, a, { model: 'eta-image', prompts: ['b1', 'b2', 'b3', 'b4', 'b5'] });

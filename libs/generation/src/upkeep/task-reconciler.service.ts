@@ -30,6 +30,28 @@ const LIVE_STATES = new Set(['waiting', 'delayed', 'active', 'paused']);
 
 const PASS_LIMIT = 500;
 
+/**
+ * Bull's maxStalledCount (its default, which Kiln keeps): a job whose worker died is handed
+ * again once by Bull's own stalled-job recovery before Bull fails it.
+ */
+const STALLED_REDELIVERIES = 1;
+
+/**
+ * The jobs that may be running a `running` task: the one that claimed it (attempts - 1), or,
+ * when Bull's stalled-job recovery handed that job again after a crash (a generator starting
+ * up runs the check at once), an older one: each delivery bumps attempts but keeps the job's
+ * id. Missing that job, a pass added another one for a task whose run was alive (waiting for
+ * the model's slot past the lease), and the new job's takeover submitted a queue upstream's
+ * request a third time (the landing CI's generator-queue-submit-doubt, bfl).
+ */
+function claimingJobIds(task: OrphanCandidate): string[] {
+  const ids: string[] = [];
+  for (let back = 1; back <= 1 + STALLED_REDELIVERIES && task.attempts - back >= 0; back++) {
+    ids.push(renderJobId(task.id, task.attempts - back));
+  }
+  return ids;
+}
+
 interface OrphanCandidate {
   id: string;
   batch_id: string;
@@ -179,7 +201,7 @@ export class TaskReconcilerService {
    */
   private async reenqueue(task: OrphanCandidate): Promise<boolean> {
     const next = renderJobId(task.id, task.attempts);
-    const candidates = task.status === 'running' ? [renderJobId(task.id, task.attempts - 1), next] : [next];
+    const candidates = task.status === 'running' ? [...claimingJobIds(task), next] : [next];
     for (const id of candidates) {
       const job = await this.queue.getJob(id);
       if (!job) continue;
