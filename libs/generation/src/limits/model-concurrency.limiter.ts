@@ -149,8 +149,12 @@ export class ModelConcurrencyLimiter {
   private seq = 0;
   /** Slots released this turn with nobody waiting for them, by model (releaseSoon). */
   private readonly releasing = new Map<string, string[]>();
-  /** Long enough to survive a GC pause or a slow Redis; renewed every third of it. */
-  leaseMs = 30_000;
+  /**
+   * Long enough to survive a GC pause or a slow Redis (renewed every third of it), short
+   * enough that a killed generator's slots come back soon: its tasks, taken over, wait for
+   * them (30 s held a model's whole cap that long after a SIGKILL, issue 46).
+   */
+  leaseMs = 10_000;
 
   constructor(
     private readonly redis: RedisService,
