@@ -1,15 +1,6 @@
 import { ProviderRoute } from '@app/database';
 import { createBatch, fakeQueueUpstream, refundRows, taskRows, waitFor, waitForBatchDone } from '@app/testing';
-import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
-
-const CHILD_ENV = {
-  ...FAST_TAKEOVER_ENV,
-  TASK_MAX_ATTEMPTS: '4',
-  TASK_BACKOFF_MS: '50',
-  UPSTREAM_LEASE_MS: '2000',
-  UPSTREAM_ALLOW_PRIVATE: 'true',
-  FAL_KEY: 'fal-test:key',
-};
+import { QUEUE_CHILD_ENV, useGeneratorProcesses } from './helpers/apps';
 
 jest.setTimeout(120_000);
 
@@ -22,7 +13,7 @@ jest.setTimeout(120_000);
  */
 describe('generator process: failover from a failing queue route survives SIGKILL without paying twice', () => {
   const kiln = useGeneratorProcesses('failover_queue_proc', {
-    childEnv: CHILD_ENV,
+    childEnv: QUEUE_CHILD_ENV,
     overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
   });
 

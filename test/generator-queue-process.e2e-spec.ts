@@ -10,30 +10,12 @@ import {
   waitFor,
   waitForBatchDone,
 } from '@app/testing';
-import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
+import { QUEUE_CHILD_ENV, useGeneratorProcesses } from './helpers/apps';
 
-const KEY_ENV: Record<QueueTypeName, Record<string, string>> = {
-  fal: { FAL_KEY: 'fal-test:key' },
-  replicate: { REPLICATE_API_TOKEN: 'r8_test' },
-  bfl: { BFL_API_KEY: 'bfl-test' },
-};
 const MODEL: Record<QueueTypeName, string> = {
   fal: 'fal-ai/flux/schnell',
   replicate: 'black-forest-labs/flux-schnell',
   bfl: 'flux-pro-1.1',
-};
-
-/** Short locks and leases so a killed generator's waiting tasks are taken over within seconds. */
-const CHILD_ENV = {
-  ...FAST_TAKEOVER_ENV,
-  TASK_MAX_ATTEMPTS: '4',
-  TASK_BACKOFF_MS: '50',
-  UPSTREAM_LEASE_MS: '2000',
-  UPSTREAM_ALLOW_PRIVATE: 'true',
-  // Every key on every generator: the api refuses a route whose key a live generator lacks.
-  ...KEY_ENV.fal,
-  ...KEY_ENV.replicate,
-  ...KEY_ENV.bfl,
 };
 
 jest.setTimeout(120_000);
@@ -45,7 +27,7 @@ jest.setTimeout(120_000);
  */
 describe('generator process: queue upstreams survive SIGKILL and SIGTERM without paying twice', () => {
   const kiln = useGeneratorProcesses('gen_queue_proc', {
-    childEnv: CHILD_ENV,
+    childEnv: QUEUE_CHILD_ENV,
     overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
   });
 

@@ -10,23 +10,12 @@ import {
   waitFor,
   waitForBatchDone,
 } from '@app/testing';
-import { FAST_TAKEOVER_ENV, useGeneratorProcesses } from './helpers/apps';
+import { QUEUE_CHILD_ENV, useGeneratorProcesses } from './helpers/apps';
 
 const MODEL: Record<QueueTypeName, string> = {
   fal: 'fal-ai/flux/schnell',
   replicate: 'black-forest-labs/flux-schnell',
   bfl: 'flux-pro-1.1',
-};
-
-const CHILD_ENV = {
-  ...FAST_TAKEOVER_ENV,
-  TASK_MAX_ATTEMPTS: '4',
-  TASK_BACKOFF_MS: '50',
-  UPSTREAM_LEASE_MS: '2000',
-  UPSTREAM_ALLOW_PRIVATE: 'true',
-  FAL_KEY: 'fal-test:key',
-  REPLICATE_API_TOKEN: 'r8_test',
-  BFL_API_KEY: 'bfl-test',
 };
 
 jest.setTimeout(120_000);
@@ -43,7 +32,7 @@ const TASKS = 4;
  */
 describe('generator process: a submit in flight at a crash (intent, lookup, onUnknownSubmit)', () => {
   const kiln = useGeneratorProcesses('gen_submit_doubt', {
-    childEnv: CHILD_ENV,
+    childEnv: QUEUE_CHILD_ENV,
     overrides: (base) => ({ upstream: { ...base.upstream, allowPrivate: true } }),
   });
 

@@ -90,6 +90,22 @@ export const FAST_TAKEOVER_ENV: Record<string, string> = {
   TASK_LEASE_MS: '3000',
 };
 
+/**
+ * A generator child of the queue upstream specs: fast takeover, quick retries, short poll
+ * leases, private addresses allowed (the fakes listen on 127.0.0.1), and every queue type's
+ * key (the api refuses a route whose key a live generator lacks).
+ */
+export const QUEUE_CHILD_ENV: Record<string, string> = {
+  ...FAST_TAKEOVER_ENV,
+  TASK_MAX_ATTEMPTS: '4',
+  TASK_BACKOFF_MS: '50',
+  UPSTREAM_LEASE_MS: '2000',
+  UPSTREAM_ALLOW_PRIVATE: 'true',
+  FAL_KEY: 'fal-test:key',
+  REPLICATE_API_TOKEN: 'r8_test',
+  BFL_API_KEY: 'bfl-test',
+};
+
 export type ProcessExit = Awaited<GeneratorProcess['exited']>;
 
 /**
