@@ -6,7 +6,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { buildConfig } from '@app/config';
 import { createDataSource, runMigrations, sessionStartupOptions } from '@app/database';
-import { BatchChangePublisher, UpstreamCancelSignal, UpstreamWaitStore } from '@app/tasks';
+import { BatchChangePublisher, SubmitIntentStore, UpstreamCancelSignal, UpstreamWaitStore } from '@app/tasks';
 import { newEvent, SecretBox, WebhookOutbox, WebhookSender } from '@app/webhooks';
 import { PrivatePostgres } from '../bench/chaos/services';
 import { freePort } from '../bench/lib/kiln';
@@ -106,6 +106,39 @@ describe('what leaves Kiln on a generator write survives a crash of PostgreSQL',
     // Gone, the event would have reported a change that is undone, and whose remake (the task run
     // again, its batch finished again) is reported under another webhook-id.
     expect(await after.query(`SELECT event_id FROM webhook_deliveries WHERE event_id = $1`, [event.id])).toEqual([{ event_id: event.id }]);
+  });
+
+  /** A running task (attempt 1) of a one-image batch, written by a synchronous session. */
+  async function runningTask(api: DataSource, email: string): Promise<{ taskId: string; batchId: string }> {
+    const [{ id: accountId }] = await api.query(
+      `INSERT INTO accounts (email, plan_key) VALUES ($1, (SELECT key FROM plans ORDER BY key LIMIT 1)) RETURNING id`,
+      [email],
+    );
+    const [{ key: model, provider }] = await api.query(`SELECT key, provider FROM models ORDER BY sort_order LIMIT 1`);
+    const [{ id: batchId }] = await api.query(
+      `INSERT INTO batches (account_id, prompts, model, aspect_ratio, resolution, quality, count_per_combo, ref_mode, ref_images,
+                            total, unit_cost, credits_charged, provider, width, height, created_via_api, status)
+       VALUES ($1, '["a kiln"]', $2, '1:1', '1K', 'auto', 1, 'none', '[]', 1, 1, 1, $3, 1024, 1024, true, 'running') RETURNING id`,
+      [accountId, model, provider],
+    );
+    const [{ id: taskId }] = await api.query(
+      `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status, attempts) VALUES ($1, $2, 0, 'a kiln', 1, 'running', 1) RETURNING id`,
+      [batchId, accountId],
+    );
+    return { taskId, batchId };
+  }
+
+  it("a submit intent cleared by the upstream's refusal stays cleared after the crash (a fail route must not fail the task for it)", async () => {
+    const { taskId, batchId } = await runningTask(await connect(false), 'intent@example.test');
+    const intents = new SubmitIntentStore(await connect(true));
+    const fence = { taskId, attempt: 1, batchId };
+    expect(await intents.record(fence, { prompt: 'a kiln' })).toBe(true);
+    await intents.clear(fence);
+
+    await crash();
+
+    const after = await connect(false);
+    expect(await after.query(`SELECT submit_intent_at FROM tasks WHERE id = $1`, [taskId])).toEqual([{ submit_intent_at: null }]);
   });
 
   it("a queue upstream's request id, recorded as its submit answered, is still there after the crash", async () => {

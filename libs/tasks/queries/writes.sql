@@ -44,9 +44,12 @@ WITH marked AS (
 SELECT id, set_config('synchronous_commit', 'on', true) AS durable FROM marked;
 
 -- libs/tasks/src/submit-intent.store.ts: in SubmitIntentStore.clear
-UPDATE tasks SET submit_intent_at = NULL, submit_intent = NULL
-WHERE id = $1 AND status = 'running' AND attempts = $2 AND submit_intent_at IS NOT NULL
-RETURNING id;
+WITH cleared AS (
+  UPDATE tasks SET submit_intent_at = NULL, submit_intent = NULL
+   WHERE id = $1 AND status = 'running' AND attempts = $2 AND submit_intent_at IS NOT NULL
+   RETURNING id
+)
+SELECT id, set_config('synchronous_commit', 'on', true) AS durable FROM cleared;
 
 -- libs/tasks/src/task-cancellation.ts: in cancelUnsentTasks
 UPDATE tasks SET status = 'cancelled', progress = 0, finished_at = now(), updated_at = now()

@@ -17,7 +17,7 @@ export interface SubmitIntent {
  * submit's answer is: a PostgreSQL crash must not undo it), so that a crash between the call
  * and the recording of its answer leaves a trace: a task with an intent and no request id.
  * The next attempt looks it up upstream where the route's type can, else applies the route's
- * `onUnknownSubmit` (libs/generation's recover-unknown-submit.ts). Task rows only, no batch
+ * `onUnknownSubmit` (libs/generation's usecases/submit-with-intent.ts). Task rows only, no batch
  * lock: nothing a client sees changes.
  */
 @Injectable()
@@ -50,13 +50,20 @@ export class SubmitIntentStore {
     return row ? { at: new Date(row.submit_intent_at), key: row.submit_intent ?? {} } : null;
   }
 
-  /** The upstream answered that it did not take the request (or its doubt is settled): no intent is left. */
+  /**
+   * The upstream answered that it did not take the request (or its doubt is settled): no
+   * intent is left. Synchronous too (an error path, rare): a PostgreSQL crash undoing the
+   * clear would make a `fail` route fail a task the upstream never took.
+   */
   async clear(fence: Fence): Promise<void> {
     await queryRows(
       this.db,
-      `UPDATE tasks SET submit_intent_at = NULL, submit_intent = NULL
-        WHERE id = $1 AND status = 'running' AND attempts = $2 AND submit_intent_at IS NOT NULL
-        RETURNING id`,
+      `WITH cleared AS (
+         UPDATE tasks SET submit_intent_at = NULL, submit_intent = NULL
+          WHERE id = $1 AND status = 'running' AND attempts = $2 AND submit_intent_at IS NOT NULL
+          RETURNING id
+       )
+       SELECT id, set_config('synchronous_commit', 'on', true) AS durable FROM cleared`,
       [fence.taskId, fence.attempt],
     );
   }
