@@ -464,7 +464,7 @@ describe('generator: the real worker consuming the real queue', () => {
         put.mockRestore();
       }
       const job = await queueOf(gen).getJob(`${retried.id}-attempt2`);
-      expect(job?.data).toEqual({ taskId: retried.id, batchId: again, seq: 0 });
+      expect(job?.data).toEqual({ taskId: retried.id, batchId: again, seq: 0, rerun: true });
       await job?.remove();
       expect(await runner.run(retried.id, { batchId: again, seq: 0 })).toBe('succeeded');
       expect((await taskRows(api, again))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
@@ -655,7 +655,10 @@ describe('generator: the real worker consuming the real queue', () => {
         read.mockRestore();
         reconciler.queuedGraceMs = 5000;
       }
-      expect(await (await queue.getJob(`${task.id}-attempt2`))?.getState()).toBe('waiting');
+      const readded = await queue.getJob(`${task.id}-attempt2`);
+      expect(await readded?.getState()).toBe('waiting');
+      // A rerun: first in the generator's local lines, not behind newer batches' lower seqs.
+      expect(readded?.data).toMatchObject({ taskId: task.id, rerun: true });
       // At the front of the queue, not behind the backlog: the next job a worker takes (Bull's workers take the list's tail).
       expect(await queue.client.lindex(queue.toKey('wait'), -1)).toBe(`${task.id}-attempt2`);
       await queue.resume(true);

@@ -27,9 +27,12 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
     this.queue
       .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => {
         this.feeder.tookJob();
-        const { taskId, batchId, seq } = job.data;
+        const { taskId, batchId, seq, rerun } = job.data;
         // Jobs added before they carried hints run the claim-first way.
-        return this.runner.run(taskId, batchId !== undefined && typeof seq === 'number' ? { batchId, seq } : undefined);
+        return this.runner.run(
+          taskId,
+          batchId !== undefined && typeof seq === 'number' ? { batchId, seq, rerun: rerun === true } : undefined,
+        );
       })
       .catch((err) => this.logger.error(`The task queue stopped: ${(err as Error).message}`));
     this.feeder.start();

@@ -25,7 +25,9 @@ describe('the task queue contract', () => {
       data: { taskId: id, batchId, seq: 0 },
       opts: { jobId: id, attempts: 1 },
     });
-    expect(nextRenderJob({ id, attempts: 1, batchId, seq: 4 }).data).toEqual({ taskId: id, batchId, seq: 4 });
+    // A task taken before (a retry, a takeover) is marked a rerun: first in the generator's lines.
+    expect(nextRenderJob({ id, attempts: 1, batchId, seq: 4 }).data).toEqual({ taskId: id, batchId, seq: 4, rerun: true });
+    expect(nextRenderJob({ id, attempts: 0, batchId, seq: 4 }).data).toEqual({ taskId: id, batchId, seq: 4 });
     expect(nextRenderJob({ id, attempts: 1, batchId, seq: 4 }).opts.jobId).toBe(`${id}-attempt2`);
     expect(renderJob({ id, batchId }).data).toEqual({ taskId: id });
   });

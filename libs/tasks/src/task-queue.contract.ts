@@ -25,6 +25,11 @@ export interface RenderJobData {
   taskId: string;
   batchId?: string;
   seq?: number;
+  /**
+   * The task was taken before (a retry, or a crashed generator's task given a job again): its
+   * run goes first in the generator's local lines, not behind every newer batch's lower seqs.
+   */
+  rerun?: true;
 }
 
 /** What a job needs of its task: the id, and the row's batch id and seq as hints. */
@@ -64,7 +69,11 @@ export function renderJob(task: RenderJobTask): RenderJob {
 
 /** The job for a task's next attempt, optionally delayed (a retry's backoff). */
 export function nextRenderJob(task: RenderJobTask & { attempts: number }, delayMs = 0): RenderJob {
-  const hints = task.batchId !== undefined && task.seq !== undefined ? { batchId: task.batchId, seq: task.seq } : {};
+  // A job without hints runs claim first, which orders a rerun by its claim's attempts instead.
+  const hints =
+    task.batchId !== undefined && task.seq !== undefined
+      ? { batchId: task.batchId, seq: task.seq, ...(task.attempts > 0 ? { rerun: true as const } : {}) }
+      : {};
   return {
     name: TaskJob.Render,
     data: { taskId: task.id, ...hints },

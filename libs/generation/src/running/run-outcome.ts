@@ -19,8 +19,10 @@ export type RunOutcome =
   /** Another worker took the task over mid-run; this run's work was discarded. */
   | 'superseded';
 
-/** A job's hints (RenderJobData): its task's batch, and its seq for the local lines' order. */
+/** A job's hints (RenderJobData): its task's batch, and its seq and rerun for the local lines' order. */
 export interface RunHint {
   batchId: string;
   seq: number;
+  /** Taken before (a retry, a takeover): first in the lines (RERUN_PRIORITY). */
+  rerun?: boolean;
 }

@@ -18,6 +18,7 @@ import { PrioritySemaphore } from '../../limits/priority-semaphore';
 import { RoutePacer } from '../../limits/route-pacer';
 import { convertImage } from '../batch-previews';
 import { ProgressReporter } from '../progress-reporter';
+import type { RunHint } from '../run-outcome';
 import { shutdownInterrupter } from '../shutdown-interrupter';
 import { ShutdownInterruption, TaskFailure } from '../task-failure';
 import { TaskTelemetry } from '../task-telemetry';
@@ -34,11 +35,24 @@ export function fenceOf(claim: ClaimedTask): Fence {
 }
 
 /**
+ * Where a task that was taken before (a retry, a crashed generator's task taken over) stands in
+ * the local lines: before every first attempt. Ordered by seq like the rest, a taken-over task
+ * deep in its batch waited behind every newer batch's first tasks: 13-60 s in the chaos runs,
+ * past the crash-recovery bound.
+ */
+export const RERUN_PRIORITY = -1;
+
+/**
  * Local lines (cores, model slots) serve a batch's n-th task before any batch's (n+1)-th, the
- * order the feeder fills the queue in.
+ * order the feeder fills the queue in; reruns first.
  */
 export function priorityOf(claim: ClaimedTask): number {
-  return claim.seq;
+  return claim.attempts > 1 ? RERUN_PRIORITY : claim.seq;
+}
+
+/** The same order for a job's hints, before its claim (slot first). */
+export function hintPriority(hint: RunHint): number {
+  return hint.rerun ? RERUN_PRIORITY : hint.seq;
 }
 
 /**

@@ -7,7 +7,7 @@ import { ProviderRegistry } from '../provider-registry';
 import type { RunHint, RunOutcome } from '../run-outcome';
 import { RouteFailover } from '../route-failover';
 import { TaskTelemetry } from '../task-telemetry';
-import { fenceOf, NotSent, priorityOf, RunSteps } from './run-steps';
+import { fenceOf, hintPriority, NotSent, priorityOf, RunSteps } from './run-steps';
 import { StoredParts, TaskOutcomes } from './task-outcomes';
 
 /** Claimed and sent in its slot, but not to be rendered (attempts exhausted, batch gone): the runner's attempt() handles both, slot-free. */
@@ -41,6 +41,7 @@ export class RunSyncRender {
    */
   async slotFirst(taskId: string, hint: RunHint, route: BatchRoute, provider: ImageProvider): Promise<RunOutcome | NotRunHere> {
     const startedAt = Date.now();
+    const priority = hintPriority(hint);
     const taken: { run?: TakenRun } = {};
     const take = async (): Promise<void> => {
       const claim = await this.store.claimAndSend(taskId, hint.batchId);
@@ -59,12 +60,12 @@ export class RunSyncRender {
     let made: RenderResult;
     try {
       if (rendersOnCpu(route.provider)) {
-        made = await this.steps.renderSlots.use(hint.seq, this.steps.signal, async () => {
+        made = await this.steps.renderSlots.use(priority, this.steps.signal, async () => {
           await take();
           return this.steps.timed(taken.run!.claim, render);
         });
       } else {
-        made = await this.steps.paced(route, hint.seq, {
+        made = await this.steps.paced(route, priority, {
           beforeFirstCall: take,
           onRefusal: (err) => this.telemetry.attemptFailed(taken.run!.claim, err, true),
           call: () => this.steps.timed(taken.run!.claim, render),
@@ -78,7 +79,7 @@ export class RunSyncRender {
       return this.completeAttempt(claim, fence, progress, startedAt, () => Promise.reject(err));
     }
     const { claim, fence, batch, progress } = taken.run!;
-    return this.completeAttempt(claim, fence, progress, startedAt, () => this.steps.inFormat(made, batch.outputFormat, hint.seq));
+    return this.completeAttempt(claim, fence, progress, startedAt, () => this.steps.inFormat(made, batch.outputFormat, priority));
   }
 
   /**
