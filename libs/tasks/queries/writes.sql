@@ -360,7 +360,8 @@ RETURNING id;
 -- libs/tasks/src/upstream-wait.store.ts: in UpstreamWaitStore.forget
 UPDATE tasks SET upstream_request_id = NULL, upstream_handle = NULL, upstream_submitted_at = NULL,
       submit_intent_at = NULL, submit_intent = NULL,
-      upstream_poll_at = NULL, upstream_poller = NULL, upstream_lease_until = NULL, updated_at = now()
+      upstream_poll_at = NULL, upstream_poller = NULL, upstream_lease_until = NULL, updated_at = now(),
+      route_index = COALESCE($3::int, route_index)
 WHERE id = $1 AND status = 'running' AND attempts = $2
 RETURNING id;
 

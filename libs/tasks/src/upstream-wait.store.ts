@@ -141,18 +141,21 @@ export class UpstreamWaitStore {
 
   /**
    * The upstream failed the request itself (its own failure answer, a request it no longer
-   * knows): the next attempt submits anew, with no submit in doubt. Out of the waiting state too. False when the
-   * fence no longer holds.
+   * knows): the next attempt submits anew, with no submit in doubt. Out of the waiting state
+   * too, and, for a chain's task that fails over, onto its next route (`routeIndex`) in the
+   * same write: as two writes, a crash between them left the task on the failing route with
+   * no request, and its next attempt submitted there again. False when the fence no longer holds.
    */
-  async forget(fence: Fence): Promise<boolean> {
+  async forget(fence: Fence, routeIndex: number | null = null): Promise<boolean> {
     const rows = await queryRows<{ id: string }>(
       this.db,
       `UPDATE tasks SET upstream_request_id = NULL, upstream_handle = NULL, upstream_submitted_at = NULL,
               submit_intent_at = NULL, submit_intent = NULL,
-              upstream_poll_at = NULL, upstream_poller = NULL, upstream_lease_until = NULL, updated_at = now()
+              upstream_poll_at = NULL, upstream_poller = NULL, upstream_lease_until = NULL, updated_at = now(),
+              route_index = COALESCE($3::int, route_index)
         WHERE id = $1 AND status = 'running' AND attempts = $2
         RETURNING id`,
-      [fence.taskId, fence.attempt],
+      [fence.taskId, fence.attempt, routeIndex],
     );
     return rows.length > 0;
   }

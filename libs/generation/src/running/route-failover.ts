@@ -56,6 +56,8 @@ export class RouteFailover {
   private readonly logger = new Logger('RouteFailover');
   /** Claims this generator sent as their route's probe (the answer closes or re-opens it). */
   private readonly probes = new WeakSet<ClaimedTask>();
+  /** Failed claims whose failover a queue request's forget already carried (failedRequest): failed() leaves them. */
+  private readonly decided = new WeakSet<ClaimedTask>();
 
   constructor(
     private readonly store: TaskStateStore,
@@ -104,19 +106,48 @@ export class RouteFailover {
    * attempts spans the chain). Never throws: failover is best effort, the retry happens anyway.
    */
   async failed(claim: ClaimedTask, fence: Fence, err: unknown, retrying: boolean): Promise<void> {
+    if (this.decided.has(claim)) return;
+    const next = await this.nextRoute(claim, err, retrying);
+    if (next === null) return;
+    try {
+      if (await this.store.moveToRoute(fence, next)) this.moved(claim, next, err);
+    } catch (e) {
+      this.logger.warn(`Task ${claim.id}: failover after a failed attempt not recorded (${describeError(e)})`);
+    }
+  }
+
+  /**
+   * A queue upstream's request failed (the upstream's own answer) and the task is retried: the
+   * failure counted as failed() counts it, and the route its next attempt goes to returned
+   * (null: it stays), for the request's forget to carry in the same write
+   * (UpstreamWaitStore.forget); moved() then counts the move, and failed() does nothing more.
+   */
+  async failedRequest(claim: ClaimedTask, err: unknown): Promise<number | null> {
+    const next = await this.nextRoute(claim, err, true);
+    this.decided.add(claim);
+    return next;
+  }
+
+  /** The metric of a move failedRequest decided, once its write is done. */
+  moved(claim: ClaimedTask, to: number, err: unknown): void {
+    const kind = failoverKind(err);
+    if (claim.batch && chainOf(claim.batch) && kind) this.counted(claim.batch, claim.routeIndex, to, kind);
+  }
+
+  /** The failure counted against its route's circuit, and the next route when it fails over (null: it stays). Never throws. */
+  private async nextRoute(claim: ClaimedTask, err: unknown, retrying: boolean): Promise<number | null> {
     const batch = claim.batch;
     const chain = chainOf(batch);
     const kind = failoverKind(err);
-    if (!batch || !chain || !kind) return;
+    if (!batch || !chain || !kind) return null;
     try {
       const settings = failoverOf(batch.failover);
       await this.circuit.record(this.at(batch, claim.routeIndex), settings, 'failure', this.probes.has(claim));
-      if (!retrying || !settings.on.includes(kind)) return;
-      const next = this.candidates(chain, batch, settings, claim.routeIndex)[1];
-      if (next === undefined) return;
-      if (await this.store.moveToRoute(fence, next)) this.counted(batch, claim.routeIndex, next, kind);
+      if (!retrying || !settings.on.includes(kind)) return null;
+      return this.candidates(chain, batch, settings, claim.routeIndex)[1] ?? null;
     } catch (e) {
       this.logger.warn(`Task ${claim.id}: failover after a failed attempt not recorded (${describeError(e)})`);
+      return null;
     }
   }
 

@@ -3,6 +3,7 @@ import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { RenderResult, UpstreamPoll } from '@app/providers';
 import { UpstreamCancelStore, UpstreamWaitStore } from '@app/tasks';
 import { ModelConcurrencyLimiter } from '../../limits/model-concurrency.limiter';
+import { RouteFailover } from '../route-failover';
 import type { RunOutcome } from '../run-outcome';
 import { classifyFailure } from '../task-failure';
 import { UpstreamPoller, WaitingTask } from '../upstream-poller.service';
@@ -23,6 +24,7 @@ export class CollectQueueResult {
     private readonly steps: RunSteps,
     private readonly outcomes: TaskOutcomes,
     private readonly cancels: UpstreamCancelStore,
+    private readonly failover: RouteFailover,
   ) {}
 
   /**
@@ -68,7 +70,10 @@ export class CollectQueueResult {
     }
     const failure = classifyFailure(err);
     if (failure.retryable && !failure.internal && fence.attempt < this.config.generator.maxAttempts) {
-      if (!(await this.waits.forget(fence))) return 'superseded';
+      // The request forgotten and, for a chain, the task moved on, in one write.
+      const next = await this.failover.failedRequest(claim, err);
+      if (!(await this.waits.forget(fence, next))) return 'superseded';
+      if (next !== null) this.failover.moved(claim, next, err);
     }
     return this.outcomes.afterFailure(claim, fence, err, Date.now());
   }
