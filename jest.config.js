@@ -20,6 +20,7 @@ module.exports = {
       testEnvironment: 'node',
       transform,
       moduleNameMapper,
+      setupFilesAfterEnv: ['<rootDir>/test/setup/unit-timeout.js'],
     },
     {
       displayName: 'e2e',
