@@ -142,21 +142,7 @@ describe('what leaves Kiln on a generator write survives a crash of PostgreSQL',
   });
 
   it("a queue upstream's request id, recorded as its submit answered, is still there after the crash", async () => {
-    const api = await connect(false);
-    const [{ id: accountId }] = await api.query(
-      `INSERT INTO accounts (email, plan_key) VALUES ('submit@example.test', (SELECT key FROM plans ORDER BY key LIMIT 1)) RETURNING id`,
-    );
-    const [{ key: model, provider }] = await api.query(`SELECT key, provider FROM models ORDER BY sort_order LIMIT 1`);
-    const [{ id: batchId }] = await api.query(
-      `INSERT INTO batches (account_id, prompts, model, aspect_ratio, resolution, quality, count_per_combo, ref_mode, ref_images,
-                            total, unit_cost, credits_charged, provider, width, height, created_via_api, status)
-       VALUES ($1, '["a kiln"]', $2, '1:1', '1K', 'auto', 1, 'none', '[]', 1, 1, 1, $3, 1024, 1024, true, 'running') RETURNING id`,
-      [accountId, model, provider],
-    );
-    const [{ id: taskId }] = await api.query(
-      `INSERT INTO tasks (batch_id, account_id, seq, prompt, seed, status, attempts) VALUES ($1, $2, 0, 'a kiln', 1, 'running', 1) RETURNING id`,
-      [batchId, accountId],
-    );
+    const { taskId, batchId } = await runningTask(await connect(false), 'submit@example.test');
 
     // The generator records the upstream's answer (asynchronous session), then would wait on it.
     const gen = await connect(true);
