@@ -1,6 +1,7 @@
-import { FAST_MODEL, prompts, SLOW_MODEL, waitAllDone } from '../lib/harness';
+import { SLOW_MODEL, waitAllDone } from '../lib/harness';
 import { RateLimitedUpstream } from '../lib/rate-limited-upstream';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
+import { startUpstreamRun } from '../lib/upstream-run';
 import { log, round } from '../lib/util';
 
 /** 2,000 by default; KILN_BENCH_FAILOVER_IMAGES scales it down (the ratio to the ideal stays comparable). */
@@ -27,22 +28,13 @@ const IDEAL_SEC = (Math.ceil(IMAGES / AT_ONCE) * LATENCY_MS) / 1000;
  */
 export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
   const { stack } = ctx;
-  await stack.liftScalePlanLimits();
-  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
-  const accounts = [await stack.createAccount('failover'), await stack.createAccount('failover')];
-  const env = { GENERATOR_CONCURRENCY: '100' };
   const limits = { perSecond: 1_000_000, maxConcurrent: 10_000, latencyMs: LATENCY_MS, openAiHeaders: false };
   const primary = await RateLimitedUpstream.start(stack, 'failover-primary', limits);
   const fallback = await RateLimitedUpstream.start(stack, 'failover-fallback', limits);
-  await stack.startGenerator(env);
-  for (let g = 1; g < GENERATORS; g++) await stack.addGenerator(env);
   const figures: Figure[] = [];
   const details: Record<string, unknown> = {};
   try {
-    log('failover: warm-up batch (0 ms model)');
-    await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(50, 'warm-up') });
-    await waitAllDone(stack, accounts, 120_000);
-
+    const { accounts, postBatches } = await startUpstreamRun(stack, 'failover', GENERATORS);
     const route = (baseUrl: string, model: string) => ({ type: 'openai', baseUrl, model, maxConcurrency: AT_ONCE });
     await stack.admin('PATCH', `/models/${SLOW_MODEL}`, {
       routes: [route(primary.baseUrl, 'bench-primary'), route(fallback.baseUrl, 'bench-fallback')],
@@ -51,10 +43,7 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     });
     const before = await stack.taskOutcomes(accounts.map((a) => a.id));
     const t0 = Date.now();
-    for (let i = 0; i < Math.ceil(IMAGES / PER_BATCH); i++) {
-      const n = Math.min(PER_BATCH, IMAGES - i * PER_BATCH);
-      await stack.createBatch(accounts[i % accounts.length], { model: SLOW_MODEL, prompts: prompts(n, `failover ${i}`) });
-    }
+    await postBatches(SLOW_MODEL, IMAGES, PER_BATCH, 'failover');
     // The outage starts when 30 % of the images are made (through the primary, as long as it is up).
     let outageAt = 0;
     while (!outageAt) {
