@@ -115,13 +115,10 @@ export class TaskOutcomes {
     const maxAttempts = this.config.generator.maxAttempts;
     const retrying = failure.retryable && fence.attempt < maxAttempts;
     // Before the retry's requeue: the move to the next route is fenced on the running attempt.
-    const moved = await this.failover.failed(claim, fence, err, retrying);
+    await this.failover.failed(claim, fence, err, retrying);
     if (retrying) {
       this.telemetry.attemptFailed(claim, err, true);
-      // A task moved on to a later route of its chain goes there at once: the backoff (and a
-      // Retry-After) is the failing route's, which the next attempt no longer calls.
-      const delay =
-        moved === 'forward' ? 0 : retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
+      const delay = retryDelayMs(fence.attempt, { baseMs: this.config.generator.backoffMs }, failure.retryAfterMs);
       const given = await this.retry(claim, fence, delay);
       return given === 'requeued' ? 'retrying' : (given ?? 'superseded');
     }
