@@ -102,26 +102,21 @@ export class RouteFailover {
    * the task is retried (`retrying`) and the kind is in the batch's `on`, its next attempt goes
    * to the next route that can make its pair (after the last, the first again: the budget of
    * attempts spans the chain). Never throws: failover is best effort, the retry happens anyway.
-   * Answers 'forward' when the task moved to a later route of the chain: that route has not
-   * failed it, so its next attempt need not wait out the failing route's backoff; 'around' when
-   * it moved back to an earlier one (the chain tried through: the backoff applies); null else.
    */
-  async failed(claim: ClaimedTask, fence: Fence, err: unknown, retrying: boolean): Promise<'forward' | 'around' | null> {
+  async failed(claim: ClaimedTask, fence: Fence, err: unknown, retrying: boolean): Promise<void> {
     const batch = claim.batch;
     const chain = chainOf(batch);
     const kind = failoverKind(err);
-    if (!batch || !chain || !kind) return null;
+    if (!batch || !chain || !kind) return;
     try {
       const settings = failoverOf(batch.failover);
       await this.circuit.record(this.at(batch, claim.routeIndex), settings, 'failure', this.probes.has(claim));
-      if (!retrying || !settings.on.includes(kind)) return null;
+      if (!retrying || !settings.on.includes(kind)) return;
       const next = this.candidates(chain, batch, settings, claim.routeIndex)[1];
-      if (next === undefined || !(await this.store.moveToRoute(fence, next))) return null;
-      this.counted(batch, claim.routeIndex, next, kind);
-      return next > claim.routeIndex ? 'forward' : 'around';
+      if (next === undefined) return;
+      if (await this.store.moveToRoute(fence, next)) this.counted(batch, claim.routeIndex, next, kind);
     } catch (e) {
       this.logger.warn(`Task ${claim.id}: failover after a failed attempt not recorded (${describeError(e)})`);
-      return null;
     }
   }
 
