@@ -170,6 +170,32 @@ describe('failover along a chain of routes', () => {
     await expectAllMade(batchId, 60);
   }, 120_000);
 
+  it('a model with one route keeps no circuit: more failures in a row than failuresToOpen, and its tasks still retry there', async () => {
+    const key = `failover-${++models}`;
+    await api
+      .admin('post', '/v1/admin/models')
+      .send({
+        key,
+        displayName: key,
+        creditCost: { '1K': 2 },
+        resolutionsByRatio: { '1:1': ['1K'] },
+        routes: [{ type: 'openai', baseUrl: primary.baseUrl, model: 'gpt-image-1', price: { per: 'image', usd: 0.01 } }],
+        failover: { failuresToOpen: FAILURES_TO_OPEN, cooldownMs: 600_000 },
+      })
+      .expect(201);
+    const down = () => ({ status: 503, body: JSON.stringify({ error: { message: 'down' } }) });
+    primary.answerNext(...Array.from({ length: CONCURRENCY }, down));
+    const batchId = await batchOf(key, CONCURRENCY);
+    await waitForBatchDone(api, batchId, 30_000);
+    const tasks = await taskRows(api, batchId);
+    expect(tasks.map((t) => [t.status, (t as unknown as { route_index: number }).route_index])).toEqual(tasks.map(() => ['succeeded', 0]));
+    // Each task failed once and was retried on its one route: an open circuit would have held them for its cooldown.
+    expect(primary.requests).toHaveLength(2 * CONCURRENCY);
+    const { body } = await api.admin('get', '/v1/admin/models').expect(200);
+    const [only] = body.models.find((m: { key: string }) => m.key === key).routesHealth;
+    expect(only.circuit).toEqual({ state: 'closed', failures: 0, openUntil: null });
+  });
+
   it('a content refusal on the primary fails the task without touching the fallback', async () => {
     const model = await chainedModel();
     primary.answerNext(OpenAiFakeUpstream.refusal());

@@ -1,6 +1,8 @@
-import { FAST_MODEL, prompts, SLOW_MODEL, waitAllDone } from '../lib/harness';
+import { SLOW_MODEL, waitAllDone } from '../lib/harness';
+import Redis from 'ioredis';
 import { RateLimitedUpstream } from '../lib/rate-limited-upstream';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
+import { startUpstreamRun } from '../lib/upstream-run';
 import { log, round } from '../lib/util';
 
 /** 2,000 by default; KILN_BENCH_FAILOVER_IMAGES scales it down (the ratio to the ideal stays comparable). */
@@ -27,22 +29,13 @@ const IDEAL_SEC = (Math.ceil(IMAGES / AT_ONCE) * LATENCY_MS) / 1000;
  */
 export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
   const { stack } = ctx;
-  await stack.liftScalePlanLimits();
-  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
-  const accounts = [await stack.createAccount('failover'), await stack.createAccount('failover')];
-  const env = { GENERATOR_CONCURRENCY: '100' };
   const limits = { perSecond: 1_000_000, maxConcurrent: 10_000, latencyMs: LATENCY_MS, openAiHeaders: false };
   const primary = await RateLimitedUpstream.start(stack, 'failover-primary', limits);
   const fallback = await RateLimitedUpstream.start(stack, 'failover-fallback', limits);
-  await stack.startGenerator(env);
-  for (let g = 1; g < GENERATORS; g++) await stack.addGenerator(env);
   const figures: Figure[] = [];
   const details: Record<string, unknown> = {};
   try {
-    log('failover: warm-up batch (0 ms model)');
-    await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(50, 'warm-up') });
-    await waitAllDone(stack, accounts, 120_000);
-
+    const { accounts, postBatches } = await startUpstreamRun(stack, 'failover', GENERATORS);
     const route = (baseUrl: string, model: string) => ({ type: 'openai', baseUrl, model, maxConcurrency: AT_ONCE });
     await stack.admin('PATCH', `/models/${SLOW_MODEL}`, {
       routes: [route(primary.baseUrl, 'bench-primary'), route(fallback.baseUrl, 'bench-fallback')],
@@ -51,10 +44,7 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     });
     const before = await stack.taskOutcomes(accounts.map((a) => a.id));
     const t0 = Date.now();
-    for (let i = 0; i < Math.ceil(IMAGES / PER_BATCH); i++) {
-      const n = Math.min(PER_BATCH, IMAGES - i * PER_BATCH);
-      await stack.createBatch(accounts[i % accounts.length], { model: SLOW_MODEL, prompts: prompts(n, `failover ${i}`) });
-    }
+    await postBatches(SLOW_MODEL, IMAGES, PER_BATCH, 'failover');
     // The outage starts when 30 % of the images are made (through the primary, as long as it is up).
     let outageAt = 0;
     while (!outageAt) {
@@ -65,21 +55,25 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       } else await new Promise((resolve) => setTimeout(resolve, 50));
     }
     log(`failover: the primary answers 503 from ${round((outageAt - t0) / 1000, 2)} s`);
-    const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 10_000), 100);
+    const circuit = watchCircuitOpen(stack, SLOW_MODEL);
+    const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 10_000), 100).finally(() => circuit.stop());
     const wall = round((end - t0) / 1000, 2);
     const after = await stack.taskOutcomes(accounts.map((a) => a.id));
     const failed = after.failed - before.failed;
     const dead = await primary.stats();
     const alive = await fallback.stats();
-    // The circuit opened with the FAILURES_TO_OPEN-th 503 (failures of calls in flight then still
-    // come back at once: a 503 is immediate); calls that arrived later went there past it: probes.
-    const opened = dead.downAt[FAILURES_TO_OPEN - 1] ?? Infinity;
+    // When the circuit opened, as Redis shows it (polled): not the FAILURES_TO_OPEN-th 503, since
+    // the successes of the calls in flight at the outage, coming back for up to a latency
+    // after it, each start the count in a row again. Calls that arrived later went there past
+    // it: probes. Before the first poll that saw it open, the FAILURES_TO_OPEN-th 503 as the
+    // earliest it could have opened.
+    const opened = circuit.openedAt ?? dead.downAt[FAILURES_TO_OPEN - 1] ?? Infinity;
     const afterOpen = dead.downAt.filter((at) => at > opened + 100).length;
     const openSec = Math.max(0, (end - Math.min(opened, end)) / 1000);
     const allowedProbes = Math.ceil(openSec / (COOLDOWN_MS / 1000)) * GENERATORS;
     const ratio = round(wall / IDEAL_SEC, 2);
     log(
-      `failover: ${wall} s (ideal on the fallback alone ${IDEAL_SEC} s), ${failed} failed; primary ${dead.accepted} made, ${dead.downAt.length} answered 503 (${afterOpen} after its circuit opened, over ${round(openSec, 1)} s); fallback ${alive.accepted} made`,
+      `failover: ${wall} s (ideal on the fallback alone ${IDEAL_SEC} s), ${failed} failed; primary ${dead.accepted} made, ${dead.downAt.length} answered 503 (${afterOpen} after its circuit opened ${round((opened - outageAt) / 1000, 2)} s into the outage, over ${round(openSec, 1)} s); fallback ${alive.accepted} made`,
     );
     figures.push(
       {
@@ -123,6 +117,7 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       primaryMade: dead.accepted,
       primary503: dead.downAt.length,
       afterOpen,
+      circuitOpenedSec: round((opened - t0) / 1000, 2),
       fallbackMade: alive.accepted,
     });
   } finally {
@@ -136,11 +131,37 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     method: [
       `Two fake OpenAI images endpoints on 127.0.0.1, each in a process of its own, each taking ${AT_ONCE} calls at once and answering after ${LATENCY_MS} ms; the model rides on [primary, fallback] (openai type, maxConcurrency ${AT_ONCE} each; failover cooldownMs ${COOLDOWN_MS}, failuresToOpen ${FAILURES_TO_OPEN}).`,
       `${Math.ceil(IMAGES / PER_BATCH)} batches of up to ${PER_BATCH} images are POSTed at once over two accounts; when ${OUTAGE_AT * 100} % of the images are made, the primary answers every call 503.`,
-      `Wall time from the first POST until every batch is finished, against the ideal on the fallback alone (${IMAGES} images ${AT_ONCE} at a time, ${LATENCY_MS} ms each = ${IDEAL_SEC} s); calls to the dead route are counted from the ${FAILURES_TO_OPEN}th 503 (when its circuit opened) on.`,
+      `Wall time from the first POST until every batch is finished, against the ideal on the fallback alone (${IMAGES} images ${AT_ONCE} at a time, ${LATENCY_MS} ms each = ${IDEAL_SEC} s); calls to the dead route are counted from when its circuit opened (Redis polled every ${CIRCUIT_POLL_MS} ms) on.`,
     ],
     figures,
-    notes: [],
+    notes: [
+      `The ideal counts every round at ${AT_ONCE} calls. Kiln's pacing starts a route it has not used for 10 minutes at 8 calls in flight and doubles each clean round (docs/providers.md, Pacing: an upstream's limit is unknown), and this run pays that twice: the primary at the start, the fallback at the outage (8 + 16 + 32 + 64 calls in a cold route's first 4 rounds instead of ${4 * AT_ONCE}). A run on the fallback alone would pay it once; each slow start costs about 2.8 rounds (${round((2.8 * LATENCY_MS) / 1000, 1)} s), ${round((2.8 * LATENCY_MS) / 10 / IDEAL_SEC, 0)} % of this ideal.`,
+    ],
     profiles: [],
     details,
   };
+}
+
+const CIRCUIT_POLL_MS = 25;
+
+/** Polls the model's route circuits in Redis from now on: when one was first seen open (Date.now()). */
+function watchCircuitOpen(stack: BenchContext['stack'], model: string): { openedAt: number | null; stop: () => void } {
+  const redis = new Redis(stack.opts.redisUrl, { maxRetriesPerRequest: 2 });
+  const pattern = `${stack.redisPrefix}:route-circuit:${model}:*`;
+  const watch = { openedAt: null as number | null, stop: () => undefined as void };
+  let stopped = false;
+  const poll = async (): Promise<void> => {
+    while (!stopped && watch.openedAt === null) {
+      const keys = await redis.keys(pattern);
+      const states = await Promise.all(keys.map((k) => redis.hget(k, 'state')));
+      if (states.includes('open')) watch.openedAt = Date.now();
+      else await new Promise((resolve) => setTimeout(resolve, CIRCUIT_POLL_MS));
+    }
+  };
+  const polling = poll().catch((err: Error) => log(`failover: could not watch the circuit: ${err.message}`));
+  watch.stop = () => {
+    stopped = true;
+    void polling.finally(() => redis.disconnect());
+  };
+  return watch;
 }

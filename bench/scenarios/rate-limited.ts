@@ -1,6 +1,7 @@
-import { FAST_MODEL, prompts, SLOW_MODEL, waitAllDone } from '../lib/harness';
+import { SLOW_MODEL, waitAllDone } from '../lib/harness';
 import { RateLimitedUpstream } from '../lib/rate-limited-upstream';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
+import { startUpstreamRun } from '../lib/upstream-run';
 import { log, round } from '../lib/util';
 
 /** The upstream's limits (issue 26): 20 requests a second, 40 at once, 1 s each, 429 beyond. */
@@ -28,19 +29,10 @@ const IDEAL_SEC = IMAGES / PER_SECOND + LATENCY_MS / 1000;
  */
 export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
   const { stack } = ctx;
-  await stack.liftScalePlanLimits();
-  await stack.routeModel(FAST_MODEL, { type: 'simulated', latencyMs: 0 });
-  const accounts = [await stack.createAccount('rate-limited'), await stack.createAccount('rate-limited')];
-  const env = { GENERATOR_CONCURRENCY: '100' };
   const figures: Figure[] = [];
   const details: Record<string, unknown> = { idealSec: IDEAL_SEC, images: IMAGES };
-  await stack.startGenerator(env);
-  for (let g = 1; g < GENERATORS; g++) await stack.addGenerator(env);
   try {
-    log('rate-limited: warm-up batch (0 ms model)');
-    await stack.createBatch(accounts[0], { model: FAST_MODEL, prompts: prompts(50, 'warm-up') });
-    await waitAllDone(stack, accounts, 120_000);
-
+    const { accounts, postBatches } = await startUpstreamRun(stack, 'rate-limited', GENERATORS);
     for (const openAiHeaders of [true, false]) {
       const label = openAiHeaders ? 'OpenAI headers' : '429s alone';
       const upstream = await RateLimitedUpstream.start(stack, `rate-limited-upstream-${openAiHeaders ? 'headers' : 'plain'}`, {
@@ -59,9 +51,7 @@ export async function rateLimited(ctx: BenchContext): Promise<Omit<ScenarioResul
         });
         const before = await stack.taskOutcomes(accounts.map((a) => a.id));
         const t0 = Date.now();
-        for (let i = 0; i < IMAGES / PER_BATCH; i++) {
-          await stack.createBatch(accounts[i % accounts.length], { model: SLOW_MODEL, prompts: prompts(PER_BATCH, `rate ${label} ${i}`) });
-        }
+        await postBatches(SLOW_MODEL, IMAGES, PER_BATCH, `rate ${label}`);
         const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 5000), 100);
         const wall = round((end - t0) / 1000, 2);
         const after = await stack.taskOutcomes(accounts.map((a) => a.id));

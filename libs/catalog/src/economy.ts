@@ -7,7 +7,8 @@ import { hasBatchApi, type ProviderRoute } from '@app/providers';
  * The economy tier of a model (docs/admin.md "Economy tier"): credits per image by resolution
  * (`economyCreditCost`, null: none) and the window within which every task of an economy
  * batch ends (`economyWindowHours`), served through the route's upstream batch API, which
- * the route turns on with `batch: { enabled: true, ... }`.
+ * the route turns on with `batch: { enabled: true, ... }` (on a chain, the first route that
+ * does serves economy tasks).
  */
 
 /** The window an operator may give: one hour to a week (OpenAI's and Gemini's batch windows are 24 h). */
@@ -30,16 +31,28 @@ export function routeRunsBatches(route: unknown): boolean {
 }
 
 /**
- * The model's economy tier as clients may use it: prices and a window set, and a route that
- * runs batches. The admin API keeps the three consistent (validateEconomy); this also holds
- * for a row edited outside it, so a create is never accepted for economy work no route runs.
+ * Whether some route of the model's chain runs batches (its `routes`, else its `provider`):
+ * economy tasks go to the first that does, and fail over only to a later one that does
+ * (docs/providers.md "A chain of routes").
+ */
+export function chainRunsBatches(model: Pick<ModelEntity, 'provider'> & { routes?: ModelEntity['routes'] }): boolean {
+  // The first route is `provider` (what every reader of one route uses, also when a row was edited outside the admin API).
+  return [model.provider, ...(model.routes ?? []).slice(1)].some(routeRunsBatches);
+}
+
+/**
+ * The model's economy tier as clients may use it: prices and a window set, and a route of its
+ * chain that runs batches. The admin API keeps the three consistent (validateEconomy); this
+ * also holds for a row edited outside it, so a create is never accepted for economy work no
+ * route runs.
  */
 export function economyOffer(
-  model: Pick<ModelEntity, 'economyCreditCost' | 'economyWindowHours' | 'creditCost' | 'provider'>,
+  model: Pick<ModelEntity, 'economyCreditCost' | 'economyWindowHours' | 'creditCost' | 'provider'> & {
+    routes?: ModelEntity['routes'];
+  },
 ): EconomyOffer | null {
   const prices = model.economyCreditCost;
-  if (!prices || model.economyWindowHours === null || model.economyWindowHours === undefined || !routeRunsBatches(model.provider))
-    return null;
+  if (!prices || model.economyWindowHours === null || model.economyWindowHours === undefined || !chainRunsBatches(model)) return null;
   const creditCost: Partial<Record<Resolution, number>> = {};
   for (const res of RESOLUTIONS) {
     if (typeof prices[res] === 'number' && typeof model.creditCost[res] === 'number') creditCost[res] = prices[res];
@@ -120,17 +133,18 @@ export function validateEconomy(m: ModelEntity, maxCreditCost: number, pricesEdi
       'Invalid economyWindowHours: required with economyCreditCost (hours within which an economy batch ends)',
     );
   }
-  if (!routeRunsBatches(m.provider)) {
+  if (!chainRunsBatches(m)) {
+    const chained = (m.routes?.length ?? 0) > 1;
     throw pricesEdited
       ? invalidRequest(
           'economyCreditCost',
           'route_batch_not_enabled',
-          'Invalid economyCreditCost: the model\'s route does not run upstream batches; give it provider.batch { "enabled": true } in the same or an earlier edit',
+          `Invalid economyCreditCost: ${chained ? "no route of the model's chain runs" : "the model's route does not run"} upstream batches; give it provider.batch { "enabled": true }${chained ? ' (on a route of routes)' : ''} in the same or an earlier edit`,
         )
       : invalidRequest(
-          'provider.batch',
+          chained ? 'routes' : 'provider.batch',
           'required_by_economy_tier',
-          'Invalid provider.batch: the model has an economy tier (economyCreditCost), so its route must keep batch { "enabled": true }; or clear economyCreditCost with null in the same edit',
+          `Invalid ${chained ? 'routes' : 'provider.batch'}: the model has an economy tier (economyCreditCost), so ${chained ? 'a route of its chain' : 'its route'} must keep batch { "enabled": true }; or clear economyCreditCost with null in the same edit`,
         );
   }
 }

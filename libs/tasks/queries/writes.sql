@@ -152,7 +152,7 @@ WITH input AS (
      AND t.batch_id IN (SELECT id FROM locked)
    FOR UPDATE SKIP LOCKED
 ), taken AS (
-  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, upstream_batch_id = $3,
+  UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, upstream_batch_id = $3, route_index = COALESCE($4::smallint, t.route_index),
          sent_at = now(), progress = ${SUBMITTED_PROGRESS}, started_at = COALESCE(t.started_at, now()), updated_at = now(),
          result_token = COALESCE(t.result_token, i.token)
     FROM input i
@@ -169,6 +169,23 @@ DELETE FROM upstream_batches WHERE id = $1;
 
 -- libs/tasks/src/task-economy-submit.ts: in TaskEconomySubmits.formGroup
 UPDATE upstream_batches SET lines = $2 WHERE id = $1;
+
+-- libs/tasks/src/task-economy-submit.ts: in moveEconomyTasksToRoute
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[]) AS i(id, attempts)
+), locked AS (
+  ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[])) AND cancelled_at IS NULL')}
+), moved AS (
+  UPDATE tasks t SET status = 'pending', upstream_batch_id = NULL, route_index = $4, progress = 0, sent_at = NULL,
+         updated_at = now()
+    FROM input i
+   WHERE t.id = i.id AND t.attempts = i.attempts AND ${statusIs('t', 'running')} AND t.upstream_batch_id = $3
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.batch_id
+), touched AS (
+  UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM moved)
+)
+SELECT * FROM moved;
 
 -- libs/tasks/src/task-fail-and-refund.ts: FAIL_GROUP_SQL
 UPDATE tasks t SET status = 'failed', error = i.message, error_code = i.code, finished_at = now(), updated_at = now()

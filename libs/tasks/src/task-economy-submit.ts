@@ -24,7 +24,7 @@ export class TaskEconomySubmits {
   constructor(private readonly writes: FencedWrites) {}
 
   async formGroup(
-    route: { model: string; provider: object },
+    route: { model: string; provider: object; index?: number },
     taskIds: readonly string[],
     hold: { poller: string; leaseMs: number },
   ): Promise<FormedGroup | null> {
@@ -49,7 +49,7 @@ export class TaskEconomySubmits {
                 AND t.batch_id IN (SELECT id FROM locked)
               FOR UPDATE SKIP LOCKED
            ), taken AS (
-             UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, upstream_batch_id = $3,
+             UPDATE tasks t SET status = 'running', attempts = t.attempts + 1, upstream_batch_id = $3, route_index = COALESCE($4::smallint, t.route_index),
                     sent_at = now(), progress = ${SUBMITTED_PROGRESS}, started_at = COALESCE(t.started_at, now()), updated_at = now(),
                     result_token = COALESCE(t.result_token, i.token)
                FROM input i
@@ -60,7 +60,7 @@ export class TaskEconomySubmits {
               WHERE id IN (SELECT batch_id FROM taken)
            )
            SELECT * FROM taken`,
-          [taskIds, taskIds.map(() => newObjectToken()), id],
+          [taskIds, taskIds.map(() => newObjectToken()), id, route.index ?? null],
         );
         if (tasks.length === 0) {
           await m.query(`DELETE FROM upstream_batches WHERE id = $1`, [id]);
@@ -73,4 +73,46 @@ export class TaskEconomySubmits {
     if (result) this.writes.announce(new Set(result.tasks.map((t) => t.batchId)));
     return result;
   }
+}
+
+/**
+ * Economy tasks of a group whose upstream batch failed them in a way that fails over
+ * (EconomyCollector): back to `pending` on another route of their batch's chain (route_index),
+ * out of the group, for that route's next group. Fenced on each task's attempt and group; a
+ * task of a batch cancelled meanwhile stays (the caller fails and refunds it, as before
+ * failover). No request of theirs may still run: the caller moves only tasks the upstream
+ * never ran (its batch failed or expired, or was never created). Answers the ids moved.
+ */
+export async function moveEconomyTasksToRoute(
+  writes: FencedWrites,
+  groupId: string,
+  tasks: readonly { id: string; attempts: number }[],
+  routeIndex: number,
+): Promise<string[]> {
+  if (tasks.length === 0) return [];
+  const moved = await writes.retryingDeadlocks(() =>
+    writes.db.transaction(async (m) =>
+      queryRows<{ id: string; batch_id: string }>(
+        m,
+        `WITH input AS (
+           SELECT * FROM unnest($1::uuid[], $2::int[]) AS i(id, attempts)
+         ), locked AS (
+           ${lockBatchesInIdOrder('id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[])) AND cancelled_at IS NULL')}
+         ), moved AS (
+           UPDATE tasks t SET status = 'pending', upstream_batch_id = NULL, route_index = $4, progress = 0, sent_at = NULL,
+                  updated_at = now()
+             FROM input i
+            WHERE t.id = i.id AND t.attempts = i.attempts AND ${statusIs('t', 'running')} AND t.upstream_batch_id = $3
+              AND t.batch_id IN (SELECT id FROM locked)
+            RETURNING t.id, t.batch_id
+         ), touched AS (
+           UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM moved)
+         )
+         SELECT * FROM moved`,
+        [tasks.map((t) => t.id), tasks.map((t) => t.attempts), groupId, routeIndex],
+      ),
+    ),
+  );
+  if (moved.length > 0) writes.announce(new Set(moved.map((t) => t.batch_id)));
+  return moved.map((t) => t.id);
 }

@@ -7,7 +7,7 @@ import { BatchChangePublisher } from './batch-changes';
 import { FencedWrites } from './fenced-write';
 import { ClaimedTask, claimedTaskOf, ClaimedTaskRow, RenderBatch, RenderBatchRow, renderBatchOf } from './task-claim';
 import { TaskEconomyExpiry } from './task-economy-expiry';
-import { FormedGroup, TaskEconomySubmits } from './task-economy-submit';
+import { FormedGroup, moveEconomyTasksToRoute, TaskEconomySubmits } from './task-economy-submit';
 import { TASK_OUTCOME_HOOK, TaskOutcomeHook } from './task-outcome.hook';
 
 /** An upstream batch's row, as the collector works on it. */
@@ -26,11 +26,24 @@ export interface UpstreamGroup {
   tries: number;
 }
 
-/** Open economy batches of one route: what the collector gathers waiting tasks from. */
-export interface EconomyRoute {
+/**
+ * Open economy batches of one model and chain, with waiting tasks: what the collector gathers
+ * them from. `routes` is the batches' chain (null: their provider alone).
+ */
+export interface EconomyBatches {
   model: string;
   provider: ProviderRoute;
+  routes: ProviderRoute[] | null;
   batchIds: string[];
+}
+
+/**
+ * Which waiting economy tasks a route of a chain takes: those whose route_index is in
+ * [fromIndex, index] (the route at `index` is the first that runs batches from fromIndex on).
+ */
+export interface EconomyRouteRange {
+  index: number;
+  fromIndex: number;
 }
 
 /** A waiting economy task, with what its line needs. */
@@ -44,10 +57,11 @@ export interface WaitingEconomyTask extends ClaimedTask {
  * with the batch's columns, its provider snapshot parsed on each, made the generator's heap
  * hold and then collect 10,000 copies per read (bench/findings.md, 2026-11-25 economy memory).
  */
-const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at`;
+const TASK_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token, t.created_at, t.route_index`;
 
 /** A task's batch's snapshot under the names a CLAIM_GROUP row gives it (renderBatchOf reads either). */
 const BATCH_SNAPSHOT_COLUMNS = `b.id AS batch_id, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format, b.provider,
+       b.routes, b.failover,
        b.width, b.height, b.preview_url,
        COALESCE(m.supports_quality, false) AS supports_quality,
        COALESCE(m.supports_background, false) AS supports_background`;
@@ -119,44 +133,53 @@ export class UpstreamBatchStore {
     this.expiry = new TaskEconomyExpiry(this.writes, billing);
   }
 
-  /** Open economy batches with waiting tasks, by route (model and routing snapshot). */
-  async economyRoutes(): Promise<EconomyRoute[]> {
-    const rows = await queryRows<{ model: string; provider: ProviderRoute; batch_ids: string[] }>(
+  /** Open economy batches with waiting tasks, by model and routing snapshot (provider and chain). */
+  async economyRoutes(): Promise<EconomyBatches[]> {
+    const rows = await queryRows<{ model: string; provider: ProviderRoute; routes: ProviderRoute[] | null; batch_ids: string[] }>(
       this.db,
-      `SELECT b.model, b.provider, array_agg(b.id ORDER BY b.created_at) AS batch_ids
+      `SELECT b.model, b.provider, b.routes, array_agg(b.id ORDER BY b.created_at) AS batch_ids
          FROM batches b
         WHERE b.tier = 'economy' AND b.finished_at IS NULL AND b.cancelled_at IS NULL
           AND EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.id AND t.status = 'pending' AND t.tier = 'economy')
-        GROUP BY b.model, b.provider`,
+        GROUP BY b.model, b.provider, b.routes`,
     );
-    return rows.map((r) => ({ model: r.model, provider: r.provider, batchIds: r.batch_ids }));
+    return rows.map((r) => ({ model: r.model, provider: r.provider, routes: r.routes, batchIds: r.batch_ids }));
   }
 
-  /** The oldest waiting economy tasks of these batches, up to `limit`, with what their lines need. */
-  async waitingTasks(batchIds: readonly string[], limit: number): Promise<WaitingEconomyTask[]> {
+  /**
+   * The oldest waiting economy tasks of these batches, up to `limit`, with what their lines
+   * need; of a chain, only those the route of `range` takes.
+   */
+  async waitingTasks(batchIds: readonly string[], limit: number, range?: EconomyRouteRange): Promise<WaitingEconomyTask[]> {
     const rows = await queryRows<EconomyTaskRow>(
       this.db,
       `SELECT ${TASK_COLUMNS}
          FROM tasks t
         WHERE t.batch_id = ANY($1::uuid[]) AND t.status = 'pending' AND t.tier = 'economy' AND t.upstream_batch_id IS NULL
+          ${range ? 'AND t.route_index BETWEEN $3 AND $4' : ''}
         ORDER BY t.created_at, t.id
         LIMIT $2`,
-      [batchIds, limit],
+      range ? [batchIds, limit, range.fromIndex, range.index] : [batchIds, limit],
     );
     const batches = await this.batchSnapshots(rows);
     // A task whose batch row is gone is left out, as the join with batches did.
     return rows
       .filter((row) => batches.get(row.batch_id))
-      .map((row) => ({ ...claimedTaskOf(row, batches.get(row.batch_id)), createdAt: new Date(row.created_at) }));
+      .map((row) => ({ ...claimedTaskOf(row, batches.get(row.batch_id, row.route_index)), createdAt: new Date(row.created_at) }));
   }
 
   /** TaskEconomySubmits.formGroup */
   formGroup(
-    route: { model: string; provider: object },
+    route: { model: string; provider: object; index?: number },
     taskIds: readonly string[],
     hold: { poller: string; leaseMs: number },
   ): Promise<FormedGroup | null> {
     return this.submits.formGroup(route, taskIds, hold);
+  }
+
+  /** moveEconomyTasksToRoute: the tasks go back to `pending` on another route of their chain. */
+  moveToRoute(groupId: string, tasks: readonly { id: string; attempts: number }[], routeIndex: number): Promise<string[]> {
+    return moveEconomyTasksToRoute(this.writes, groupId, tasks, routeIndex);
   }
 
   /**
@@ -174,7 +197,7 @@ export class UpstreamBatchStore {
       ids ? [groupId, ids] : [groupId],
     );
     const batches = await this.batchSnapshots(rows);
-    return rows.map((row) => claimedTaskOf(row, batches.get(row.batch_id) ?? null));
+    return rows.map((row) => claimedTaskOf(row, batches.get(row.batch_id, row.route_index) ?? null));
   }
 
   /** The ids of the group's tasks still `running` in it: what its upload needs when the lines are already made. */
@@ -187,16 +210,35 @@ export class UpstreamBatchStore {
     return rows.map((r) => r.id);
   }
 
-  /** The batches of these task rows, each read once, as what a render needs of them. */
-  private async batchSnapshots(rows: readonly ClaimedTaskRow[]): Promise<Map<string, RenderBatch>> {
+  /**
+   * The batches of these task rows, each read once, as what a render needs of them: on a
+   * chain, one object per batch and route (`provider` the task's route, routes[route_index]),
+   * shared by the tasks on it.
+   */
+  private async batchSnapshots(
+    rows: readonly ClaimedTaskRow[],
+  ): Promise<{ get(batchId: string, routeIndex?: number): RenderBatch | undefined }> {
     const ids = [...new Set(rows.map((r) => r.batch_id))];
-    if (ids.length === 0) return new Map();
-    const found = await queryRows<RenderBatchRow>(
-      this.db,
-      `SELECT ${BATCH_SNAPSHOT_COLUMNS} FROM batches b LEFT JOIN models m ON m.key = b.model WHERE b.id = ANY($1::uuid[])`,
-      [ids],
-    );
-    return new Map(found.map((row) => [row.batch_id, renderBatchOf(row)]));
+    const found = ids.length
+      ? await queryRows<RenderBatchRow>(
+          this.db,
+          `SELECT ${BATCH_SNAPSHOT_COLUMNS} FROM batches b LEFT JOIN models m ON m.key = b.model WHERE b.id = ANY($1::uuid[])`,
+          [ids],
+        )
+      : [];
+    const batches = new Map(found.map((row) => [row.batch_id, renderBatchOf(row)]));
+    const onRoute = new Map<string, RenderBatch>();
+    return {
+      get(batchId, routeIndex = 0) {
+        const batch = batches.get(batchId);
+        const route = batch?.routes?.[routeIndex];
+        if (!batch || !route || routeIndex === 0) return batch;
+        const key = `${batchId}/${routeIndex}`;
+        let shared = onRoute.get(key);
+        if (!shared) onRoute.set(key, (shared = { ...batch, provider: route }));
+        return shared;
+      },
+    };
   }
 
   /** Up to `limit` groups due (poll_at passed) that nobody holds, leased to `poller`. */

@@ -4,17 +4,24 @@ import { hostname } from 'node:os';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { KilnMetrics } from '@app/metrics';
 import {
+  FailoverKind,
+  failoverOf,
+  hasBatchApi,
   isProviderError,
+  pairsRouteCannotMake,
   ProviderError,
+  ProviderRoute,
   routeBatchSettings,
   UpstreamBatchApi,
   UpstreamBatchRef,
   UpstreamBatchStatus,
 } from '@app/providers';
-import { ClaimedTask, EconomyRoute, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
+import { ClaimedTask, EconomyBatches, UpstreamBatchStore, UpstreamGroup } from '@app/tasks';
 import { UPSTREAM_BATCH_STATES } from '@app/database';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
 import { ProviderRegistry } from '../running/provider-registry';
+import { routeMetricsLabel } from '../limits/route-circuit';
+import { failoverKind } from '../running/route-failover';
 import { describeError } from '../running/task-failure';
 import { StoreEconomyResult } from '../running/usecases/store-economy-result.usecase';
 
@@ -54,6 +61,55 @@ const NEVER_RAN: Record<string, string> = {
   cancelled: 'The upstream batch was cancelled before this image was made',
   completed: 'The upstream batch ended without a result for this image',
 };
+
+/** The failover kind of what an upstream batch that ended so never ran: failed is the upstream's trouble, expired its slowness. */
+const NEVER_RAN_KIND: Record<string, FailoverKind> = { failed: 'server_error', expired: 'timeout' };
+
+/**
+ * One route's share of open economy batches: the route (routes[index] of their chain, or
+ * their provider alone) and, on a chain, the waiting tasks it takes (route_index in
+ * [fromIndex, index]: the first route that runs batches at or after the task's own).
+ */
+interface EconomyRoute {
+  model: string;
+  provider: ProviderRoute;
+  batchIds: string[];
+  chain: { index: number; fromIndex: number } | null;
+}
+
+/** The routes economy tasks of these batches go to: on a chain, each route that runs batches, with the tasks it takes. */
+export function economyRoutesOf(batches: EconomyBatches): EconomyRoute[] {
+  const chain = batches.routes && batches.routes.length > 1 ? batches.routes : null;
+  if (!chain) return [{ model: batches.model, provider: batches.provider, batchIds: batches.batchIds, chain: null }];
+  const routes: EconomyRoute[] = [];
+  let fromIndex = 0;
+  chain.forEach((provider, index) => {
+    if (!hasBatchApi(provider)) return;
+    routes.push({ model: batches.model, provider, batchIds: batches.batchIds, chain: { index, fromIndex } });
+    fromIndex = index + 1;
+  });
+  return routes;
+}
+
+/**
+ * Where a task whose upstream batch failed it goes next: the next route of its batch's chain
+ * after its own that runs batches (and, with failover.sizes 'primary', makes its pair), when
+ * the failure's kind fails over (failover.on); else null (it fails, as on one route).
+ */
+export function nextEconomyRoute(claim: ClaimedTask, kind: FailoverKind | null): number | null {
+  const batch = claim.batch;
+  const chain = batch?.routes && batch.routes.length > 1 ? batch.routes : null;
+  if (!batch || !chain || !kind) return null;
+  const settings = failoverOf(batch.failover);
+  if (!settings.on.includes(kind)) return null;
+  const pair = { [batch.aspectRatio]: [batch.resolution as '1K'] };
+  for (let i = claim.routeIndex + 1; i < chain.length; i++) {
+    if (!hasBatchApi(chain[i])) continue;
+    if (settings.sizes === 'primary' && pairsRouteCannotMake(chain[i], pair).length > 0) continue;
+    return i;
+  }
+  return null;
+}
 
 /**
  * The economy tier's collector (spec extensions v1.2 section 4), one per generator and apart
@@ -147,7 +203,7 @@ export class EconomyCollector {
       this.lastExpiry = Date.now();
       await this.expire();
     }
-    for (const route of await this.store.economyRoutes()) {
+    for (const route of (await this.store.economyRoutes()).flatMap(economyRoutesOf)) {
       if (this.stopped) return;
       await this.formGroups(route).catch((err) =>
         this.logger.warn(`Could not gather economy tasks of ${route.model}: ${describeError(err)}`),
@@ -180,7 +236,7 @@ export class EconomyCollector {
       const gathered = await this.gather(api, route, cap, settings.collectMs);
       if (!gathered) return;
       const { lines, ids, full } = gathered;
-      const group = await this.store.formGroup({ model: route.model, provider: route.provider }, ids, {
+      const group = await this.store.formGroup({ model: route.model, provider: route.provider, index: route.chain?.index }, ids, {
         poller: this.id,
         leaseMs: this.leaseMs,
       });
@@ -219,7 +275,7 @@ export class EconomyCollector {
     cap: number,
     collectMs: number,
   ): Promise<{ lines: Map<string, string>; ids: string[]; full: boolean } | null> {
-    const waiting = await this.store.waitingTasks(route.batchIds, cap);
+    const waiting = await this.store.waitingTasks(route.batchIds, cap, route.chain ?? undefined);
     if (waiting.length === 0) return null;
     const due = waiting.length >= cap || waiting[0].createdAt.getTime() <= Date.now() - collectMs;
     if (!due) return null;
@@ -382,9 +438,14 @@ export class EconomyCollector {
       if (failing.length === 0) return;
       const chunk = failing;
       failing = [];
+      // A line that failed with a failover kind (a 5xx) moves to the chain's next batch route:
+      // the upstream did not make it, so it bills nothing for it.
       track(
-        this.results.failBatchTasks(chunk).then((outcomes) => {
-          failed += this.lines(group, 'failed', outcomes.filter((o) => o === 'failed').length);
+        this.failOrMove(
+          group,
+          chunk.map(({ claim, err }) => ({ claim, err, kind: failoverKind(err) })),
+        ).then((n) => {
+          failed += this.lines(group, 'failed', n);
         }),
       );
     };
@@ -419,9 +480,13 @@ export class EconomyCollector {
     // What the upstream never ran: failed and refunded a chunk of tasks per transaction (a
     // 10,000-line batch that expired unrun is a few dozen transactions, not 10,000).
     const neverRan = new ProviderError('upstream_error', NEVER_RAN[ended.outcome] ?? NEVER_RAN.completed, { retryable: false });
-    const unrun = (await this.results.failBatchTasks([...tasks.values()].map((claim) => ({ claim, err: neverRan })))).filter(
-      (o) => o === 'failed',
-    ).length;
+    // What an upstream batch that failed or expired never ran moves to the chain's next batch
+    // route (server_error, timeout); nothing of it runs any more, so nothing is paid twice.
+    const kind = NEVER_RAN_KIND[ended.outcome] ?? null;
+    const unrun = await this.failOrMove(
+      group,
+      [...tasks.values()].map((claim) => ({ claim, err: neverRan, kind })),
+    );
     tasks.clear();
     failed += this.lines(group, 'never_ran', unrun);
     await this.store.recordRead(group.id, this.id, { succeeded, failed });
@@ -443,9 +508,15 @@ export class EconomyCollector {
     const refused = isProviderError(err) && !err.retryable;
     if (refused || (submitting && group.tries + 1 >= MAX_SUBMIT_TRIES)) {
       this.logger.warn(`Upstream batch ${group.id} failed at ${group.state}: ${describeError(err)}; failing its tasks`);
-      // A chunk of tasks per transaction, as in readResults.
-      const outcomes = await this.results.failBatchTasks((await this.store.runningTasks(group.id)).map((claim) => ({ claim, err })));
-      const failed = outcomes.filter((o) => o === 'failed').length;
+      // Before its input was uploaded no upstream batch of the group can exist: its tasks move
+      // to the chain's next batch route when the trouble fails over. Past the upload a create
+      // whose answer was lost may have made one (found again by its group id only on this
+      // route), so they fail, as on one route. A chunk of tasks per transaction, as in readResults.
+      const kind = group.state === 'collecting' ? failoverKind(err) : null;
+      const failed = await this.failOrMove(
+        group,
+        (await this.store.runningTasks(group.id)).map((claim) => ({ claim, err, kind })),
+      );
       await this.store.recordFailed(group.id, this.id, describeError(err).slice(0, 500), failed);
       return;
     }
@@ -456,6 +527,50 @@ export class EconomyCollector {
       `Upstream batch ${group.id} at ${group.state}: ${describeError(err)}; trying again in ${Math.max(backoff, retryAfter)} ms`,
     );
     await this.store.retryLater(group.id, this.id, describeError(err).slice(0, 500), new Date(Date.now() + Math.max(backoff, retryAfter)));
+  }
+
+  /**
+   * Tasks of a group its upstream batch did not make: each moved to the next route of its
+   * chain that runs batches when its failure's kind fails over (nextEconomyRoute; back to
+   * pending, for that route's next group), else failed and refunded (failBatchTasks). A task
+   * whose batch was cancelled meanwhile is failed. Answers how many failed.
+   */
+  private async failOrMove(
+    group: UpstreamGroup,
+    failures: { claim: ClaimedTask; err: unknown; kind: FailoverKind | null }[],
+  ): Promise<number> {
+    const failing: { claim: ClaimedTask; err: unknown }[] = [];
+    const byNext = new Map<number, { claim: ClaimedTask; err: unknown; kind: FailoverKind }[]>();
+    for (const f of failures) {
+      const next = nextEconomyRoute(f.claim, f.kind);
+      if (next === null) failing.push(f);
+      else byNext.set(next, [...(byNext.get(next) ?? []), { ...f, kind: f.kind! }]);
+    }
+    for (const [next, moving] of byNext) {
+      const moved = new Set(
+        await this.store.moveToRoute(
+          group.id,
+          moving.map(({ claim }) => ({ id: claim.id, attempts: claim.attempts })),
+          next,
+        ),
+      );
+      for (const m of moving) {
+        if (!moved.has(m.claim.id)) {
+          failing.push(m);
+          continue;
+        }
+        const chain = m.claim.batch!.routes!;
+        this.metrics.routeFailover.inc({
+          model: group.model,
+          from: routeMetricsLabel(m.claim.routeIndex, chain[m.claim.routeIndex]),
+          to: routeMetricsLabel(next, chain[next]),
+          reason: m.kind,
+        });
+      }
+      if (moved.size > 0) this.logger.log(`Upstream batch ${group.id}: ${moved.size} task(s) moved to route ${next} of their chain`);
+    }
+    if (failing.length === 0) return 0;
+    return (await this.results.failBatchTasks(failing)).filter((o) => o === 'failed').length;
   }
 
   /** Counts one task ended from its upstream batch; answers 1. */

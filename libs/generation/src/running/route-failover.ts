@@ -152,7 +152,8 @@ export class RouteFailover {
   }
 
   /**
-   * Right before a chain's task calls its upstream (within its slot): a route this generator
+   * Right before a chain's task calls its upstream (within its slot: a render, or a queue
+   * upstream's submit while no submit intent of the task is recorded): a route this generator
    * has seen open since the task was admitted is not called; the attempt fails as the route
    * would (server_error), so the task moves on to the next route.
    */

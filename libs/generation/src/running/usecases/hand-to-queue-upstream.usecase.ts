@@ -3,6 +3,7 @@ import { QueueImageProvider, UpstreamSubmission } from '@app/providers';
 import { ClaimedTask, Fence, RenderBatch, UpstreamWaitStore } from '@app/tasks';
 import type { RunOutcome } from '../run-outcome';
 import { describeError } from '../task-failure';
+import { RouteFailover } from '../route-failover';
 import { UpstreamPoller, WaitingTask } from '../upstream-poller.service';
 import { priorityOf, RUN_LOG_CONTEXT, RunSteps } from './run-steps';
 import { SubmitWithIntent } from './submit-with-intent';
@@ -32,6 +33,7 @@ export class HandToQueueUpstream {
     private readonly steps: RunSteps,
     private readonly outcomes: TaskOutcomes,
     private readonly intents: SubmitWithIntent,
+    private readonly failover: RouteFailover,
   ) {}
 
   /** A failure to submit or to record ends the attempt like any other: a retry or the task's failure for good. */
@@ -71,7 +73,13 @@ export class HandToQueueUpstream {
     const submission: UpstreamSubmission =
       doubt.kind === 'found'
         ? doubt.submission
-        : await this.steps.pacedCall(claim, fence, batch, priorityOf(claim), () => this.intents.submit(fence, provider, request));
+        : await this.steps.pacedCall(claim, fence, batch, priorityOf(claim), () => {
+            // A route seen open while the task waited for its slot is skipped, as a render's is
+            // (RouteFailover.beforeCall); only while no intent is recorded: with one, the task
+            // may not leave its route (moveTaskToRoute), so it submits here as it would have.
+            if (!doubt.inDoubt) this.failover.beforeCall(claim);
+            return this.intents.submit(fence, provider, request);
+          });
     const submittedAt = Date.now();
     const pollAt = new Date(submittedAt + provider.pollIntervalMs);
     const hold = this.poller.hold(pollAt);

@@ -5,7 +5,10 @@ import { NotSent, RUN_LOG_CONTEXT } from './run-steps';
 
 /** What a submit in doubt (an intent with no recorded request) becomes. */
 export type UnknownSubmitOutcome =
-  { kind: 'found'; submission: UpstreamSubmission } | { kind: 'submit' } | { kind: 'fail'; error: ProviderError };
+  | { kind: 'found'; submission: UpstreamSubmission }
+  /** inDoubt: an earlier attempt's intent is still recorded (its submit found absent upstream, or sent again by onUnknownSubmit). */
+  | { kind: 'submit'; inDoubt: boolean }
+  | { kind: 'fail'; error: ProviderError };
 
 /**
  * A queue upstream's submit with its intent recorded first (SubmitIntentStore): a crash
@@ -22,7 +25,7 @@ export class SubmitWithIntent {
   /** The doubt an earlier attempt left, settled: resume what it submitted, submit (again), or fail the task. */
   async settleDoubt(fence: Fence, provider: QueueImageProvider, signal?: AbortSignal): Promise<UnknownSubmitOutcome> {
     const intent = await this.intents.unanswered(fence);
-    if (!intent) return { kind: 'submit' };
+    if (!intent) return { kind: 'submit', inDoubt: false };
     if (provider.findSubmitted) {
       const looked = await provider.findSubmitted(intent.key, intent.at, signal);
       if (looked.state === 'found') {
@@ -31,7 +34,7 @@ export class SubmitWithIntent {
         );
         return { kind: 'found', submission: looked.submission };
       }
-      if (looked.state === 'absent') return { kind: 'submit' };
+      if (looked.state === 'absent') return { kind: 'submit', inDoubt: true };
       this.logger.warn(`Task ${fence.taskId}: the submit in doubt could not be looked up (${looked.detail})`);
     }
     if (provider.onUnknownSubmit === 'fail') {
@@ -45,7 +48,7 @@ export class SubmitWithIntent {
       };
     }
     this.logger.warn(`Task ${fence.taskId}: a submit a crash left in doubt is sent again (onUnknownSubmit: resubmit)`);
-    return { kind: 'submit' };
+    return { kind: 'submit', inDoubt: true };
   }
 
   /**
