@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { NodeChild, ProcessSampler } from '../lib/children';
 import { median } from '../lib/harness';
@@ -93,10 +94,13 @@ export async function peerGateway(ctx: BenchContext): Promise<Omit<ScenarioResul
       for (const p of PATHS) for (let i = 0; i < 3; i++) await generate(paths[p], `warm-up ${i}`);
       // Sequential: one request at a time, the three paths in a rotating order each round.
       const sequential: Record<PathId, number[]> = { direct: [], portkey: [], kiln: [] };
+      const kilnRequests: ClientSpan[] = [];
       for (let r = 0; r < SEQUENTIAL_ROUNDS; r++) {
         for (let k = 0; k < PATHS.length; k++) {
           const p = PATHS[(r + k) % PATHS.length];
+          const sent = epochNow();
           sequential[p].push(await generate(paths[p], `round ${r}`));
+          if (p === 'kiln') kilnRequests.push({ sent, got: epochNow() });
         }
       }
       // Throughput: IN_FLIGHT requests at once for WINDOW_SEC, alternating the paths.
@@ -114,7 +118,9 @@ export async function peerGateway(ctx: BenchContext): Promise<Omit<ScenarioResul
           await sleep(500);
         }
       }
-      return report(sequential, throughput);
+      const result = report(sequential, throughput);
+      if (TIMELINE_FILE) result.notes.push(...timelineNotes(TIMELINE_FILE, kilnRequests));
+      return result;
     } finally {
       await stack.stopGenerator();
     }
@@ -234,4 +240,78 @@ async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * KILN_STAGE_TIMELINE=<file> (in the bench's environment, so Kiln's processes inherit it):
+ * the api and the generator stamp each door request's stages into the file (libs/metrics
+ * stage-timeline.ts) and the scenario reports the sequential requests' timeline.
+ */
+const TIMELINE_FILE = process.env.KILN_STAGE_TIMELINE || null;
+/** The stages of one door request, in the order they happen; `sent` and `got` are the client's. */
+const STAGES = [
+  'sent',
+  'received',
+  'committed',
+  'enqueued',
+  'taken',
+  'routed',
+  'admitted',
+  'claimed',
+  'called',
+  'answered',
+  'stored',
+  'succeeded',
+  'woken',
+  'detailed',
+  'inlined',
+  'got',
+] as const;
+
+interface ClientSpan {
+  sent: number;
+  got: number;
+}
+
+function epochNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * The median time of each stage after the one before it, over the sequential door requests
+ * (one at a time, so a batch is matched to the request whose span holds its `received`). A
+ * stage stamped more than once for a batch (`woken` by an earlier change) counts its last
+ * stamp before the next stage's.
+ */
+export function timelineNotes(file: string, spans: ClientSpan[]): string[] {
+  const byBatch = new Map<string, Map<string, number[]>>();
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const [at, id, stage] = line.split(' ');
+    if (!stage) continue;
+    const stages = byBatch.get(id) ?? new Map<string, number[]>();
+    byBatch.set(id, stages);
+    stages.set(stage, [...(stages.get(stage) ?? []), Number(at)]);
+  }
+  const steps = new Map<string, number[]>();
+  let matched = 0;
+  for (const span of spans) {
+    const found = [...byBatch.values()].find((s) => (s.get('received')?.[0] ?? -1) >= span.sent && s.get('received')![0] <= span.got);
+    if (!found) continue;
+    matched++;
+    const times = new Map<string, number[]>([...found, ['sent', [span.sent]], ['got', [span.got]]]);
+    let previous: { stage: string; at: number } | null = null;
+    for (let i = 0; i < STAGES.length; i++) {
+      const next = STAGES.slice(i + 1).find((s) => times.has(s));
+      const limit = next ? times.get(next)![0] : Infinity;
+      const at = (times.get(STAGES[i]) ?? []).filter((t) => t <= limit).pop();
+      if (at === undefined) continue;
+      if (previous) {
+        const key = `${previous.stage} -> ${STAGES[i]}`;
+        steps.set(key, [...(steps.get(key) ?? []), at - previous.at]);
+      }
+      previous = { stage: STAGES[i], at };
+    }
+  }
+  const parts = [...steps].map(([key, ms]) => `${key} ${round(median(ms), 2)}`);
+  return [`Door timeline, median ms per stage over ${matched} sequential requests: ${parts.join('; ')}`];
 }

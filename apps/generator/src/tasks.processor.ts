@@ -4,6 +4,7 @@ import type { Job, Queue } from 'bull';
 import { RenderJobData, TASK_QUEUE, TaskJob } from '@app/tasks';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { EconomyCollector, QueueFeeder, TaskRunnerService } from '@app/generation';
+import { stampStage } from '@app/metrics';
 
 /**
  * Job name -> library service. Registered by hand rather than with @Process because the
@@ -28,6 +29,7 @@ export class TasksProcessor implements OnApplicationBootstrap, BeforeApplication
       .process(TaskJob.Render, concurrency, (job: Job<RenderJobData>) => {
         this.feeder.tookJob();
         const { taskId, batchId, seq, rerun } = job.data;
+        if (batchId !== undefined) stampStage(batchId, 'taken');
         // Jobs added before they carried hints run the claim-first way.
         return this.runner.run(
           taskId,

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { BATCH_DONE_SQL, isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { notFound } from '@app/errors';
+import { stampStage } from '@app/metrics';
 import { BatchView } from '@app/tasks';
 import { BatchesService, BatchTask } from './batches.service';
 import { BatchWatcher } from './batch-watcher';
@@ -141,6 +142,7 @@ export class BatchPolling {
         if (announcedAt === null && !watch?.live) await sleep(Math.min(FALLBACK_POLL_MS, remaining), req.signal);
         if (req.signal?.aborted) break;
         if (announcedAt !== null) {
+          stampStage(req.batchId, 'woken', performance.timeOrigin + announcedAt);
           // Every poll the change woke answers from one read of the body made after it.
           const detail = await this.readAfter(req, announcedAt);
           if (detail.batch.version !== start.version) {

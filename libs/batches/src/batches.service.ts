@@ -17,7 +17,7 @@ import {
 } from '@app/idempotency';
 import { AuthenticatedKey, readKeyBudget, requireModelAllowed } from '@app/keys';
 import { recordSpendAlerts } from '@app/webhooks';
-import { KilnMetrics } from '@app/metrics';
+import { KilnMetrics, stampStage } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import {
   addToCounts,
@@ -238,10 +238,12 @@ export class BatchesService {
     if (outcome.replay) return { replay: outcome.replay };
 
     const { created, tasks, dispatchCount } = outcome;
+    stampStage(created.id, 'committed');
     this.metrics.creditsCharged.inc({ model: batch.model }, batch.creditsCharged);
     await this.dispatcher.enqueueQueued(
       tasks.filter((t) => t.seq < dispatchCount).map((t) => ({ id: t.id, batchId: created.id, seq: t.seq })),
     );
+    stampStage(created.id, 'enqueued');
     return created;
   }
 

@@ -5,6 +5,7 @@ import { CatalogService } from '@app/catalog';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import type { ModelEntity, OutputFormat, Resolution, TaskErrorCode } from '@app/database';
 import { ErrorCode, invalidRequest, KilnError } from '@app/errors';
+import { stampStage, timelineNow } from '@app/metrics';
 import { pixelSize } from '@app/providers';
 import { StorageDriver } from '@app/storage';
 import type { IdempotentRequest } from '@app/idempotency';
@@ -76,6 +77,7 @@ export class OpenAiImagesService {
     signal?: AbortSignal,
     idempotency: IdempotentRequest | null = null,
   ): Promise<OpenAiImagesAnswer> {
+    const receivedAt = timelineNow();
     const responseFormat = req.response_format ?? 'url';
     if (responseFormat !== 'url' && responseFormat !== 'b64_json')
       throw invalidRequest('response_format', 'isIn', 'response_format must be url or b64_json');
@@ -101,10 +103,13 @@ export class OpenAiImagesService {
           throw new KilnError(ErrorCode.ModerationBlocked, 'The prompt was refused by the content policy; edit it before asking again');
         throw err;
       });
+    stampStage(created.id, 'received', receivedAt);
     const { batch, tasks } = await this.waitForDone(actor, created.id, signal);
+    stampStage(created.id, 'detailed');
     const succeeded = tasks.filter((t) => t.status === 'succeeded' && t.resultUrl);
     if (succeeded.length === 0) throw noImageError(created.id, tasks);
     const data = responseFormat === 'url' ? succeeded.map((t) => ({ url: t.resultUrl! })) : await this.inline(created.id, succeeded);
+    stampStage(created.id, 'inlined');
     return { created: Math.floor(batch.createdAt.getTime() / 1000), data, ...madeAs(model, batch, succeeded[0]) };
   }
 

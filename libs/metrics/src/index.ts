@@ -1,2 +1,3 @@
 export * from './kiln.metrics';
 export * from './metrics.module';
+export * from './stage-timeline';

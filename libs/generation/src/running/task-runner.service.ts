@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { stampStage } from '@app/metrics';
 import { ImageProvider, ProviderRoute, QueueImageProvider } from '@app/providers';
 import { ClaimedTask, RenderBatch, TaskStateStore } from '@app/tasks';
 import { PrioritySemaphore } from '../limits/priority-semaphore';
@@ -125,6 +126,7 @@ export class TaskRunnerService {
    */
   private async slotFirst(taskId: string, hint: RunHint): Promise<RunOutcome> {
     const route = await this.store.batchRoute(hint.batchId);
+    stampStage(hint.batchId, 'routed');
     // A chain's task learns its route only with its claim (tasks.route_index): claim first.
     if (route && chainOf(route)) return this.claimAndAttempt(taskId);
     const provider = route && this.syncProviderOrNull(route.provider);

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
+import { stampStage } from '@app/metrics';
 import { ImageProvider, RenderRequest, RenderResult, rendersOnCpu } from '@app/providers';
 import { BatchRoute, ClaimedTask, Fence, RenderBatch, TaskStateStore } from '@app/tasks';
 import { ProgressReporter } from '../progress-reporter';
@@ -44,7 +45,9 @@ export class RunSyncRender {
     const priority = hintPriority(hint);
     const taken: { run?: TakenRun } = {};
     const take = async (): Promise<void> => {
+      stampStage(hint.batchId, 'admitted');
       const claim = await this.store.claimAndSend(taskId, hint.batchId);
+      stampStage(hint.batchId, 'claimed');
       if (!claim) throw new NotClaimed();
       // A takeover past the attempt limit, or a batch gone: attempt() handles both, slot-free.
       if (!claim.batch || claim.attempts > this.config.generator.maxAttempts) throw new NotRunHereError(claim);
@@ -55,7 +58,10 @@ export class RunSyncRender {
     const render = async (): Promise<RenderResult> => {
       const { claim, batch, progress } = taken.run!;
       const request = await this.steps.renderRequest(claim, batch, progress);
-      return provider.render(request);
+      stampStage(hint.batchId, 'called');
+      const made = await provider.render(request);
+      stampStage(hint.batchId, 'answered');
+      return made;
     };
     let made: RenderResult;
     try {

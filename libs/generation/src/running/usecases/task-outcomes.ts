@@ -3,6 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Queue } from 'bull';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
 import { BatchTier } from '@app/geometry';
+import { stampStage } from '@app/metrics';
 import { billsFailure, MadeImage, RenderResult, upstreamCostMicros } from '@app/providers';
 import { resultObjectKey, StorageDriver } from '@app/storage';
 import { ClaimedTask, Fence, nextRenderJob, RenderBatch, RequeueOutcome, TASK_QUEUE, TaskStateStore } from '@app/tasks';
@@ -72,6 +73,7 @@ export class TaskOutcomes {
     const put = await this.storeImage(resultKey, result, batch, priorityOf(claim));
     stored.preview = put.preview;
     if (put.failed) throw put.failed.err;
+    stampStage(batch.id, 'stored');
     beforeRecord?.();
     const outcome = await this.recordSuccess(
       fence,
@@ -81,6 +83,7 @@ export class TaskOutcomes {
       stored.preview,
       tier,
     );
+    stampStage(batch.id, 'succeeded');
     if (outcome === 'succeeded') {
       this.telemetry.finished(claim, 'succeeded', startedAt);
       await this.failover.succeeded(claim);
