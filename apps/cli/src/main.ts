@@ -3,12 +3,15 @@ import { Batch, BatchDetail, Kiln, KilnApiError, KilnConnectionError, SDK_VERSIO
 import { ExitCode, InterruptedError, UsageError } from './cli.errors';
 import { parseDeadline } from './deadline';
 import { waitForBatch } from './follow';
+import { KeyFlags, keyBody, keyId, keyLine, keyTable } from './keys';
+import { readPassword } from './password';
 import { progressReporter } from './progress';
 import { estimateSubmission, resultOf, submit, SubmitOptions } from './submit';
 
 /*
  * `kiln`, the command line on the SDK (docs/cli.md). Talks to KILN_URL (default
- * http://localhost:8080) with KILN_API_KEY; the SDK reads both.
+ * http://localhost:8080) with KILN_API_KEY, and `kiln keys` with the holder's session in
+ * KILN_SESSION (`kiln login` prints one; nothing is stored on disk); the SDK reads all three.
  */
 
 interface Io {
@@ -45,11 +48,17 @@ function interruptSignal(): AbortSignal {
 }
 
 function client(): Kiln {
-  try {
-    return new Kiln();
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  // Checked here, not left to the SDK: with only KILN_SESSION set it builds a client whose
+  // API-key calls throw a TypeError, which would print a stack instead of a usage error.
+  if (!process.env.KILN_API_KEY) throw new UsageError('no API key; set KILN_API_KEY (kiln keys and kiln logout take KILN_SESSION)');
+  return new Kiln();
+}
+
+/** The client of `kiln keys`: the account holder's session, which API keys cannot stand in for. */
+function sessionClient(): Kiln {
+  if (!process.env.KILN_SESSION)
+    throw new UsageError('no session; set KILN_SESSION to a session token: export KILN_SESSION=$(kiln login --email you@example.com)');
+  return new Kiln();
 }
 
 function print(json: boolean, value: unknown, human: () => string): void {
@@ -130,6 +139,8 @@ export function buildProgram(setExit: SetExit): Command {
   addDownload(program);
   addCancel(program);
   addLs(program);
+  addLogin(program);
+  addKeys(program);
   addMcp(program);
   return program;
 }
@@ -349,6 +360,91 @@ function addLs(program: Command): void {
             )
             .join('\n') || 'no batches',
       );
+    });
+}
+
+function addLogin(program: Command): void {
+  program
+    .command('login')
+    .description('sign in as the account holder; prints a session token for KILN_SESSION (stores nothing)')
+    .option('--email <email>', "the account's email (default: KILN_EMAIL)")
+    .option('--json', 'print JSON ({ token, expiresAt })')
+    .addHelpText('after', '\nThe password: KILN_PASSWORD, else stdin (a pipe or a file), else typed at the terminal.')
+    .action(async (opts: { email?: string; json?: boolean }) => {
+      const email = opts.email ?? process.env.KILN_EMAIL;
+      if (!email) throw new UsageError('no email; pass --email or set KILN_EMAIL');
+      const kiln = await Kiln.login(email, await readPassword());
+      const session = { token: kiln.sessionToken!, expiresAt: kiln.sessionExpiresAt! };
+      print(!!opts.json, session, () => session.token);
+      if (!opts.json) io.err(`session until ${new Date(session.expiresAt).toISOString()}; use it as KILN_SESSION (kiln logout ends it)`);
+    });
+  program
+    .command('logout')
+    .description('end the session in KILN_SESSION')
+    .action(async () => {
+      await sessionClient().logout();
+      io.err('session ended');
+    });
+}
+
+function addKeys(program: Command): void {
+  const keys = program
+    .command('keys')
+    .description("the account's API keys: budgets, models allowlists, revocation (needs KILN_SESSION: kiln login)");
+  const limitFlags = (cmd: Command) =>
+    cmd
+      .option('--budget <credits>', 'credits the key may spend a period (with --period)', positiveInt)
+      .option('--period <period>', "the budget's UTC period: day, week (from Monday) or month")
+      .option('--models <keys>', 'comma-separated model keys the key may use (kiln models)')
+      .option('--cap <credits>', 'a day budget in its older spelling, creditCapPerDay (not with --budget)', positiveInt)
+      .option('--scopes <scopes...>', 'what the key may do (default on create: everything)')
+      .option('--json', 'print JSON');
+
+  keys
+    .command('list')
+    .description("the keys, newest first, revoked ones too, with their period's spend")
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await sessionClient().keys.list();
+      print(!!opts.json, { keys: list }, () => keyTable(list));
+    });
+
+  limitFlags(
+    keys.command('create').description('create a key; its secret is printed once: store it').requiredOption('--name <name>'),
+  ).action(async (opts: KeyFlags & { name: string; json?: boolean }) => {
+    const created = await sessionClient().keys.create({ ...keyBody(opts), name: opts.name });
+    print(!!opts.json, created, () =>
+      [keyLine(created.key), `secret ${created.secret}`, 'The secret is shown only now: store it.'].join('\n'),
+    );
+  });
+
+  limitFlags(
+    keys
+      .command('update')
+      .description('change what is given: name, budget, models, cap, scopes')
+      .argument('<id>', 'a key id, or its first characters')
+      .option('--name <name>', 'a new name'),
+  )
+    .option('--no-budget', 'remove the budget (and a cap)')
+    .option('--all-models', 'allow every model again')
+    .option('--no-cap', 'remove the day budget of creditCapPerDay')
+    .action(async (given: string, opts: KeyFlags & { json?: boolean }) => {
+      const body = keyBody(opts);
+      if (Object.keys(body).length === 0) throw new UsageError('nothing to change: give --name, --budget, --models, --cap or --scopes');
+      const kiln = sessionClient();
+      const key = await kiln.keys.update(await keyId(kiln, given), body);
+      print(!!opts.json, { key }, () => keyLine(key));
+    });
+
+  keys
+    .command('revoke')
+    .description('revoke a key: refused from its very next request (revoking again changes nothing)')
+    .argument('<id>', 'a key id, or its first characters')
+    .option('--json', 'print JSON')
+    .action(async (given: string, opts: { json?: boolean }) => {
+      const kiln = sessionClient();
+      const key = await kiln.keys.revoke(await keyId(kiln, given));
+      print(!!opts.json, { key }, () => keyLine(key));
     });
 }
 

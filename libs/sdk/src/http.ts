@@ -2,7 +2,10 @@ import { KilnApiError, KilnConnectionError } from './errors';
 
 export interface HttpOptions {
   baseUrl: string;
-  apiKey: string;
+  /** Sent as `Authorization: Bearer`: an API key, or a dashboard session token. */
+  token: string | undefined;
+  /** The TypeError a request needing `token` throws, unsent, when there is none. */
+  missingToken: string;
   maxRetries: number;
   timeoutMs: number;
   userAgent: string;
@@ -23,6 +26,8 @@ export interface RequestOptions {
   repeatable?: boolean;
   /** Statuses that are answers, not errors (e.g. 304). */
   accept?: number[];
+  /** The route takes no credential (login): no Authorization header. */
+  anonymous?: boolean;
   /** Added to the timeout (a long poll holds the answer on purpose). */
   extraTimeoutMs?: number;
   /** The body is streamed by the caller: the timeout covers the wait for the headers only. */
@@ -55,11 +60,14 @@ export class KilnHttp {
     const url = new URL(path.replace(/^\//, ''), this.options.baseUrl.replace(/\/?$/, '/'));
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = {
-      Authorization: `Bearer ${this.options.apiKey}`,
       'User-Agent': this.options.userAgent,
       Accept: 'application/json',
       ...opts.headers,
     };
+    if (!opts.anonymous) {
+      if (!this.options.token) throw new TypeError(this.options.missingToken);
+      headers.Authorization = `Bearer ${this.options.token}`;
+    }
     if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
     const body = opts.form ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body));
 

@@ -33,6 +33,19 @@ export type CreateWebhookRequest = Schemas['CreateWebhookRequestDto'];
 export type CreatedWebhook = Schemas['CreatedWebhookResponseDto'];
 export type WebhookDelivery = Schemas['WebhookDeliveryDto'];
 
+/** An API key as its holder sees it (`kiln.keys`): budget with its period's spend, models allowlist. */
+export type ApiKey = Schemas['KeyDto'];
+/** `{ credits, period, spent, resetsAt }`: the key's budget and what its current UTC period spent. */
+export type KeyBudget = Schemas['KeyBudgetDto'];
+/** `'day'`, `'week'` (ISO, from Monday 00:00 UTC) or `'month'`. */
+export type BudgetPeriod = Schemas['KeyBudgetRequestDto']['period'];
+export type CreateKeyRequest = Schemas['DashboardCreateKeyRequestDto'];
+export type UpdateKeyRequest = Schemas['UpdateKeyRequestDto'];
+/** `secret` (`kiln_live_...`) is shown only once. */
+export type CreatedKey = Schemas['CreatedKeyResponseDto'];
+/** A dashboard session: `token` (`kiln_sess_...`) and `expiresAt` (Unix ms). */
+export type Session = Schemas['SessionResponseDto'];
+
 /** A delivery's body, as `Kiln.verifyWebhook` returns it once the signature checks out. */
 export interface WebhookEvent<T = unknown> {
   id: string;
