@@ -471,6 +471,7 @@ describe('Batches: creation, validation and detail', () => {
           'copy',
           'error',
           'errorCode',
+          'finishedAt',
           'height',
           'id',
           'index',
@@ -479,12 +480,15 @@ describe('Batches: creation, validation and detail', () => {
           'promptIndex',
           'refImage',
           'resultUrls',
+          'startedAt',
           'status',
           'width',
         ]);
         expect(task).toMatchObject({
           batchId: created.body.id,
           status: 'queued',
+          startedAt: null,
+          finishedAt: null,
           progress: 0,
           resultUrls: [],
           error: null,

@@ -139,6 +139,12 @@ describe('Task details and archives (local storage, the real generator)', () => 
 
     const b = await getBatch(api, a, builtin);
     for (const t of b.tasks) expect(t).toMatchObject({ status: 'succeeded', ...pixelSize('16:9', '1K'), errorCode: null });
+    // When a worker took it and when it ended: the time it took (the web app's "Time taken").
+    for (const t of b.tasks) {
+      expect(t.startedAt).toEqual(expect.any(Number));
+      expect(t.finishedAt).toBeGreaterThanOrEqual(t.startedAt);
+      expect(t.startedAt).toBeGreaterThanOrEqual(b.batch.createdAt);
+    }
     // The simulated provider draws a 64 px thumbnail whatever is asked: the task says so.
     const s = await getBatch(api, a, simulated);
     expect(s.tasks[0]).toMatchObject({ status: 'succeeded', width: 64, height: 36 });
@@ -170,6 +176,8 @@ describe('Task details and archives (local storage, the real generator)', () => 
       errorCode: 'upstream_unavailable',
       width: null,
       height: null,
+      startedAt: expect.any(Number),
+      finishedAt: expect.any(Number),
     });
     expect((await getBatch(api, a, busy)).tasks[0]).toMatchObject({ status: 'failed', errorCode: 'upstream_unavailable' });
   });

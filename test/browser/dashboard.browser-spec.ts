@@ -280,6 +280,8 @@ describe('the web app in Chromium', () => {
       'Size made': '1360 × 768 px',
       Format: expect.stringMatching(/^(PNG|JPEG|WEBP)$/),
       Model: 'eta-image',
+      // From a worker taking the task to its end (the task's startedAt and finishedAt).
+      'Time taken': expect.stringMatching(/^(\d+\.\d s|\d+ min \d+ s)$/),
     });
     await details.getByText('a red fox in the snow').waitFor();
     const src = await viewer.getByTestId('viewer-image').evaluate((img) => (img as HTMLImageElement).src);
@@ -405,6 +407,65 @@ describe('the web app in Chromium', () => {
     await filter.getByRole('button', { name: 'Clear filters' }).click();
     await page.getByRole('list', { name: 'Batches, newest first' }).waitFor();
     await page.getByText('Filler 21').waitFor();
+    expect(await items.count()).toBe(20);
+    noConsoleErrors();
+  });
+
+  it('keeps the filters in the URL: reload, back and a shared link show the same batches', async () => {
+    await page.goto(app('batches'));
+    await page.getByText('Filler 21').waitFor();
+    const items = page.locator('.batch-item');
+    const filter = page.getByRole('search', { name: 'Filter batches' });
+    const search = filter.getByLabel('Search note and prompts');
+    const titles = async () => (await items.locator('.batch-title').allTextContents()).sort();
+    const settled = async (list: string) => {
+      await page.getByRole('list', { name: list }).waitFor({ state: 'attached' });
+      await waitUntil(page, `!document.querySelector('.loading')`);
+    };
+    const matching = 'Batches matching the filters, newest first';
+    await search.fill('Filler 1');
+    await filter.getByLabel('Model').selectOption('eta-image');
+    await filter.getByRole('button', { name: 'Filter', exact: true }).click();
+    await page.waitForURL((u) => u.pathname === '/app/batches' && u.searchParams.get('q') === 'Filler 1');
+    expect(new URL(page.url()).searchParams.get('model')).toBe('eta-image');
+    await settled(matching);
+    const filtered = await titles();
+    expect(filtered).toEqual(['Filler 1', ...Array.from({ length: 10 }, (_, i) => `Filler ${10 + i}`)].sort());
+    // Reload: the same filters, in the form and in the list.
+    await page.reload();
+    await settled(matching);
+    expect(await search.inputValue()).toBe('Filler 1');
+    expect(await filter.getByLabel('Model').inputValue()).toBe('eta-image');
+    expect(await titles()).toEqual(filtered);
+    // A second filter set, then back to the first, then back to none; forward again.
+    await search.fill('Filler 2');
+    await filter.getByRole('button', { name: 'Filter', exact: true }).click();
+    await page.waitForURL((u) => u.searchParams.get('q') === 'Filler 2');
+    await settled(matching);
+    expect(await titles()).toEqual(['Filler 2', 'Filler 20', 'Filler 21']);
+    await page.goBack();
+    await page.waitForURL((u) => u.searchParams.get('q') === 'Filler 1');
+    await settled(matching);
+    expect(await search.inputValue()).toBe('Filler 1');
+    expect(await titles()).toEqual(filtered);
+    await page.goBack();
+    await page.waitForURL((u) => u.pathname === '/app/batches' && u.search === '');
+    await settled('Batches, newest first');
+    expect(await search.inputValue()).toBe('');
+    expect(await items.count()).toBe(20);
+    await page.goForward();
+    await page.waitForURL((u) => u.searchParams.get('q') === 'Filler 1');
+    await settled(matching);
+    expect(await titles()).toEqual(filtered);
+    // A shared link: opened afresh, it shows what it names.
+    await page.goto(app('batches?model=gamma-5-flash'));
+    await settled(matching);
+    expect(await filter.getByLabel('Model').inputValue()).toBe('gamma-5-flash');
+    expect(await items.count()).toBe(1);
+    // The nav's Batches link: every batch again.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Batches', exact: true }).click();
+    await settled('Batches, newest first');
+    expect(await filter.getByLabel('Model').inputValue()).toBe('');
     expect(await items.count()).toBe(20);
     noConsoleErrors();
   });
@@ -980,23 +1041,26 @@ describe('the web app in Chromium', () => {
         .evaluate((el) => getComputedStyle(el).objectFit);
       expect(fit).toBe('contain');
     }
-    if (name === 'new-batch') {
-      // The resolution picker shows its whole label.
-      const fits = await p.getByLabel('Resolution').evaluate((el) => {
-        const select = el as HTMLSelectElement;
-        const probe = document.createElement('span');
-        probe.style.font = getComputedStyle(select).font;
-        probe.style.whiteSpace = 'pre';
-        probe.style.position = 'absolute';
-        probe.textContent = select.selectedOptions[0].textContent;
-        document.body.append(probe);
-        const text = probe.getBoundingClientRect().width;
-        probe.remove();
-        const cs = getComputedStyle(select);
-        // The arrow takes about 1.5rem of the padding box.
-        return { text, room: select.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20 };
-      });
-      expect(fits.text).toBeLessThanOrEqual(fits.room);
+    if (name === 'new-batch' || name === 'batches') {
+      // Every picker (model, resolution, ...) shows its whole label: a select never wraps, it cuts.
+      const cut = await p.locator('select:visible').evaluateAll((selects) =>
+        selects.flatMap((el) => {
+          const select = el as HTMLSelectElement;
+          const probe = document.createElement('span');
+          probe.style.font = getComputedStyle(select).font;
+          probe.style.whiteSpace = 'pre';
+          probe.style.position = 'absolute';
+          probe.textContent = select.selectedOptions[0]?.textContent ?? '';
+          document.body.append(probe);
+          const text = probe.getBoundingClientRect().width;
+          probe.remove();
+          const cs = getComputedStyle(select);
+          // The arrow takes about 1.25rem of the padding box.
+          const room = select.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+          return text <= room ? [] : [`${select.id}: "${probe.textContent}" needs ${Math.ceil(text)} px, has ${Math.floor(room)}`];
+        }),
+      );
+      expect(cut).toEqual([]);
     }
   }
 

@@ -18,6 +18,12 @@ export function navigate(to: string, opts: { replace?: boolean } = {}): void {
 
 addEventListener('popstate', () => listeners.forEach((l) => l()));
 
+/** Calls `l` on every move of the URL (a navigate, back or forward); returns the unsubscribe. */
+export function onNavigate(l: () => void): () => void {
+  listeners.add(l);
+  return () => void listeners.delete(l);
+}
+
 export function usePath(): string {
   const [path, setPath] = useState(currentPath());
   useEffect(() => {

@@ -181,3 +181,57 @@ export function CheckboxGroup({
     </fieldset>
   );
 }
+
+/** A row of a FiguresTable: its name (the row's header) and its figures, in column order. */
+export interface FiguresRow {
+  key: string;
+  label: string;
+  figures: number[];
+}
+
+/**
+ * A captioned table of named rows of figures (usage per key and model, a file's batch plan):
+ * the first column names each row, the rest are numbers, right-aligned; it scrolls sideways in
+ * its own box on a narrow screen rather than the page.
+ */
+export function FiguresTable({
+  caption,
+  columns,
+  rows,
+  class: className,
+  testId,
+}: {
+  caption: string;
+  /** The first names the rows' column, the others the figures'. */
+  columns: string[];
+  rows: FiguresRow[];
+  class: string;
+  testId?: string;
+}) {
+  return (
+    <div class="table-wrap">
+      <table class={`figures ${className}`} data-testid={testId}>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((c) => (
+              <th key={c} scope="col">
+                {c}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr key={r.key}>
+              <th scope="row">{r.label}</th>
+              {r.figures.map((n, i) => (
+                <td key={i}>{formatNumber(n)}</td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}

@@ -1414,6 +1414,16 @@ export interface components {
             errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
             /** @description True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events */
             cancelling: boolean;
+            /**
+             * @description Unix ms when a worker first took it (retries keep it); null before; absent from webhook events
+             * @example 1767312000000
+             */
+            startedAt: number | null;
+            /**
+             * @description Unix ms when it ended (succeeded, failed or cancelled); null until then; absent from webhook events
+             * @example 1767312004200
+             */
+            finishedAt: number | null;
         };
         BatchDetailResponseDto: {
             batch: components["schemas"]["BatchDto"];
@@ -2434,6 +2444,16 @@ export interface components {
             errorCode: "upstream_rejected" | "content_refused" | "upstream_unavailable" | "provider_not_configured" | "internal" | null;
             /** @description True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events */
             cancelling: boolean;
+            /**
+             * @description Unix ms when a worker first took it (retries keep it); null before; absent from webhook events
+             * @example 1767312000000
+             */
+            startedAt: number | null;
+            /**
+             * @description Unix ms when it ended (succeeded, failed or cancelled); null until then; absent from webhook events
+             * @example 1767312004200
+             */
+            finishedAt: number | null;
             /** @description The request id a queue upstream (a route of a queue type) gave the task's current attempt, to look it up upstream; null for other routes */
             upstreamRequestId: string | null;
             /** @description The route of the batch's chain (index: its place, 0 the first; type: its type) that made the image; for a task not succeeded, the route its attempts go to */
@@ -3920,7 +3940,9 @@ export interface operations {
                      *           "width": null,
                      *           "height": null,
                      *           "errorCode": "upstream_rejected",
-                     *           "cancelling": true
+                     *           "cancelling": true,
+                     *           "startedAt": 1767312000000,
+                     *           "finishedAt": 1767312004200
                      *         }
                      *       ]
                      *     }
@@ -8801,6 +8823,8 @@ export interface operations {
                      *           "height": null,
                      *           "errorCode": "upstream_rejected",
                      *           "cancelling": true,
+                     *           "startedAt": 1767312000000,
+                     *           "finishedAt": 1767312004200,
                      *           "upstreamRequestId": null,
                      *           "route": null
                      *         }
@@ -13238,7 +13262,9 @@ export interface operations {
                      *           "width": null,
                      *           "height": null,
                      *           "errorCode": "upstream_rejected",
-                     *           "cancelling": true
+                     *           "cancelling": true,
+                     *           "startedAt": 1767312000000,
+                     *           "finishedAt": 1767312004200
                      *         }
                      *       ]
                      *     }

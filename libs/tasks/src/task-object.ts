@@ -25,6 +25,10 @@ export interface TaskObject {
   errorCode: string | null;
   /** The api's reads only: its cancel was asked of its upstream, not yet answered (it is still `running`). */
   cancelling?: boolean;
+  /** The api's reads and the progress stream only: Unix ms when a worker first took it; null before. */
+  startedAt?: number | null;
+  /** The api's reads and the progress stream only: Unix ms when it ended; null until then. */
+  finishedAt?: number | null;
 }
 
 export function taskObject(t: PositionedTask): TaskObject {
@@ -48,5 +52,11 @@ export function taskObject(t: PositionedTask): TaskObject {
     errorCode: failed ? (t.errorCode ?? 'internal') : null,
     // Absent from webhook events (their rows do not carry it), which stay as they were.
     ...(t.cancelling === undefined ? {} : { cancelling: t.cancelling }),
+    ...(t.startedAt === undefined ? {} : { startedAt: unixMs(t.startedAt) }),
+    ...(t.finishedAt === undefined ? {} : { finishedAt: unixMs(t.finishedAt) }),
   };
+}
+
+function unixMs(d: Date | null | undefined): number | null {
+  return d ? d.getTime() : null;
 }

@@ -20,6 +20,9 @@ export type TaskView = Pick<
 > & {
   /** Its cancel was asked of its upstream and not yet answered (upstream_cancel asked or sending); the api's reads only. */
   cancelling?: boolean;
+  /** When a worker first took it, and when it ended (null until then); the api's reads and the progress stream only. */
+  startedAt?: Date | null;
+  finishedAt?: Date | null;
 };
 
 /** A running task whose cancel was asked of its upstream and not yet answered. */
@@ -42,9 +45,10 @@ export async function selectTaskViews(db: DataSource, batchId: string): Promise<
 
 /** Every full poll runs it: prepared once per connection. */
 const SELECT_TASK_VIEWS: PreparedStatement = {
-  name: 'kiln_select_task_views_v2',
+  name: 'kiln_select_task_views_v3',
   text: `SELECT id, batch_id AS "batchId", seq, prompt, ${SHOWN_STATUS_SQL} AS status, progress, result_url AS "resultUrl", error,
-                error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight", ${CANCELLING_SQL} AS cancelling
+                error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight", ${CANCELLING_SQL} AS cancelling,
+                started_at AS "startedAt", finished_at AS "finishedAt"
            FROM tasks WHERE batch_id = $1 ORDER BY seq`,
 };
 

@@ -297,12 +297,22 @@ export function taskSeed(seed: number | null, index: number): number | null {
   return seed === null ? null : (seed + index - 1) % 2_147_483_648;
 }
 
+/** From a worker taking the task to its end, as "4.2 s" (or "2 min 5 s"); null until it has ended. */
+export function timeTaken(task: Pick<Task, 'startedAt' | 'finishedAt'>): string | null {
+  if (task.startedAt == null || task.finishedAt == null) return null;
+  const s = Math.max(0, task.finishedAt - task.startedAt) / 1000;
+  if (s < 59.95) return `${s.toFixed(1)} s`;
+  const whole = Math.round(s);
+  return `${Math.floor(whole / 60)} min ${whole % 60} s`;
+}
+
 /** An image's details: what was asked, what was made, where it is; copy its URL, download it. */
 function ImageDetails({ batch, task }: { batch: Batch; task: Task }) {
   const [copied, setCopied] = useState(false);
   useEffect(() => setCopied(false), [task.id]);
   const url = new URL(task.resultUrls[0], location.href).href;
   const seed = taskSeed(batch.seed, task.index);
+  const taken = timeTaken(task);
   const copy = async () => {
     try {
       await navigator.clipboard.writeText(url);
@@ -327,6 +337,12 @@ function ImageDetails({ batch, task }: { batch: Batch; task: Task }) {
         <dd>{batch.outputFormat.toUpperCase()}</dd>
         <dt>Model</dt>
         <dd>{batch.model}</dd>
+        {taken !== null && (
+          <>
+            <dt>Time taken</dt>
+            <dd data-testid="time-taken">{taken}</dd>
+          </>
+        )}
       </dl>
       <div class="actions">
         <button type="button" onClick={() => void copy()}>

@@ -1,6 +1,6 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, Batch, Catalog } from '../api';
-import { Link } from '../router';
+import { currentPath, Link, navigate, onNavigate } from '../router';
 import { Empty, ErrorState, formatDate, formatNumber, Loading, PageTitle, StatusBadge } from '../ui';
 
 const PAGE = 20;
@@ -14,13 +14,33 @@ interface Filters {
   to: string;
 }
 const NO_FILTERS: Filters = { q: '', status: '', model: '', from: '', to: '' };
+const FILTER_KEYS = ['q', 'status', 'model', 'from', 'to'] as const;
+
+/** The filters set, as query parameters (the page's own URL and the list's query share them). */
+function filterParams(f: Filters, params = new URLSearchParams()): URLSearchParams {
+  for (const k of FILTER_KEYS) if (f[k].trim()) params.set(k, f[k].trim());
+  return params;
+}
 
 /** The list's query: the filters set, then the page. */
 export function batchesQuery(f: Filters, after: string | null): string {
-  const params = new URLSearchParams({ limit: String(PAGE) });
-  for (const k of ['q', 'status', 'model', 'from', 'to'] as const) if (f[k].trim()) params.set(k, f[k].trim());
+  const params = filterParams(f, new URLSearchParams({ limit: String(PAGE) }));
   if (after) params.set('cursor', after);
   return `/batches?${params.toString()}`;
+}
+
+/** The filters a page URL's query string keeps (so reload, back and a shared link keep them). */
+export function filtersFromSearch(search: string): Filters {
+  const params = new URLSearchParams(search);
+  const f = { ...NO_FILTERS };
+  for (const k of FILTER_KEYS) f[k] = params.get(k) ?? '';
+  return f;
+}
+
+/** The page's query string for these filters: empty without any. */
+export function filtersSearch(f: Filters): string {
+  const query = filterParams(f).toString();
+  return query ? `?${query}` : '';
 }
 
 /** The account's batches, newest first, a page at a time by cursor; filtered by status, model, dates and text. */
@@ -29,8 +49,8 @@ export function BatchesPage() {
   const [cursor, setCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<unknown>(undefined);
-  const [draft, setDraft] = useState<Filters>(NO_FILTERS);
-  const [filters, setFilters] = useState<Filters>(NO_FILTERS);
+  const [draft, setDraft] = useState<Filters>(() => filtersFromSearch(location.search));
+  const [filters, setFilters] = useState<Filters>(() => filtersFromSearch(location.search));
   const [models, setModels] = useState<Catalog['models']>([]);
   useEffect(() => {
     api<Catalog>('GET', '/models').then(
@@ -40,25 +60,43 @@ export function BatchesPage() {
   }, []);
   const filtered = (Object.values(filters) as string[]).some((v) => v.trim() !== '');
 
+  // Only the latest load answers: back and forward in quick succession may overtake each other.
+  const latest = useRef(0);
   const load = async (after: string | null, f: Filters = filters) => {
+    const mine = ++latest.current;
     setLoading(true);
     setError(undefined);
     try {
       const q = batchesQuery(f, after);
       const page = await api<{ batches: Batch[]; nextCursor: string | null }>('GET', q);
+      if (mine !== latest.current) return;
       setBatches((prev) => (after ? [...prev, ...page.batches] : page.batches));
       setCursor(page.nextCursor);
     } catch (err) {
-      setError(err);
+      if (mine === latest.current) setError(err);
     } finally {
-      setLoading(false);
+      if (mine === latest.current) setLoading(false);
     }
   };
-  useEffect(() => void load(null), []);
-  const apply = (f: Filters) => {
+  // What the list shows, for the URL listener (its closure outlives renders).
+  const shown = useRef(filtersSearch(filters));
+  const show = (f: Filters) => {
+    shown.current = filtersSearch(f);
+    setDraft(f);
     setFilters(f);
     setBatches([]);
     void load(null, f);
+  };
+  useEffect(() => {
+    void load(null);
+    // Back, forward and the nav's link move between filter sets: the URL says which.
+    return onNavigate(() => {
+      if (currentPath() === '/batches' && location.search !== shown.current) show(filtersFromSearch(location.search));
+    });
+  }, []);
+  const apply = (f: Filters) => {
+    show(f);
+    if (shown.current !== location.search) navigate(`/batches${shown.current}`);
   };
   const field = (k: keyof Filters) => ({
     value: draft[k],
@@ -123,13 +161,7 @@ export function BatchesPage() {
             Filter
           </button>
           {filtered && (
-            <button
-              type="button"
-              onClick={() => {
-                setDraft(NO_FILTERS);
-                apply(NO_FILTERS);
-              }}
-            >
+            <button type="button" onClick={() => apply(NO_FILTERS)}>
               Clear filters
             </button>
           )}

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { AccountInfo, api, ApiError, Catalog, describeError, Estimate, Model } from '../api';
 import { Link, navigate } from '../router';
 import { refreshAccount, useSession } from '../session';
-import { ErrorState, formatNumber, Loading, Notice, PageTitle, useLoad } from '../ui';
+import { ErrorState, FiguresTable, formatNumber, Loading, Notice, PageTitle, useLoad } from '../ui';
 import { howToGetCredits } from './overview';
 import {
   BatchBody,
@@ -280,12 +280,15 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
           <select id="model" value={form.model} onChange={(e) => pickModel(e.currentTarget.value)}>
             {catalog.models.map((m) => (
               <option key={m.key} value={m.key}>
-                {m.displayName} — {priceRange(m)}
-                {m.economyCreditCost ? ` (economy from ${Math.min(...Object.values(m.economyCreditCost))})` : ''}
+                {m.displayName} — {priceRange(m, true)}
               </option>
             ))}
           </select>
-          <p class="help">{model.blurb}</p>
+          {/* A select cuts a long label on a phone: the option says the price, the line below the rest. */}
+          <p class="help">
+            {priceRange(model)}
+            {model.economyCreditCost ? ` (economy from ${Math.min(...Object.values(model.economyCreditCost))})` : ''}. {model.blurb}
+          </p>
           <div class="row">
             <div class="field">
               <label for="ratio">Aspect ratio</label>
@@ -505,10 +508,12 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
   );
 }
 
-function priceRange(m: Model): string {
+/** "4 to 10 credits per image"; short: "4–10 credits" (a select's label, which must fit a phone). */
+function priceRange(m: Model, short = false): string {
   const prices = Object.values(m.creditCost);
   const low = Math.min(...prices);
   const high = Math.max(...prices);
+  if (short) return low === high ? `${low} credit${low === 1 ? '' : 's'}` : `${low}–${high} credits`;
   return low === high ? `${low} credit${low === 1 ? '' : 's'} per image` : `${low} to ${high} credits per image`;
 }
 
@@ -722,30 +727,12 @@ function BatchTable({ plan, estimates, modelName }: { plan: BatchPlan; estimates
     };
   });
   return (
-    <div class="table-wrap">
-      <table class="batch-plan" data-testid="batch-plan">
-        <caption>What “Create” makes: a batch per set of settings, split to fit your plan</caption>
-        <thead>
-          <tr>
-            <th scope="col">Settings</th>
-            <th scope="col">Prompts</th>
-            <th scope="col">Batches</th>
-            <th scope="col">Images</th>
-            <th scope="col">Credits</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map((r) => (
-            <tr key={r.settings}>
-              <td>{r.settings}</td>
-              <td>{formatNumber(r.prompts)}</td>
-              <td>{formatNumber(r.batches)}</td>
-              <td>{formatNumber(r.images)}</td>
-              <td>{formatNumber(r.credits)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <FiguresTable
+      class="batch-plan"
+      testId="batch-plan"
+      caption="What “Create” makes: a batch per set of settings, split to fit your plan"
+      columns={['Settings', 'Prompts', 'Batches', 'Images', 'Credits']}
+      rows={rows.map((r) => ({ key: r.settings, label: r.settings, figures: [r.prompts, r.batches, r.images, r.credits] }))}
+    />
   );
 }

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, describeError, Key, Usage } from '../api';
 import { refreshAccount, useSession } from '../session';
-import { Empty, ErrorState, formatNumber, Loading, PageTitle, useLoad } from '../ui';
+import { Empty, ErrorState, FiguresTable, formatNumber, Loading, PageTitle, useLoad } from '../ui';
 
 type Breakdown = Usage['byKeyAndModel'][number];
 
@@ -29,29 +29,12 @@ export function sumBy(rows: Breakdown[], key: (r: Breakdown) => string, label: (
 
 function UsageTable({ caption, head, rows }: { caption: string; head: string; rows: Row[] }) {
   return (
-    <div class="table-wrap">
-      <table class="usage-table">
-        <caption>{caption}</caption>
-        <thead>
-          <tr>
-            <th scope="col">{head}</th>
-            <th scope="col">Batches</th>
-            <th scope="col">Images made</th>
-            <th scope="col">Credits spent</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map((r) => (
-            <tr key={r.id}>
-              <th scope="row">{r.label}</th>
-              <td>{formatNumber(r.batches)}</td>
-              <td>{formatNumber(r.images)}</td>
-              <td>{formatNumber(r.credits)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <FiguresTable
+      class="usage-table"
+      caption={caption}
+      columns={[head, 'Batches', 'Images made', 'Credits spent']}
+      rows={rows.map((r) => ({ key: r.id, label: r.label, figures: [r.batches, r.images, r.credits] }))}
+    />
   );
 }
 

@@ -128,6 +128,20 @@ export class TaskDto {
       "True while its batch's cancel is asked of its upstream and not yet answered (the task is running); absent from webhook events",
   })
   cancelling?: boolean;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: 'Unix ms when a worker first took it (retries keep it); null before; absent from webhook events',
+    example: 1767312000000,
+  })
+  startedAt?: number | null;
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: 'Unix ms when it ended (succeeded, failed or cancelled); null until then; absent from webhook events',
+    example: 1767312004200,
+  })
+  finishedAt?: number | null;
 
   static from(t: BatchTask): TaskDto {
     return taskObject(t);
