@@ -1,6 +1,7 @@
 import { SLOW_MODEL, waitAllDone } from '../lib/harness';
 import Redis from 'ioredis';
 import { RateLimitedUpstream } from '../lib/rate-limited-upstream';
+import type { BenchAccount } from '../lib/kiln';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { startUpstreamRun } from '../lib/upstream-run';
 import { log, round } from '../lib/util';
@@ -17,7 +18,7 @@ const OUTAGE_AT = 0.3;
 const COOLDOWN_MS = 10_000;
 const FAILURES_TO_OPEN = 5;
 const WALL_TARGET = 1.2;
-/** On the fallback alone: every image at AT_ONCE at a time, plus one latency. */
+/** On the fallback alone, as arithmetic: every image at AT_ONCE at a time (a diagnostic; the target is against the measured run). */
 const IDEAL_SEC = (Math.ceil(IMAGES / AT_ONCE) * LATENCY_MS) / 1000;
 
 /**
@@ -25,7 +26,10 @@ const IDEAL_SEC = (Math.ceil(IMAGES / AT_ONCE) * LATENCY_MS) / 1000;
  * 127.0.0.1 (each in a process of its own, as the rate-limited scenario's), the same capacity
  * each; from 30 % of the run the primary answers every call 503. Every task must still
  * succeed, the run take little longer than it would on the fallback alone, and the dead route
- * get no more than its circuit's probes once the circuit opened.
+ * get no more than its circuit's probes once the circuit opened. "On the fallback alone" is
+ * measured first in the same run: the same images through Kiln on one route of its own (a
+ * fresh upstream of the same capacity), which pays what any route pays once (the pacer's slow
+ * start on an upstream it does not know), so the ratio is what the outage costs.
  */
 export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 'durationSec'>> {
   const { stack } = ctx;
@@ -37,6 +41,8 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
   try {
     const { accounts, postBatches } = await startUpstreamRun(stack, 'failover', GENERATORS);
     const route = (baseUrl: string, model: string) => ({ type: 'openai', baseUrl, model, maxConcurrency: AT_ONCE });
+    const soloWall = await onOneRoute(stack, accounts, postBatches, route, limits);
+    log(`failover: on one route alone ${soloWall} s (arithmetic ideal ${IDEAL_SEC} s)`);
     await stack.admin('PATCH', `/models/${SLOW_MODEL}`, {
       routes: [route(primary.baseUrl, 'bench-primary'), route(fallback.baseUrl, 'bench-fallback')],
       failover: { cooldownMs: COOLDOWN_MS, failuresToOpen: FAILURES_TO_OPEN },
@@ -71,21 +77,29 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     const afterOpen = dead.downAt.filter((at) => at > opened + 100).length;
     const openSec = Math.max(0, (end - Math.min(opened, end)) / 1000);
     const allowedProbes = Math.ceil(openSec / (COOLDOWN_MS / 1000)) * GENERATORS;
-    const ratio = round(wall / IDEAL_SEC, 2);
+    const ratio = round(wall / soloWall, 2);
     log(
-      `failover: ${wall} s (ideal on the fallback alone ${IDEAL_SEC} s), ${failed} failed; primary ${dead.accepted} made, ${dead.downAt.length} answered 503 (${afterOpen} after its circuit opened ${round((opened - outageAt) / 1000, 2)} s into the outage, over ${round(openSec, 1)} s); fallback ${alive.accepted} made`,
+      `failover: ${wall} s (on the fallback alone ${soloWall} s, arithmetic ideal ${IDEAL_SEC} s), ${failed} failed; primary ${dead.accepted} made, ${dead.downAt.length} answered 503 (${afterOpen} after its circuit opened ${round((opened - outageAt) / 1000, 2)} s into the outage, over ${round(openSec, 1)} s); fallback ${alive.accepted} made`,
     );
     figures.push(
       {
         metric: 'wall time, primary down from 30 %',
         unit: 's',
         kiln: wall,
-        baseline: IDEAL_SEC,
-        baselineLabel: 'ideal on the fallback alone',
+        baseline: soloWall,
+        baselineLabel: 'Kiln on the fallback alone, same run',
         ratio,
         target: `<= ${WALL_TARGET}`,
         targetOn: 'ratio',
         met: ratio <= WALL_TARGET,
+      },
+      {
+        metric: 'wall time against the arithmetic ideal (diagnostic)',
+        unit: 's',
+        kiln: wall,
+        baseline: IDEAL_SEC,
+        baselineLabel: `ideal: ${IMAGES} images ${AT_ONCE} at a time`,
+        ratio: round(wall / IDEAL_SEC, 2),
       },
       {
         metric: 'tasks failed',
@@ -110,6 +124,7 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     );
     Object.assign(details, {
       idealSec: IDEAL_SEC,
+      soloWall,
       images: IMAGES,
       wall,
       failed,
@@ -131,11 +146,12 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
     method: [
       `Two fake OpenAI images endpoints on 127.0.0.1, each in a process of its own, each taking ${AT_ONCE} calls at once and answering after ${LATENCY_MS} ms; the model rides on [primary, fallback] (openai type, maxConcurrency ${AT_ONCE} each; failover cooldownMs ${COOLDOWN_MS}, failuresToOpen ${FAILURES_TO_OPEN}).`,
       `${Math.ceil(IMAGES / PER_BATCH)} batches of up to ${PER_BATCH} images are POSTed at once over two accounts; when ${OUTAGE_AT * 100} % of the images are made, the primary answers every call 503.`,
-      `Wall time from the first POST until every batch is finished, against the ideal on the fallback alone (${IMAGES} images ${AT_ONCE} at a time, ${LATENCY_MS} ms each = ${IDEAL_SEC} s); calls to the dead route are counted from when its circuit opened (Redis polled every ${CIRCUIT_POLL_MS} ms) on.`,
+      `First, in the same run, the same batches on one route alone (a third fake upstream of the same capacity, fresh to the pacer): its wall time is the baseline.`,
+      `Wall time from the first POST until every batch is finished, against that baseline (and, as a diagnostic, the arithmetic ideal: ${IMAGES} images ${AT_ONCE} at a time, ${LATENCY_MS} ms each = ${IDEAL_SEC} s); calls to the dead route are counted from when its circuit opened (Redis polled every ${CIRCUIT_POLL_MS} ms) on.`,
     ],
     figures,
     notes: [
-      `The ideal counts every round at ${AT_ONCE} calls. Kiln's pacing starts a route it has not used for 10 minutes at 8 calls in flight and doubles each clean round (docs/providers.md, Pacing: an upstream's limit is unknown), and this run pays that twice: the primary at the start, the fallback at the outage (8 + 16 + 32 + 64 calls in a cold route's first 4 rounds instead of ${4 * AT_ONCE}). A run on the fallback alone would pay it once; each slow start costs about 2.8 rounds (${round((2.8 * LATENCY_MS) / 1000, 1)} s), ${round((2.8 * LATENCY_MS) / 10 / IDEAL_SEC, 0)} % of this ideal.`,
+      `The arithmetic ideal counts every round at ${AT_ONCE} calls. Kiln's pacing starts a route it has not used for 10 minutes at 8 calls in flight and doubles each clean round (docs/providers.md, Pacing: an upstream's limit is unknown): the run on one route pays that once, the failover run twice (the primary at the start, the fallback at the outage; 8 + 16 + 32 + 64 calls in a cold route's first 4 rounds instead of ${4 * AT_ONCE}), about 2.8 rounds (${round((2.8 * LATENCY_MS) / 1000, 1)} s) each.`,
     ],
     profiles: [],
     details,
@@ -143,6 +159,26 @@ export async function failover(ctx: BenchContext): Promise<Omit<ScenarioResult, 
 }
 
 const CIRCUIT_POLL_MS = 25;
+
+/** The baseline: the same images through Kiln on one route alone (a fresh upstream of the same capacity); its wall time in s. */
+async function onOneRoute(
+  stack: BenchContext['stack'],
+  accounts: BenchAccount[],
+  postBatches: (model: string, images: number, perBatch: number, tag: string) => Promise<void>,
+  route: (baseUrl: string, model: string) => Record<string, unknown>,
+  limits: Parameters<typeof RateLimitedUpstream.start>[2],
+): Promise<number> {
+  const solo = await RateLimitedUpstream.start(stack, 'failover-solo', limits);
+  try {
+    await stack.admin('PATCH', `/models/${SLOW_MODEL}`, { routes: [route(solo.baseUrl, 'bench-solo')], enabled: true });
+    const t0 = Date.now();
+    await postBatches(SLOW_MODEL, IMAGES, PER_BATCH, 'failover-solo');
+    const end = await waitAllDone(stack, accounts, Math.max(600_000, IDEAL_SEC * 10_000), 100);
+    return round((end - t0) / 1000, 2);
+  } finally {
+    await solo.stop();
+  }
+}
 
 /** Polls the model's route circuits in Redis from now on: when one was first seen open (Date.now()). */
 function watchCircuitOpen(stack: BenchContext['stack'], model: string): { openedAt: number | null; stop: () => void } {
