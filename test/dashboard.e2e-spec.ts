@@ -5,7 +5,8 @@ import { DASHBOARD_AUTH_LIMITS, DashboardAuthLimits } from '../apps/api/src/dash
 import { BillingService } from '@app/billing';
 import { buildConfig, KILN_CONFIG } from '@app/config';
 import { KEY_PATTERN } from '@app/keys';
-import { bootTestApp, TestApp } from '@app/testing';
+import { newObjectToken, resultObjectKey, StorageDriver } from '@app/storage';
+import { bootTestApp, solidPng, TestApp } from '@app/testing';
 
 const PASSWORD = 'correct horse battery';
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -570,6 +571,45 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       });
       const usage = await dash('get', '/usage', h.token).expect(200);
       expect(usage.body.days).toEqual([{ day: new Date().toISOString().slice(0, 10), keyId: null, charged: 4, refunded: 0 }]);
+    });
+
+    it("an image's file downloads from Kiln's own origin as an attachment; only a succeeded image of the holder's batch", async () => {
+      const h = await holder({ credits: 10 });
+      const other = await holder({ credits: 10 });
+      const batchId = (await dash('post', '/batches', h.token).send(fox).expect(201)).body.id as string;
+      const [task] = await t.db.query(`SELECT id, seq FROM tasks WHERE batch_id = $1`, [batchId]);
+      const path = `/batches/${batchId}/tasks/${task.id}/file`;
+      // Not made yet: nothing to download, and nothing written.
+      expectError(await dash('get', path, h.token), 404, 'not_found');
+
+      // The task succeeds (no generator here): its image stored, the row pointing at it.
+      const png = await solidPng(8, 8, { r: 200, g: 80, b: 20 });
+      const key = resultObjectKey(newObjectToken(), batchId, task.seq + 1, 'png');
+      await t.app.get(StorageDriver).put(key, png, 'image/png');
+      await t.db.query(`UPDATE tasks SET status = 'succeeded', progress = 100, result_key = $2, finished_at = now() WHERE id = $1`, [
+        task.id,
+        key,
+      ]);
+
+      const res = await dash('get', path, h.token)
+        .buffer(true)
+        .parse((r, done) => {
+          const chunks: Buffer[] = [];
+          r.on('data', (c: Buffer) => chunks.push(c));
+          r.on('end', () => done(null, Buffer.concat(chunks)));
+        })
+        .expect(200);
+      expect(res.headers['content-type']).toBe('image/png');
+      expect(res.headers['content-disposition']).toBe(`attachment; filename="kiln-${batchId}-${task.seq + 1}.png"`);
+      expect(Buffer.compare(res.body as Buffer, png)).toBe(0);
+
+      // Another holder, a malformed id, no session: refused with the error object.
+      expectError(await dash('get', path, other.token), 404, 'not_found');
+      expectError(await dash('get', `/batches/${batchId}/tasks/not-a-task/file`, h.token), 404, 'not_found');
+      expectError(await t.http.get(`/v1/dashboard${path}`), 401, 'unauthorized');
+      // Removed from storage since (retention): not_found, not a 500.
+      await t.app.get(StorageDriver).remove(key);
+      expectError(await dash('get', path, h.token), 404, 'not_found');
     });
 
     it('plan limits, money and validation refuse with the codes of POST /v1/batches', async () => {

@@ -288,6 +288,10 @@ describe('the web app in Chromium', () => {
     await details.getByRole('button', { name: 'Copy URL' }).click();
     await details.getByRole('button', { name: 'URL copied' }).waitFor();
     expect(await page.evaluate('navigator.clipboard.readText()')).toBe(src);
+    // From Kiln's own origin, whatever the storage (a bucket's URL would open the image instead).
+    expect(await details.getByRole('link', { name: 'Download' }).getAttribute('href')).toMatch(
+      /^\/v1\/dashboard\/batches\/[0-9a-f-]{36}\/tasks\/[0-9a-f-]{36}\/file$/,
+    );
     const [image] = await Promise.all([page.waitForEvent('download'), details.getByRole('link', { name: 'Download' }).click()]);
     expect(image.suggestedFilename()).toMatch(new RegExp(`^kiln-${firstBatchId}-2\\.(png|jpg|webp)$`));
     expect(readFileSync(await image.path()).length).toBeGreaterThan(100);

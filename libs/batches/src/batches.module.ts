@@ -11,11 +11,30 @@ import { BatchWatcher } from './batch-watcher';
 import { BatchesService } from './batches.service';
 import { ContentPolicyService } from './content-policy';
 import { OpenAiImagesService } from './openai-images';
+import { TaskFileService } from './task-file';
 
 /** Batch creation, estimates, listing, polling and archives. Needs the database module and the task queue (see TasksModule). */
 @Module({
   imports: [BillingModule, CatalogModule, UploadsModule, TasksModule, MetricsModule],
-  providers: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchEvents, BatchWatcher, OpenAiImagesService],
-  exports: [BatchesService, BatchArchiveService, ContentPolicyService, BatchPolling, BatchEvents, BatchWatcher, OpenAiImagesService],
+  providers: [
+    BatchesService,
+    BatchArchiveService,
+    ContentPolicyService,
+    BatchPolling,
+    BatchEvents,
+    BatchWatcher,
+    OpenAiImagesService,
+    TaskFileService,
+  ],
+  exports: [
+    BatchesService,
+    BatchArchiveService,
+    ContentPolicyService,
+    BatchPolling,
+    BatchEvents,
+    BatchWatcher,
+    OpenAiImagesService,
+    TaskFileService,
+  ],
 })
 export class BatchesModule {}

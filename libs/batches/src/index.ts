@@ -10,3 +10,4 @@ export * from './batch-events';
 export * from './batch-event-cursor';
 export * from './batch-watcher';
 export * from './openai-images';
+export * from './task-file';

@@ -10,7 +10,8 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { BatchArchiveService, BatchEvents, BatchesService, BatchPolling, parseBatchFilter } from '@app/batches';
+import { pipeline } from 'node:stream/promises';
+import { BatchArchiveService, BatchEvents, BatchesService, BatchPolling, parseBatchFilter, TaskFileService } from '@app/batches';
 import { IdempotentRequest } from '@app/idempotency';
 import { decodeCursor, parseLimit } from '@app/database';
 import type { AuthenticatedSession } from '@app/sessions';
@@ -37,6 +38,7 @@ export class DashboardBatchesController {
   constructor(
     private readonly batches: BatchesService,
     private readonly archives: BatchArchiveService,
+    private readonly files: TaskFileService,
     private readonly polling: BatchPolling,
     private readonly eventStreams: BatchEvents,
   ) {}
@@ -129,6 +131,31 @@ export class DashboardBatchesController {
   @ApiConflictResponse({ description: 'batch_not_cancellable: the batch finished without a cancel', type: ErrorResponseDto })
   async cancel(@CurrentSession() auth: AuthenticatedSession, @Param('id') id: string): Promise<BatchDto> {
     return BatchDto.from(await this.batches.cancel(auth.account.id, id));
+  }
+
+  @Get(':id/tasks/:taskId/file')
+  @ApiOperation({
+    operationId: 'downloadDashboardTaskFile',
+    summary: "A succeeded image's file, as an attachment: the web app's Download (its result URL may be on another origin)",
+  })
+  @ApiProduces('image/png', 'image/jpeg', 'image/webp')
+  @ApiOkResponse({
+    description: 'The image (Content-Disposition: attachment; filename="kiln-<batch id>-<index>.<ext>")',
+    schema: { type: 'string', format: 'binary' },
+  })
+  @ApiNotFoundResponse({ description: 'not_found: no such succeeded image in a batch of this account', type: ErrorResponseDto })
+  async file(
+    @CurrentSession() auth: AuthenticatedSession,
+    @Param('id') id: string,
+    @Param('taskId') taskId: string,
+    @Res() res: Response,
+  ): Promise<void> {
+    const file = await this.files.open(auth.account.id, id, taskId);
+    res.setHeader('Content-Type', file.contentType);
+    res.setHeader('Content-Disposition', `attachment; filename="${file.fileName}"`);
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    // A client gone mid-file ends the pipeline (and the storage read): nothing left to answer.
+    await pipeline(file.body, res).catch(() => undefined);
   }
 
   @Get(':id/archive')

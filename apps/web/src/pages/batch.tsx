@@ -348,9 +348,10 @@ function ImageDetails({ batch, task }: { batch: Batch; task: Task }) {
         <button type="button" onClick={() => void copy()}>
           {copied ? 'URL copied' : 'Copy URL'}
         </button>
+        {/* Through Kiln's own origin: a result URL on a bucket's origin (MinIO) would open, not download. */}
         <a
           class="button"
-          href={task.resultUrls[0]}
+          href={`/v1/dashboard/batches/${batch.id}/tasks/${task.id}/file`}
           download={`kiln-${batch.id}-${task.index}.${batch.outputFormat === 'jpeg' ? 'jpg' : batch.outputFormat}`}
         >
           Download
