@@ -295,6 +295,9 @@ describe('the web app in Chromium', () => {
     const [image] = await Promise.all([page.waitForEvent('download'), details.getByRole('link', { name: 'Download' }).click()]);
     expect(image.suggestedFilename()).toMatch(new RegExp(`^kiln-${firstBatchId}-2\\.(png|jpg|webp)$`));
     expect(readFileSync(await image.path()).length).toBeGreaterThan(100);
+    // Scrolled down to its details, the dialog keeps its bar (previous, next, close) in view.
+    const bar = await viewer.getByRole('button', { name: 'Previous image' }).boundingBox();
+    expect(bar!.y).toBeGreaterThanOrEqual(0);
     await screenshot(page, 'image-viewer', { docs: true });
     await page.keyboard.press('Escape');
     await viewer.waitFor({ state: 'hidden' });
