@@ -4,9 +4,8 @@ import type { Readable } from 'node:stream';
 import { DataSource } from 'typeorm';
 import { isUuid, queryRows } from '@app/database';
 import { notFound } from '@app/errors';
+import { CONTENT_TYPE_OF, RenderFormat } from '@app/providers';
 import { StorageDriver, StorageObjectNotFoundError } from '@app/storage';
-
-const CONTENT_TYPES: Record<string, string> = { png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp' };
 
 /** One image of a batch, opened for a download. */
 export interface TaskFile {
@@ -50,6 +49,8 @@ export class TaskFileService {
     const extension = row.key.includes('.') ? row.key.slice(row.key.lastIndexOf('.') + 1) : 'png';
     // The task's index in its batch is its seq + 1 (taskPosition), as the API shows it.
     const index = row.seq + 1;
-    return { body, contentType: CONTENT_TYPES[extension] ?? 'application/octet-stream', fileName: `kiln-${batchId}-${index}.${extension}` };
+    // Results are stored as .png, .jpg or .webp (the success's write names them).
+    const format = (extension === 'jpg' ? 'jpeg' : extension) as RenderFormat;
+    return { body, contentType: CONTENT_TYPE_OF[format] ?? 'application/octet-stream', fileName: `kiln-${batchId}-${index}.${extension}` };
   }
 }
