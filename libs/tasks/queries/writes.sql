@@ -39,9 +39,9 @@ RETURNING status, finished_at, preview_url;
 WITH marked AS (
   UPDATE tasks SET submit_intent_at = now(), submit_intent = $3::jsonb
    WHERE id = $1 AND status = 'running' AND attempts = $2 AND upstream_request_id IS NULL
-   RETURNING id
+   RETURNING submit_intent_at
 )
-SELECT id, set_config('synchronous_commit', 'on', true) AS durable FROM marked;
+SELECT submit_intent_at::text AS stamp, set_config('synchronous_commit', 'on', true) AS durable FROM marked;
 
 -- libs/tasks/src/submit-intent.store.ts: in SubmitIntentStore.clear
 WITH cleared AS (
@@ -366,6 +366,24 @@ WITH input AS (
 )
 -- Evaluated for every task recorded, so whenever one is: see RECORD_GROUP.
 SELECT id, attempts, batch_id, upstream_cancel, set_config('synchronous_commit', 'on', true) AS durable FROM recorded;
+
+-- libs/tasks/src/upstream-wait.store.ts: HAND_OFF_SQL
+WITH locked AS (
+  SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY($6::text[]) AS cancel_upstream
+    FROM batches WHERE id = $2 FOR UPDATE
+), handed AS (
+  UPDATE tasks t SET upstream_request_id = $3, upstream_handle = $4::jsonb, upstream_submitted_at = now(),
+         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked) THEN 'asked' END,
+         upstream_cancel_at = NULL,
+         upstream_poll_at = $7, upstream_poller = NULL, upstream_lease_until = NULL,
+         sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
+   WHERE t.id = $1 AND t.status = 'running' AND t.upstream_request_id IS NULL AND t.submit_intent_at = $5::timestamptz
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.attempts, t.batch_id, t.upstream_cancel
+), bumped AS (
+  UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM handed)
+)
+SELECT id, attempts, batch_id, upstream_cancel, set_config('synchronous_commit', 'on', true) AS durable FROM handed;
 
 -- libs/tasks/src/upstream-wait.store.ts: in UpstreamWaitStore.resume
 UPDATE tasks SET upstream_poll_at = $3, upstream_poller = $4,

@@ -8,6 +8,8 @@ import type { Fence } from './fenced-write';
 export interface SubmitIntent {
   /** When it was about to be sent (PostgreSQL's clock). */
   at: Date;
+  /** `at` exactly as stored (microseconds; a Date keeps milliseconds): what names this intent to UpstreamWaitStore.handOff. */
+  stamp: string;
   /** What finds the request again upstream, as the route's type wrote it. */
   key: Record<string, unknown>;
 }
@@ -24,30 +26,33 @@ export interface SubmitIntent {
 export class SubmitIntentStore {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
-  /** Records the intent of this attempt; false when the fence no longer holds (the call must not be made). */
-  async record(fence: Fence, key: Record<string, unknown>): Promise<boolean> {
-    const rows = await queryRows<{ id: string }>(
+  /**
+   * Records the intent of this attempt; answers its stamp (SubmitIntent.stamp), or null when the
+   * fence no longer holds (the call must not be made).
+   */
+  async record(fence: Fence, key: Record<string, unknown>): Promise<string | null> {
+    const rows = await queryRows<{ stamp: string }>(
       this.db,
       `WITH marked AS (
          UPDATE tasks SET submit_intent_at = now(), submit_intent = $3::jsonb
           WHERE id = $1 AND status = 'running' AND attempts = $2 AND upstream_request_id IS NULL
-          RETURNING id
+          RETURNING submit_intent_at
        )
-       SELECT id, set_config('synchronous_commit', 'on', true) AS durable FROM marked`,
+       SELECT submit_intent_at::text AS stamp, set_config('synchronous_commit', 'on', true) AS durable FROM marked`,
       [fence.taskId, fence.attempt, JSON.stringify(key)],
     );
-    return rows.length > 0;
+    return rows[0]?.stamp ?? null;
   }
 
   /** The intent an earlier attempt (or this one) left without a recorded request; null when none. */
   async unanswered(fence: Fence): Promise<SubmitIntent | null> {
-    const [row] = await queryRows<{ submit_intent_at: Date; submit_intent: Record<string, unknown> | null }>(
+    const [row] = await queryRows<{ submit_intent_at: Date; stamp: string; submit_intent: Record<string, unknown> | null }>(
       this.db,
-      `SELECT submit_intent_at, submit_intent FROM tasks
+      `SELECT submit_intent_at, submit_intent_at::text AS stamp, submit_intent FROM tasks
         WHERE id = $1 AND status = 'running' AND attempts = $2 AND upstream_request_id IS NULL AND submit_intent_at IS NOT NULL`,
       [fence.taskId, fence.attempt],
     );
-    return row ? { at: new Date(row.submit_intent_at), key: row.submit_intent ?? {} } : null;
+    return row ? { at: new Date(row.submit_intent_at), stamp: row.stamp, key: row.submit_intent ?? {} } : null;
   }
 
   /**

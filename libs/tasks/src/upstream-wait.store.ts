@@ -74,6 +74,33 @@ SELECT id, attempts, batch_id, upstream_cancel, set_config('synchronous_commit',
  */
 const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group_v3', text: RECORD_GROUP_SQL };
 
+/**
+ * A submit's answer its own attempt could not record (taken over meanwhile: its lease ran out
+ * while PostgreSQL was away), given to the task's current attempt while that one has not
+ * submitted: the intent is still the one this submit answers ($5, its stamp) and no request is
+ * recorded. The task goes to the pollers (no poller yet); the current attempt's own submit then
+ * finds a request recorded and is not sent (SubmitIntentStore.record). Batch first, as every
+ * task write; synchronous, as RECORD_GROUP. $1 task, $2 batch, $3 request id, $4 handle, $6
+ * the types whose upstream has a cancel, $7 when to poll.
+ */
+const HAND_OFF_SQL = `
+WITH locked AS (
+  SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY($6::text[]) AS cancel_upstream
+    FROM batches WHERE id = $2 FOR UPDATE
+), handed AS (
+  UPDATE tasks t SET upstream_request_id = $3, upstream_handle = $4::jsonb, upstream_submitted_at = now(),
+         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked) THEN 'asked' END,
+         upstream_cancel_at = NULL,
+         upstream_poll_at = $7, upstream_poller = NULL, upstream_lease_until = NULL,
+         sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
+   WHERE t.id = $1 AND t.status = 'running' AND t.upstream_request_id IS NULL AND t.submit_intent_at = $5::timestamptz
+     AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.attempts, t.batch_id, t.upstream_cancel
+), bumped AS (
+  UPDATE batches SET version = version + 1 WHERE id IN (SELECT batch_id FROM handed)
+)
+SELECT id, attempts, batch_id, upstream_cancel, set_config('synchronous_commit', 'on', true) AS durable FROM handed`;
+
 /** The claim's columns for a waiting task, with its batch's snapshot (as CLAIM_GROUP_SQL reads them). */
 const WAITING_COLUMNS = `t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
        t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.upstream_poll_at, t.route_index,
@@ -120,6 +147,33 @@ export class UpstreamWaitStore {
    */
   recordSubmission(submission: Submission): Promise<boolean> {
     return this.recordOne(submission);
+  }
+
+  /**
+   * The answer of a submit whose attempt was taken over before it could record it, given to
+   * the task's current attempt if that one has not submitted since (HAND_OFF_SQL): the
+   * request is paid for, and without this the current attempt would submit, and pay, again.
+   * Answers the attempt it went to, or null (nothing written: the task moved on, submitted
+   * again, or finished).
+   */
+  async handOff(submission: Omit<Submission, 'hold'>, intent: string, pollAt: Date): Promise<number | null> {
+    const [row] = await queryRows<{ id: string; attempts: number; batch_id: string; upstream_cancel: string | null }>(
+      this.db,
+      HAND_OFF_SQL,
+      [
+        submission.fence.taskId,
+        submission.fence.batchId,
+        submission.requestId,
+        JSON.stringify(submission.handle),
+        intent,
+        UPSTREAM_CANCEL_TYPES,
+        pollAt,
+      ],
+    );
+    if (!row) return null;
+    this.changes.announce([row.batch_id]);
+    if (row.upstream_cancel === 'asked') this.upstreamCancels.signal();
+    return row.attempts;
   }
 
   /**

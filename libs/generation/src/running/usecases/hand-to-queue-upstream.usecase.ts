@@ -10,11 +10,15 @@ import { SubmitWithIntent } from './submit-with-intent';
 import { TaskOutcomes } from './task-outcomes';
 
 /**
- * Tries at recording a submit's answer when PostgreSQL fails: the upstream already took the
- * request, and a retry without its id would pay for it again.
+ * How long recording a submit's answer is tried through PostgreSQL's trouble: the upstream
+ * already took the request, and an attempt that gives up leaves a submit in doubt, which a
+ * route that cannot look it up (fal) submits, and pays for, again. Five tries over 5 s were
+ * shorter than a PostgreSQL restart (the chaos run's kill -9: three fal tasks submitted
+ * twice); two minutes outlast a restart or a failover. Pauses grow to RECORD_PAUSE_MAX_MS.
  */
-const RECORD_TRIES = 5;
-const RECORD_BACKOFF_MS = 500;
+const RECORD_BUDGET_MS = 120_000;
+const RECORD_PAUSE_MS = 500;
+const RECORD_PAUSE_MAX_MS = 2000;
 
 /**
  * A queue upstream's task: submitted within the model's slot (the fenced send first, as for
@@ -70,9 +74,9 @@ export class HandToQueueUpstream {
     const doubt = await this.intents.settleDoubt(fence, provider, this.steps.signal);
     if (doubt.kind === 'fail') throw doubt.error;
     const request = await this.steps.renderRequest(claim, batch, null);
-    const submission: UpstreamSubmission =
+    const { submission, intent } =
       doubt.kind === 'found'
-        ? doubt.submission
+        ? doubt
         : await this.steps.pacedCall(claim, fence, batch, priorityOf(claim), () => {
             // A route seen open while the task waited for its slot is skipped, as a render's is
             // (RouteFailover.beforeCall); only while no intent is recorded: with one, the task
@@ -84,28 +88,49 @@ export class HandToQueueUpstream {
     const pollAt = new Date(submittedAt + provider.pollIntervalMs);
     const hold = this.poller.hold(pollAt);
     if (!(await this.recordSubmission(fence, submission, hold))) {
-      this.logger.warn(
-        `Task ${claim.id} was taken over while ${submission.requestId} was submitted; that request is left to finish unused`,
-      );
+      await this.handOff(fence, submission, intent, pollAt);
       return 'superseded';
     }
     if (hold.poller) this.poller.adopt(this.waitingTask(claim, fence, submission, provider, submittedAt), pollAt.getTime());
     return 'waiting';
   }
 
-  /** Retries the write through PostgreSQL's passing trouble: losing the id would mean paying twice. */
+  /** Retries the write through PostgreSQL's trouble (RECORD_BUDGET_MS): losing the id would mean paying twice. */
   private async recordSubmission(fence: Fence, submission: UpstreamSubmission, hold: ReturnType<UpstreamPoller['hold']>): Promise<boolean> {
+    const giveUpAt = Date.now() + RECORD_BUDGET_MS;
     for (let tries = 1; ; tries++) {
       try {
         return await this.waits.recordSubmission({ fence, requestId: submission.requestId, handle: submission.state, hold });
       } catch (err) {
-        if (tries >= RECORD_TRIES) throw err;
+        if (Date.now() >= giveUpAt) throw err;
         this.logger.warn(
           `Recording upstream request ${submission.requestId} of task ${fence.taskId} failed (${describeError(err)}); trying again`,
         );
-        await new Promise((resolve) => setTimeout(resolve, RECORD_BACKOFF_MS * tries));
+        await new Promise((resolve) => setTimeout(resolve, Math.min(RECORD_PAUSE_MS * tries, RECORD_PAUSE_MAX_MS)));
       }
     }
+  }
+
+  /**
+   * This attempt was taken over before it recorded its request (its lease ran out while
+   * PostgreSQL was away): the request goes to the attempt that took over, unless that one
+   * submitted since. A failure here is logged, not thrown: the attempt is over either way.
+   */
+  private async handOff(fence: Fence, submission: UpstreamSubmission, intent: string, pollAt: Date): Promise<void> {
+    const given = await this.waits
+      .handOff({ fence, requestId: submission.requestId, handle: submission.state }, intent, pollAt)
+      .catch((err: unknown) => {
+        this.logger.warn(`Handing request ${submission.requestId} of task ${fence.taskId} over failed: ${describeError(err)}`);
+        return null;
+      });
+    if (given === null)
+      this.logger.warn(
+        `Task ${fence.taskId} was taken over while ${submission.requestId} was submitted, and the attempt that took it over has moved on; that request is left to finish unused`,
+      );
+    else
+      this.logger.log(
+        `Task ${fence.taskId} was taken over while ${submission.requestId} was submitted; the request went to attempt ${given}, which polls it instead of submitting again`,
+      );
   }
 
   private waitingTask(

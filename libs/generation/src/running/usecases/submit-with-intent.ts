@@ -5,7 +5,8 @@ import { NotSent, RUN_LOG_CONTEXT } from './run-steps';
 
 /** What a submit in doubt (an intent with no recorded request) becomes. */
 export type UnknownSubmitOutcome =
-  | { kind: 'found'; submission: UpstreamSubmission }
+  /** intent: the stamp of the intent that submit answers (SubmitIntent.stamp). */
+  | { kind: 'found'; submission: UpstreamSubmission; intent: string }
   /** inDoubt: an earlier attempt's intent is still recorded (its submit found absent upstream, or sent again by onUnknownSubmit). */
   | { kind: 'submit'; inDoubt: boolean }
   | { kind: 'fail'; error: ProviderError };
@@ -32,7 +33,7 @@ export class SubmitWithIntent {
         this.logger.log(
           `Task ${fence.taskId}: the submit a crash left in doubt was found upstream (${looked.submission.requestId}); resumed`,
         );
-        return { kind: 'found', submission: looked.submission };
+        return { kind: 'found', submission: looked.submission, intent: intent.stamp };
       }
       if (looked.state === 'absent') return { kind: 'submit', inDoubt: true };
       this.logger.warn(`Task ${fence.taskId}: the submit in doubt could not be looked up (${looked.detail})`);
@@ -54,13 +55,19 @@ export class SubmitWithIntent {
   /**
    * The intent, committed, then the call. An answer from the upstream that it did not take
    * the request (any HTTP status) clears the intent; a timeout or a broken connection leaves
-   * it, as the upstream may have taken the request.
+   * it, as the upstream may have taken the request. Answers the submission with the stamp of
+   * its intent (what hands it to a later attempt: UpstreamWaitStore.handOff).
    */
-  async submit(fence: Fence, provider: QueueImageProvider, request: RenderRequest): Promise<UpstreamSubmission> {
+  async submit(
+    fence: Fence,
+    provider: QueueImageProvider,
+    request: RenderRequest,
+  ): Promise<{ submission: UpstreamSubmission; intent: string }> {
+    const intent = await this.intents.record(fence, provider.submitKey(request));
     // Taken over (or cancelled) since the send: this run must not submit.
-    if (!(await this.intents.record(fence, provider.submitKey(request)))) throw new NotSent();
+    if (intent === null) throw new NotSent();
     try {
-      return await provider.submit(request);
+      return { submission: await provider.submit(request), intent };
     } catch (err) {
       if (isProviderError(err) && err.status !== undefined) await this.intents.clear(fence);
       throw err;
