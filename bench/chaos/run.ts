@@ -28,7 +28,10 @@
  *   --pgbouncer   Kiln reaches PostgreSQL through a PgBouncer of the run's own in transaction
  *                 mode, with DATABASE_PREPARED_STATEMENTS=false (npm run test:pgbouncer
  *                 runs the quick run so)
+ *   --cpu-hog=N   N processes spinning on a core each for the whole run (default 1 with the
+ *                 bare flag): the faults on a machine busy with other work
  */
+import { ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -157,6 +160,7 @@ function parseArgs(argv: string[]): {
   logLevel: string;
   pgbouncer: boolean;
   upstreams: boolean;
+  cpuHogs: number;
 } {
   const flags = new Map<string, string>();
   for (const arg of argv) {
@@ -165,7 +169,7 @@ function parseArgs(argv: string[]): {
     flags.set(k, v ?? 'true');
   }
   for (const k of flags.keys())
-    if (!['quick', 'tasks', 'keep', 'log-level', 'pgbouncer', 'upstreams'].includes(k)) throw new Error(`Unknown flag --${k}`);
+    if (!['quick', 'tasks', 'keep', 'log-level', 'pgbouncer', 'upstreams', 'cpu-hog'].includes(k)) throw new Error(`Unknown flag --${k}`);
   const quick = flags.has('quick') || process.env.CHAOS_QUICK === '1';
   const profile = { ...PROFILES[quick ? 'quick' : 'full'] };
   const tasks = flags.get('tasks') ?? process.env.CHAOS_TASKS;
@@ -181,7 +185,20 @@ function parseArgs(argv: string[]): {
     logLevel: flags.get('log-level') ?? 'info',
     pgbouncer: flags.has('pgbouncer'),
     upstreams: flags.has('upstreams') || process.env.CHAOS_UPSTREAMS === '1',
+    cpuHogs: cpuHogsOf(flags.get('cpu-hog')),
   };
+}
+
+function cpuHogsOf(flag: string | undefined): number {
+  if (flag === undefined) return 0;
+  const n = flag === 'true' ? 1 : Number(flag);
+  if (!Number.isInteger(n) || n < 1 || n > 16) throw new Error('--cpu-hog takes a whole number of processes from 1 to 16');
+  return n;
+}
+
+/** Processes that spin on a core each until killed: other work on the machine. */
+function startCpuHogs(n: number): ChildProcess[] {
+  return Array.from({ length: n }, () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
 }
 
 /** Restarts a Kiln process that died on its own, as a container's restart policy would. */
@@ -327,7 +344,7 @@ class Monitor {
 }
 
 async function main(): Promise<void> {
-  const { profile, quick, keep, logLevel, pgbouncer, upstreams: withUpstreams } = parseArgs(process.argv.slice(2));
+  const { profile, quick, keep, logLevel, pgbouncer, upstreams: withUpstreams, cpuHogs } = parseArgs(process.argv.slice(2));
   const runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-chaos-'));
   // PostgreSQL runs as the postgres user when this runs as root: it must reach its data dir.
   fs.chmodSync(runDir, 0o755);
@@ -352,12 +369,14 @@ async function main(): Promise<void> {
   let monitor: Monitor | null = null;
   let monitorDb: Pool | null = null;
   let tracer: StrandedTracer | null = null;
+  const hogs: ChildProcess[] = [];
   let cleaned = false;
   let upstreamsStopped = false;
   let upstreamLoops: Promise<void>[] = [];
   const cleanup = async () => {
     if (cleaned) return;
     cleaned = true;
+    for (const hog of hogs) hog.kill('SIGKILL');
     log('stopping Kiln, PostgreSQL and Redis');
     monitor?.stop();
     tracer?.stop();
@@ -383,6 +402,8 @@ async function main(): Promise<void> {
 
   try {
     log(`${quick ? 'quick' : 'full'} run: ${profile.tasks} tasks, ${profile.faults.length} faults; run dir ${runDir}`);
+    hogs.push(...startCpuHogs(cpuHogs));
+    if (cpuHogs > 0) log(`${cpuHogs} CPU hog${cpuHogs > 1 ? 's' : ''} spinning for the whole run`);
     pg.initialise();
     await pg.start();
     await redis.start();
@@ -538,9 +559,12 @@ async function main(): Promise<void> {
       const checked = await upstreams.invariants(db, processes.kills);
       invariants.push(...checked.results);
       upstreamLine =
-        `${upstreams.summary()} Submits again in the crash window (a submit in flight at a generator kill, issue 46 item 1): ` +
-        `${checked.crashWindow.length}${checked.crashWindow.length ? ` (${checked.crashWindow.map((c) => `${c.route} ${c.taskId} x${c.submits}`).join(', ')})` : ''}.`;
-      for (const c of checked.crashWindow) log(`crash window: ${c.route} task ${c.taskId} submitted ${c.submits} times`);
+        `${upstreams.summary()} Submits again in the documented window (a submit in flight at a generator kill, or given up at the route's timeout, on a route without a lookup): ` +
+        `${checked.crashWindow.length}${checked.crashWindow.length ? ` (${checked.crashWindow.map((c) => `${c.route} ${c.taskId} x${c.submits}, ${c.why}`).join('; ')})` : ''}.`;
+      for (const c of checked.crashWindow) log(`documented window: ${c.route} task ${c.taskId} submitted ${c.submits} times (${c.why})`);
+      upstreamLine +=
+        ` Route chain (${QUEUE_MODELS.fal}: fal, then Replicate), tasks by the route they ended on: ` +
+        `${checked.chainRoutes.map((r) => `${r.routeIndex === 0 ? 'fal' : 'Replicate'} ${r.status} ${r.tasks}`).join(', ')}.`;
     }
     const events = receiver.received.size;
     const webhookLine =
@@ -554,6 +578,7 @@ async function main(): Promise<void> {
     const report = renderReport({
       quick,
       upstreams: upstreams !== null,
+      cpuHogs,
       profile,
       windows,
       events: client.events,
@@ -778,6 +803,7 @@ async function taskTotals(db: Pool): Promise<Totals> {
 interface ReportInput {
   quick: boolean;
   upstreams: boolean;
+  cpuHogs: number;
   profile: Profile;
   windows: Window[];
   events: ApiEvent[];
@@ -799,7 +825,7 @@ function renderReport(r: ReportInput): string {
   const lines: string[] = [];
   lines.push(
     '',
-    `## Chaos run (${r.quick ? 'quick' : 'full'}${r.upstreams ? ', upstreams' : ''}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+    `## Chaos run (${r.quick ? 'quick' : 'full'}${r.upstreams ? ', upstreams' : ''}${r.cpuHogs ? `, beside ${r.cpuHogs} CPU hog${r.cpuHogs > 1 ? 's' : ''}` : ''}), ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`,
     '',
   );
   lines.push(

@@ -51,7 +51,7 @@ const STRIPE_WEBHOOK_SECRET = 'whsec_kiln_chaos';
 /** The route's timeout on a submit that never answers. */
 const ROUTE_TIMEOUT_MS = 8000;
 
-/** Hook for route chains (failover, being built elsewhere): a model's routes, in order; one route each today. */
+/** A model's routes, in order (one, or a chain that fails over). */
 export type RouteChain = { label: string; route: Record<string, unknown> }[];
 
 interface SubmitRecord {
@@ -60,6 +60,8 @@ interface SubmitRecord {
   seed: number | null;
   sentAt: number;
   answeredAt: number | null;
+  /** When the generator hung up before the answer (its route's timeout): the submit it left in doubt. */
+  abandonedAt: number | null;
   held: boolean;
 }
 
@@ -160,6 +162,7 @@ class FaultProxy {
         seed: typeof input.seed === 'number' ? input.seed : null,
         sentAt,
         answeredAt: null,
+        abandonedAt: null,
         held: false,
       };
       this.submits.push(record);
@@ -169,7 +172,10 @@ class FaultProxy {
         await sleep(HELD_MS.min + Math.random() * (HELD_MS.max - HELD_MS.min));
       }
     }
-    if (res.destroyed || req.socket.destroyed) return;
+    if (res.destroyed || req.socket.destroyed) {
+      if (record) record.abandonedAt = Date.now();
+      return;
+    }
     const headers: Record<string, string> = {};
     upstream.headers.forEach((v, k) => {
       if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k)) headers[k] = v;
@@ -228,23 +234,29 @@ export class ChaosUpstreams {
   }
 
   /**
-   * The routes of each upstream model. A model's chain is one route today; once route
-   * chains (failover) land, chains() is where a model gets a second route (e.g. fal then
-   * Replicate), and the submit invariant already counts per route.
+   * The routes of each upstream model: fal's model rides on a chain, fal then Replicate
+   * (failover with its defaults: a 503 burst or a hung submit on fal moves the task to
+   * Replicate, and fal's circuit opens), so the submit invariant, which counts per route,
+   * covers tasks moving between routes under the faults; the other models have one route.
    */
   chains(): Record<string, RouteChain> {
     const chains: Record<string, RouteChain> = {};
-    for (const p of this.proxies) {
-      chains[QUEUE_MODELS[p.type]] = [
-        { label: p.type, route: { preset: QUEUE_PRESETS[p.type], baseUrl: p.baseUrl, pollIntervalMs: 500, timeoutMs: ROUTE_TIMEOUT_MS } },
-      ];
-    }
+    const routeOf = (p: FaultProxy) => ({
+      label: p.type,
+      route: { preset: QUEUE_PRESETS[p.type], baseUrl: p.baseUrl, pollIntervalMs: 500, timeoutMs: ROUTE_TIMEOUT_MS },
+    });
+    for (const p of this.proxies) chains[QUEUE_MODELS[p.type]] = [routeOf(p)];
+    const replicate = this.proxies.find((p) => p.type === 'replicate')!;
+    chains[QUEUE_MODELS.fal].push(routeOf(replicate));
     chains[DOOR_MODEL] = [{ label: 'openai', route: { type: 'openai', baseUrl: this.door.baseUrl, model: 'compatible-image-1' } }];
     return chains;
   }
 
   async route(stack: KilnStack): Promise<void> {
-    for (const [model, chain] of Object.entries(this.chains())) await stack.routeModel(model, chain[0].route);
+    for (const [model, chain] of Object.entries(this.chains())) {
+      if (chain.length === 1) await stack.routeModel(model, chain[0].route);
+      else await stack.admin('PATCH', `/models/${model}`, { routes: chain.map((c) => c.route), enabled: true });
+    }
     await stack.admin('PATCH', '/plans/scale', { maxConcurrentEconomyBatches: 1000 });
     await stack.admin('PATCH', `/models/${ECONOMY_MODEL}`, {
       provider: {
@@ -381,17 +393,31 @@ export class ChaosUpstreams {
   }
 
   /**
-   * The upstream invariants. `crashes`: when generators were killed (SIGKILL or SIGTERM). A
-   * second submit of a task whose earlier submit was in flight (sent, not yet answered) at a
-   * kill is the documented window (issue 46 item 1's fix closes it): reported apart, with its
-   * task ids, not a violation.
+   * The upstream invariants. `kills`: when generators were killed (SIGKILL or SIGTERM). A
+   * second submit of a task is the documented window of a route that cannot look a submit in
+   * doubt up (fal, BFL: onUnknownSubmit resubmit, docs/providers.md) when every earlier submit
+   * was in flight at a kill, or was abandoned by the generator before its answer (the route's
+   * timeout: the upstream may have taken it): reported apart, with its task id and why, not a
+   * violation. Any other second submit is a violation, listed with its submits' times.
    */
   async invariants(
     db: Pool,
     kills: number[],
-  ): Promise<{ results: InvariantResult[]; crashWindow: { route: string; taskId: string; submits: number }[] }> {
-    const violations: { route: string; taskId: string | null; prompt: string; seed: number | null; submits: number }[] = [];
-    const crashWindow: { route: string; taskId: string; submits: number }[] = [];
+  ): Promise<{
+    results: InvariantResult[];
+    crashWindow: { route: string; taskId: string; submits: number; why: string }[];
+    /** The chain's tasks by the route they ended on (index 0: fal, 1: Replicate). */
+    chainRoutes: { routeIndex: number; status: string; tasks: number }[];
+  }> {
+    const violations: {
+      route: string;
+      taskId: string | null;
+      prompt: string;
+      seed: number | null;
+      submits: { sent: string; answered: string | null; abandoned: string | null; held: boolean }[];
+    }[] = [];
+    const crashWindow: { route: string; taskId: string; submits: number; why: string }[] = [];
+    const at = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString().slice(11, 23));
     for (const p of this.proxies) {
       const byTask = new Map<string, SubmitRecord[]>();
       for (const s of p.submits) {
@@ -403,12 +429,26 @@ export class ChaosUpstreams {
         const { prompt, seed } = records[0];
         const { rows } = await db.query<{ id: string }>(`SELECT id FROM tasks WHERE prompt = $1 AND seed = $2`, [prompt, seed]);
         const taskId = rows[0]?.id ?? null;
-        // Every submit but the last was in flight at a kill: the crash window.
-        const inWindow = records
+        // Why each submit but the last was left in doubt: in flight at a kill, or given up by the generator.
+        const whys = records
           .slice(0, -1)
-          .every((r) => kills.some((k) => k >= r.sentAt && (r.answeredAt === null || k <= r.answeredAt + 1000)));
-        if (inWindow && taskId) crashWindow.push({ route: p.type, taskId, submits: records.length });
-        else violations.push({ route: p.type, taskId, prompt, seed, submits: records.length });
+          .map((r) =>
+            kills.some((k) => k >= r.sentAt && (r.answeredAt === null || k <= r.answeredAt + 1000))
+              ? 'kill'
+              : r.abandonedAt !== null
+                ? 'timeout'
+                : null,
+          );
+        if (taskId && whys.every((w) => w !== null))
+          crashWindow.push({ route: p.type, taskId, submits: records.length, why: [...new Set(whys)].join('+') });
+        else
+          violations.push({
+            route: p.type,
+            taskId,
+            prompt,
+            seed,
+            submits: records.map((r) => ({ sent: at(r.sentAt)!, answered: at(r.answeredAt), abandoned: at(r.abandonedAt), held: r.held })),
+          });
       }
     }
     const lines = [...this.economy.submissions].filter(([, n]) => n !== 1).map(([taskId, n]) => ({ taskId, lines: n }));
@@ -438,12 +478,19 @@ export class ChaosUpstreams {
       const want = p.delivered > 0 ? 1 : 0;
       return c.purchases !== want || c.ledger !== want || (want === 1 && Number(c.credits) !== p.credits);
     });
+    const { rows: chainRoutes } = await db.query<{ routeIndex: number; status: string; tasks: number }>(
+      `SELECT t.route_index AS "routeIndex", t.status, count(*)::int AS tasks
+         FROM tasks t JOIN batches b ON b.id = t.batch_id
+        WHERE b.model = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
+      [QUEUE_MODELS.fal],
+    );
     return {
       crashWindow,
+      chainRoutes,
       results: [
         {
           name: 'one submit per task per route',
-          rule: 'each task was accepted by each queue upstream (fal, Replicate, BFL fakes) once; a second submit after a kill with the first in flight is listed apart (the crash window)',
+          rule: 'each task was accepted by each queue upstream (fal, Replicate, BFL fakes) once; a second submit after one in flight at a kill or given up at the route timeout is listed apart (the documented window)',
           violations: violations.length,
           examples: violations.slice(0, 5),
         },
