@@ -326,6 +326,8 @@ describe('Dashboard API (docs/dashboard.md)', () => {
       ['PATCH', { creditCapPerDay: -1 }, 'creditCapPerDay'],
       ['PATCH', { name: '' }, 'name'],
       ['PATCH', { revokedAt: null }, 'revokedAt'],
+      ['POST', { name: 'k', models: ['eta-image', 'eta-imgae'] }, 'models'],
+      ['PATCH', { models: ['eta-imgae'] }, 'models'],
     ])('%s /keys with %j -> 400 invalid_request', async (method, body, field) => {
       const h = await holder({ plan: 'starter' });
       const key = await dash('post', '/keys', h.token).send({ name: 'k' }).expect(201);

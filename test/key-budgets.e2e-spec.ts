@@ -136,12 +136,25 @@ describe('Per-key budgets', () => {
     [{ budget: 5 }, 'budget'],
     [{ models: 'beta-2' }, 'models'],
     [{ models: [' beta'] }, 'models'],
+    [{ models: ['beta-2', 'beta-2-typo'] }, 'models'],
   ])('bad budget or models %j -> 400 invalid_request naming %s, no key made', async (body, field) => {
     const a = await t.account({ plan: 'scale', credits: 1 });
     const res = await t.admin('post', `/v1/admin/accounts/${a.id}/keys`).send(body);
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
     expect(String(res.body.error.details.field)).toMatch(new RegExp(`^${field.replace('.', '\\.')}`));
+    const [{ n }] = await t.db.query(`SELECT count(*)::int AS n FROM api_keys WHERE account_id = $1`, [a.id]);
+    expect(n).toBe(1);
+  });
+
+  it('an allowlist naming a model the catalog does not have -> 400 unknown_model listing it once; no key made', async () => {
+    const a = await t.account({ plan: 'scale', credits: 1 });
+    const made = await t.admin('post', `/v1/admin/accounts/${a.id}/keys`).send({ models: ['beta-2', 'alpha-imgae-2', 'alpha-imgae-2'] });
+    expect(made.status).toBe(400);
+    expect(made.body.error).toMatchObject({
+      code: 'invalid_request',
+      details: { field: 'models', reason: 'unknown_model', unknown: ['alpha-imgae-2'] },
+    });
     const [{ n }] = await t.db.query(`SELECT count(*)::int AS n FROM api_keys WHERE account_id = $1`, [a.id]);
     expect(n).toBe(1);
   });

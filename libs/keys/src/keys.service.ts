@@ -111,6 +111,25 @@ function applyLimits(key: ApiKeyEntity, input: KeyLimitsInput): void {
 }
 
 /**
+ * Refuses an allowlist naming a model the catalog does not have (disabled ones are known): a
+ * misspelt name would otherwise make a key that silently may use nothing it was meant for.
+ */
+async function requireKnownModels(db: Pick<DataSource, 'query'>, models: readonly string[] | undefined): Promise<void> {
+  if (!models?.length) return;
+  const known = new Set(
+    (await queryRows<{ key: string }>(db, `SELECT key FROM models WHERE key = ANY($1::text[])`, [[...new Set(models)]])).map((r) => r.key),
+  );
+  const unknown = [...new Set(models)].filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new KilnError(ErrorCode.InvalidRequest, `Unknown model${unknown.length > 1 ? 's' : ''} in models: ${unknown.join(', ')}`, {
+      field: 'models',
+      reason: 'unknown_model',
+      unknown,
+    });
+  }
+}
+
+/**
  * Refuses a model the key's allowlist does not name (an empty list allows every model). The
  * list is the key's as its request authenticated (read fresh per request): an edit that
  * commits after that applies from the next request.
@@ -187,6 +206,7 @@ export class KeysService {
         revokedAt: null,
         expiresAt: null,
       });
+      await requireKnownModels(m, input.models);
       applyLimits(key, input);
       await m.save(key);
       return { key, secret };
@@ -244,6 +264,7 @@ export class KeysService {
   async update(accountId: string, keyId: string, patch: KeyLimitsInput & { name?: string; scopes?: Scope[] }): Promise<ApiKeyEntity> {
     const key = await this.get(accountId, keyId);
     if (patch.name !== undefined) key.name = patch.name.trim() || key.name;
+    await requireKnownModels(this.db, patch.models);
     applyLimits(key, patch);
     if (patch.scopes !== undefined) key.scopes = patch.scopes;
     return this.keys.save(key);

@@ -93,6 +93,10 @@ class Task(TypedDict):
     width: int | None
     height: int | None
     errorCode: str | None
+    startedAt: int | None
+    """When a worker first took the task (epoch ms; a retry keeps it); None before."""
+    finishedAt: int | None
+    """When it ended: succeeded, failed or cancelled (epoch ms); None before."""
 
 
 class BatchWithTasks(TypedDict):
