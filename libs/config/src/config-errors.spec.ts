@@ -73,6 +73,12 @@ describe('look-alike variables', () => {
         ADMIN_TOKEN_FILE: '/run/secrets/a',
         PORT: '8080',
         npm_config_cache: '/x',
+        // Read by other parts of Kiln (the stage timeline, the SDK and CLI, the bench): not typos.
+        KILN_STAGE_TIMELINE: '/tmp/stages',
+        KILN_API_KEY: 'kiln_live_x',
+        KILN_URL: 'http://localhost:8080',
+        KILN_SESSION: 'kiln_sess_x',
+        KILN_BENCH_PEER_ROUNDS: '20',
       }),
     ).toEqual([
       'GENERATOR_CONCURENCY is not a Kiln variable and is ignored; did you mean GENERATOR_CONCURRENCY?',

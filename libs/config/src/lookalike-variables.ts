@@ -4,6 +4,13 @@ import { EnvSchema, isUpstreamKeyName, SECRET_VARIABLES } from './env.schema';
 
 /** Prefixes only Kiln's own variables use: a name with one of them that Kiln does not read is a typo. */
 const KILN_PREFIXES = ['KILN_', 'GENERATOR_', 'TASK_', 'QUEUE_', 'MINIO_', 'UPSTREAM_', 'RENDER_', 'DISPATCH_', 'RETENTION_', 'ORPHAN_'];
+/**
+ * Kiln variables the server's config does not read but another part of Kiln does: the stage
+ * timeline (libs/metrics, in the api and the generator), the SDK's and the CLI's, and the
+ * bench's and the tests' own (prefixes). An operator's shell that exports them is not wrong.
+ */
+const OTHER_KILN_VARIABLES = new Set(['KILN_STAGE_TIMELINE', 'KILN_URL', 'KILN_API_KEY', 'KILN_SESSION', 'KILN_EMAIL', 'KILN_PASSWORD']);
+const OTHER_KILN_PREFIXES = ['KILN_BENCH_', 'KILN_TEST_'];
 /** Shorter names are too often someone else's (PWD, HOME) to compare by spelling. */
 const MIN_COMPARED_LENGTH = 6;
 const MAX_TYPOS = 2;
@@ -24,6 +31,7 @@ export function lookalikeWarnings(raw: Record<string, unknown>, known: readonly 
   const warnings: string[] = [];
   for (const name of Object.keys(raw).sort()) {
     if (exact.has(name) || secretFiles.has(name) || isUpstreamKeyName(name.replace(/_FILE$/, ''))) continue;
+    if (OTHER_KILN_VARIABLES.has(name) || OTHER_KILN_PREFIXES.some((prefix) => name.startsWith(prefix))) continue;
     const nearest = nearestName(name, known);
     if (nearest) {
       warnings.push(`${name} is not a Kiln variable and is ignored; did you mean ${nearest}?`);
