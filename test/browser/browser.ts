@@ -143,3 +143,38 @@ export async function offScreenElements(page: Page): Promise<string[]> {
     return out;
   })()`);
 }
+
+/**
+ * Words cut across two lines though they would fit on one: "Dashboar|d", "gamma-5-|pro" in a
+ * table squeezed on a phone. Each visible element matching `selector` is read word by word
+ * (runs of non-space); a word whose text spans two line boxes while its width is within the
+ * room it had is listed. The room is the element's content width, and in a table at least
+ * half the table's width: a column squeezed under its words beside figures that have room to
+ * give (the phone's usage tables before) is the defect. A word wider than that (a long id)
+ * may break: nothing else would fit it.
+ */
+export async function brokenWords(page: Page, selector: string): Promise<string[]> {
+  return await page.evaluate<string[]>(`(() => {
+    const out = new Set();
+    for (const el of document.querySelectorAll(${JSON.stringify(selector)})) {
+      if (!el.checkVisibility()) continue;
+      const cs = getComputedStyle(el);
+      let room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      const table = el.closest('table');
+      if (table) room = Math.max(room, table.clientWidth / 2);
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        for (const m of n.data.matchAll(/\\S+/g)) {
+          const range = document.createRange();
+          range.setStart(n, m.index);
+          range.setEnd(n, m.index + m[0].length);
+          const lines = [...range.getClientRects()].filter((r) => r.width > 0);
+          if (lines.length < 2) continue;
+          const width = lines.reduce((s, r) => s + r.width, 0);
+          if (width <= room) out.add(el.tagName.toLowerCase() + ': "' + m[0] + '" (' + Math.ceil(width) + ' px in ' + Math.floor(room) + ')');
+        }
+      }
+    }
+    return [...out];
+  })()`);
+}

@@ -110,7 +110,7 @@ describe('buying credits in Chromium through the Checkout page', () => {
     await purchaseRows().filter({ hasText: sessionId }).waitFor();
     await page.getByText('1,200 credits', { exact: true }).first().waitFor();
     expect(await balance().textContent()).toBe('1,200 credits');
-    await screenshot(page, 'credits-bought');
+    await screenshot(page, 'credits-desktop', { docs: true, fullPage: true });
 
     const purchases = await purchasesInLedger();
     expect(purchases).toEqual([expect.objectContaining({ amount: 1000, reason: expect.stringContaining(sessionId) })]);
@@ -166,7 +166,7 @@ describe('buying credits in Chromium through the Checkout page', () => {
       await signIn(phone);
       await phone.page.goto(`${kiln.url}/app/credits`);
       await purchaseRows(phone.page).first().waitFor();
-      await screenshot(phone.page, 'credits-phone');
+      await screenshot(phone.page, 'credits-phone', { docs: true, fullPage: true });
       expect(await horizontalOverflow(phone.page)).toBeLessThanOrEqual(0);
       expect(await offScreenElements(phone.page)).toEqual([]);
       expect(await seriousA11yViolations(phone.page)).toEqual([]);

@@ -8,6 +8,7 @@ import { routeModel, solidPng } from '@app/testing';
 import { LiveKiln, startLiveKiln } from '../helpers/live-kiln';
 import { WebhookReceiver } from '../helpers/webhook-receiver';
 import {
+  brokenWords,
   DESKTOP,
   horizontalOverflow,
   offScreenElements,
@@ -65,6 +66,7 @@ describe('the web app in Chromium', () => {
   const email = `web-${randomUUID().slice(0, 8)}@example.test`;
   let accountId = '';
   let firstBatchId = '';
+  let failedBatchId = '';
 
   beforeAll(async () => {
     requireBuiltApp();
@@ -364,9 +366,20 @@ describe('the web app in Chromium', () => {
     await page.getByText('Foxes and lighthouses').waitFor();
     expect(await items.count()).toBe(23);
     expect(await page.getByRole('button', { name: 'Load more' }).count()).toBe(0);
-    // Previews come once a batch has an image.
-    await page.reload();
-    await waitUntil(page, `[...document.querySelectorAll('.batch-item img.thumb')].some((i) => i.naturalWidth > 0)`, 60_000);
+    // Previews come once a batch has an image: reloaded until every batch shown has one (the
+    // fillers render in seconds), so the picture in docs/img shows them.
+    for (let until = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 500))) {
+      await page.reload();
+      await page.getByText('Filler 21').waitFor();
+      if ((await page.locator('.batch-item .thumb-empty').count()) === 0) break;
+      if (Date.now() > until) throw new Error('batches without a preview after 60 s');
+    }
+    // Those in the window (the rest load lazily, as they scroll in).
+    await waitUntil(
+      page,
+      `[...document.querySelectorAll('.batch-item img.thumb')].every((i) => i.getBoundingClientRect().top > innerHeight || (i.complete && i.naturalWidth > 0))`,
+      60_000,
+    );
     await screenshot(page, 'batches', { docs: true });
     noConsoleErrors();
   });
@@ -994,6 +1007,32 @@ describe('the web app in Chromium', () => {
     noConsoleErrors();
   });
 
+  it("shows a failed image's error and its code, on its tile and under Failed tasks", async () => {
+    // The batch keeps the route it was created with: every render fails, and is not retried.
+    const restore = await routeModel(kiln.api, 'gamma-5-flash', { type: 'simulated', failureRate: 1 });
+    const auth = await apiSession();
+    try {
+      const created = await kiln.api.http
+        .post('/v1/dashboard/batches')
+        .set(auth)
+        .send({ prompts: ['a storm that never renders'], model: 'gamma-5-flash', note: 'A batch that failed' })
+        .expect(201);
+      failedBatchId = created.body.id;
+    } finally {
+      await restore();
+    }
+    await page.goto(app(`batches/${failedBatchId}`));
+    await heading('A batch that failed').waitFor();
+    await page.getByTestId('progress-text').getByText('0 of 1 images ready, 1 failed. Done.').waitFor({ timeout: 60_000 });
+    const { body } = await kiln.api.http.get(`/v1/dashboard/batches/${failedBatchId}`).set(auth).expect(200);
+    const task = body.tasks[0] as { error: string; errorCode: string };
+    expect(task.errorCode).toMatch(/^[a-z_]+$/);
+    await page.locator('.tile-failed').getByText(task.error).waitFor();
+    const failure = page.locator('.failures li').first();
+    expect(await failure.textContent()).toBe(`#1 a storm that never renders: ${task.error} (${task.errorCode})`);
+    noConsoleErrors();
+  });
+
   /** Issue 45's findings, each measured on the page at this viewport. */
   async function checkFindings(p: Page, name: string, viewport: Viewport) {
     const box = async (selector: string) => (await p.locator(selector).first().boundingBox())!;
@@ -1009,6 +1048,11 @@ describe('the web app in Chromium', () => {
     } else {
       expect(header.height).toBeLessThanOrEqual(64);
     }
+    // No word cut across two lines where it would fit on one (a name in a squeezed table column).
+    expect({ name, broken: await brokenWords(p, 'h1, h2, th, td, dt, dd, label, legend, button, .badge, .batch-title') }).toEqual({
+      name,
+      broken: [],
+    });
     if (name === 'overview') {
       // The last bar whole, the legend showing a day's figure at rest, one y-axis.
       const chart = p.locator('.chart-box');
@@ -1037,6 +1081,20 @@ describe('the web app in Chromium', () => {
       const lineHeight = await hint.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight));
       expect((await hint.boundingBox())!.height).toBeLessThan(lineHeight * 1.5);
       expect(await hint.textContent()).toMatch(/^kiln_/);
+      // A key's budget and models allowlist fit the window too.
+      await p.getByRole('button', { name: 'Limits of budgeted' }).click();
+      const limits = p.getByRole('dialog', { name: 'Limits of “budgeted”' });
+      await limits.getByLabel('Budget (credits)').waitFor();
+      expect(await offScreenElements(p)).toEqual([]);
+      expect(await limits.evaluate((d) => d.getBoundingClientRect().bottom <= window.innerHeight)).toBe(true);
+      await screenshot(p, `key-limits-${viewport.name}`, { docs: true });
+      await limits.getByRole('button', { name: 'Cancel' }).click();
+      await limits.waitFor({ state: 'hidden' });
+    }
+    if (name === 'webhooks') {
+      // Every event the api sends can be chosen, the spend alerts too.
+      for (const event of ['credits.low', 'key.budget.threshold'])
+        expect(await p.getByRole('group', { name: 'Events' }).getByRole('checkbox', { name: event, exact: true }).count()).toBe(1);
     }
     if (name === 'batch') {
       // Tiles keep the images' 16:9 framing (no square crop).
@@ -1047,27 +1105,64 @@ describe('the web app in Chromium', () => {
         .first()
         .evaluate((el) => getComputedStyle(el).objectFit);
       expect(fit).toBe('contain');
+      // The viewer: its bar (previous, next, original, close) in the window, with the image's
+      // details under the image; scrolled to the details, the bar stays.
+      await p.getByRole('button', { name: /^Open image 1:/ }).click();
+      const viewer = p.getByRole('dialog', { name: 'Image' });
+      await viewer.getByTestId('image-details').waitFor();
+      await waitUntil(p, `document.querySelector('[data-testid=viewer-image]')?.naturalWidth > 0`);
+      const bar = [
+        viewer.getByRole('button', { name: 'Previous image' }),
+        viewer.getByRole('button', { name: 'Next image' }),
+        viewer.getByRole('link', { name: 'Original' }),
+        viewer.getByRole('button', { name: 'Close' }),
+      ];
+      const inWindow = async () =>
+        Promise.all(
+          bar.map(async (b) => {
+            const r = (await b.boundingBox())!;
+            return r.x >= 0 && r.y >= 0 && r.x + r.width <= viewport.width && r.y + r.height <= viewport.height;
+          }),
+        );
+      expect(await inWindow()).toEqual([true, true, true, true]);
+      expect(await offScreenElements(p)).toEqual([]);
+      expect(await brokenWords(p, 'dialog dt, dialog dd, dialog button')).toEqual([]);
+      await screenshot(p, `image-viewer-${viewport.name}`, { docs: true });
+      await viewer.evaluate((d) => d.scrollTo(0, d.scrollHeight));
+      await viewer.getByTestId('image-details').getByRole('link', { name: 'Download' }).waitFor();
+      expect(await inWindow()).toEqual([true, true, true, true]);
+      await viewer.getByRole('button', { name: 'Close' }).click();
+      await viewer.waitFor({ state: 'hidden' });
     }
-    if (name === 'new-batch' || name === 'batches') {
-      // Every picker (model, resolution, ...) shows its whole label: a select never wraps, it cuts.
-      const cut = await p.locator('select:visible').evaluateAll((selects) =>
-        selects.flatMap((el) => {
-          const select = el as HTMLSelectElement;
+    {
+      // Every picker (model, resolution, ...) shows its whole label, and every empty field its
+      // whole placeholder: a select or an input never wraps, it cuts.
+      const cut = await p.locator('select:visible, input[placeholder]:visible').evaluateAll((fields) =>
+        fields.flatMap((el) => {
+          const field = el as HTMLSelectElement | HTMLInputElement;
+          if (field instanceof HTMLInputElement && field.value !== '') return [];
           const probe = document.createElement('span');
-          probe.style.font = getComputedStyle(select).font;
+          probe.style.font = getComputedStyle(field).font;
           probe.style.whiteSpace = 'pre';
           probe.style.position = 'absolute';
-          probe.textContent = select.selectedOptions[0]?.textContent ?? '';
+          probe.textContent = field instanceof HTMLSelectElement ? (field.selectedOptions[0]?.textContent ?? '') : field.placeholder;
           document.body.append(probe);
           const text = probe.getBoundingClientRect().width;
           probe.remove();
-          const cs = getComputedStyle(select);
-          // The arrow takes about 1.25rem of the padding box.
-          const room = select.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
-          return text <= room ? [] : [`${select.id}: "${probe.textContent}" needs ${Math.ceil(text)} px, has ${Math.floor(room)}`];
+          const cs = getComputedStyle(field);
+          // The arrow (a number field's spinner) takes about 1.25rem of the padding box.
+          const room = field.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;
+          return text <= room ? [] : [`${field.id}: "${probe.textContent}" needs ${Math.ceil(text)} px, has ${Math.floor(room)}`];
         }),
       );
       expect(cut).toEqual([]);
+    }
+    if (name === 'new-batch') {
+      // Fields side by side line up: a select is as tall as the text input beside it.
+      const heights = await p
+        .locator('select:visible, input[type=text]:visible, input[type=number]:visible')
+        .evaluateAll((els) => [...new Set(els.map((e) => Math.round(e.getBoundingClientRect().height)))]);
+      expect(heights.length).toBe(1);
     }
   }
 
@@ -1092,6 +1187,7 @@ describe('the web app in Chromium', () => {
           ['overview', '', 'Overview'],
           ['batches', 'batches', 'Batches'],
           ['batch', `batches/${firstBatchId}`, 'Foxes and lighthouses'],
+          ['batch-failed', `batches/${failedBatchId}`, 'A batch that failed'],
           ['new-batch', 'batches/new', 'New batch'],
           ['keys', 'keys', 'API keys'],
           ['usage', 'usage', 'Usage'],
@@ -1102,12 +1198,15 @@ describe('the web app in Chromium', () => {
           await v.page.getByRole('heading', { level: 1, name: title }).waitFor();
           if (name === 'overview') await v.page.locator('.chart-box canvas').waitFor();
           if (name === 'batch') await v.page.getByText('4 of 4 images ready. Done.').waitFor();
+          if (name === 'batch-failed') await v.page.getByText('0 of 1 images ready, 1 failed. Done.').waitFor();
           report[name] = await seriousA11yViolations(v.page);
           expect({ name, overflow: await horizontalOverflow(v.page) }).toEqual({ name, overflow: 0 });
           expect({ name, offScreen: await offScreenElements(v.page) }).toEqual({ name, offScreen: [] });
           await checkFindings(v.page, name, viewport);
-          // Every page at both sizes goes to docs/img (npm run docs:screenshots).
-          await screenshot(v.page, `${name}-${viewport.name}`, { docs: true });
+          // Every page at both sizes goes to docs/img (npm run docs:screenshots), whole (the
+          // chart's legend, the keys table) but for the batch list, whose previews below the
+          // window load only as they scroll in.
+          await screenshot(v.page, `${name}-${viewport.name}`, { docs: true, fullPage: name !== 'batches' });
         }
         expect(Object.entries(report).filter(([, v]) => (v as unknown[]).length > 0)).toEqual([]);
         expect(v.errors).toEqual([]);

@@ -130,4 +130,16 @@ export type Delivery = Schemas['WebhookDeliveryDto'];
 
 export const SCOPES = ['models:read', 'account:read', 'batches:read', 'batches:write', 'uploads:write', 'webhooks:manage'];
 
-export const WEBHOOK_EVENTS = ['batch.completed', 'task.succeeded', 'task.failed', 'ping'];
+/**
+ * Every event an endpoint may subscribe to, the spend alerts (credits.low, which the usage
+ * page's low-credit alert sends, and key.budget.threshold) included; api.spec.ts keeps it
+ * equal to the api's list.
+ */
+export const WEBHOOK_EVENTS: Array<Endpoint['events'][number]> = [
+  'batch.completed',
+  'task.succeeded',
+  'task.failed',
+  'credits.low',
+  'key.budget.threshold',
+  'ping',
+];

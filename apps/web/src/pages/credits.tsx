@@ -118,7 +118,7 @@ export function CreditsPage() {
           <p>{describeError(error)}</p>
         </div>
       )}
-      <div class="stats" data-testid="credit-packs">
+      <div class="stats packs" data-testid="credit-packs">
         {packs.data?.packs.map((p) => (
           <div class="stat" key={p.id}>
             <p class="stat-label">{p.name}</p>

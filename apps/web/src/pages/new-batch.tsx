@@ -474,8 +474,13 @@ function BatchForm({ catalog }: { catalog: Catalog }) {
             step={1}
             value={form.deadlineMinutes}
             onInput={(e) => set({ deadlineMinutes: e.currentTarget.value })}
-            placeholder="Images not started by then are cancelled and refunded"
+            placeholder="e.g. 60"
+            aria-describedby="deadline-help"
           />
+          {/* In text, not the placeholder: a phone's field cuts a long placeholder, and it goes once typed in. */}
+          <p class="help" id="deadline-help">
+            Images not started by then are cancelled and refunded.
+          </p>
         </div>
 
         <div class="card estimate" aria-live="polite" data-testid="estimate">
