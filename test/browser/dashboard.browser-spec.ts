@@ -1024,6 +1024,8 @@ describe('the web app in Chromium', () => {
     await page.goto(app(`batches/${failedBatchId}`));
     await heading('A batch that failed').waitFor();
     await page.getByTestId('progress-text').getByText('0 of 1 images ready, 1 failed. Done.').waitFor({ timeout: 60_000 });
+    // The bar counts images ready: a failed batch's is empty, not full.
+    expect(await page.getByRole('progressbar', { name: 'Images ready' }).evaluate((el) => (el as HTMLProgressElement).value)).toBe(0);
     const { body } = await kiln.api.http.get(`/v1/dashboard/batches/${failedBatchId}`).set(auth).expect(200);
     const task = body.tasks[0] as { error: string; errorCode: string };
     expect(task.errorCode).toMatch(/^[a-z_]+$/);
