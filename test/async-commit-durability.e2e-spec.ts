@@ -128,6 +128,30 @@ describe('what leaves Kiln on a generator write survives a crash of PostgreSQL',
     return { taskId, batchId };
   }
 
+  it('submit intents recorded together (one grouped statement) are all still there after the crash', async () => {
+    const api = await connect(false);
+    const tasks = [await runningTask(api, 'intents-1@example.test'), await runningTask(api, 'intents-2@example.test')];
+    const intents = new SubmitIntentStore(await connect(true));
+    // Asked in the same tick: one group, one statement and one commit; each answer is the
+    // go-ahead for its upstream call, so it must come after the flush.
+    const recorded = await Promise.all([
+      ...tasks.map(({ taskId, batchId }, i) => intents.record({ taskId, attempt: 1, batchId }, { prompt: `kiln ${i}` })),
+      // An attempt the task is not at (taken over since): refused in the same group, nothing written.
+      intents.record({ ...tasks[0], attempt: 2 }, { prompt: 'taken over' }),
+    ]);
+    expect(recorded).toEqual([expect.any(String), expect.any(String), null]);
+
+    await crash();
+
+    const after = await connect(false);
+    const rows = await after.query(`SELECT id, submit_intent FROM tasks WHERE id = ANY($1::uuid[]) AND submit_intent_at IS NOT NULL`, [
+      tasks.map((t) => t.taskId),
+    ]);
+    expect(new Map(rows.map((r: { id: string; submit_intent: unknown }) => [r.id, r.submit_intent]))).toEqual(
+      new Map(tasks.map((t, i) => [t.taskId, { prompt: `kiln ${i}` }])),
+    );
+  });
+
   it("a submit intent cleared by the upstream's refusal stays cleared after the crash (a fail route must not fail the task for it)", async () => {
     const { taskId, batchId } = await runningTask(await connect(false), 'intent@example.test');
     const intents = new SubmitIntentStore(await connect(true));

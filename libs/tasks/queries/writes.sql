@@ -35,13 +35,19 @@ UPDATE batches SET ${tallyAssignments({ succeeded: '$2', failed: '$3', cancelled
 WHERE id = $1
 RETURNING status, finished_at, preview_url;
 
--- libs/tasks/src/submit-intent.store.ts: in SubmitIntentStore.record
-WITH marked AS (
-  UPDATE tasks SET submit_intent_at = now(), submit_intent = $3::jsonb
-   WHERE id = $1 AND status = 'running' AND attempts = $2 AND upstream_request_id IS NULL
-   RETURNING submit_intent_at
+-- libs/tasks/src/submit-intent.store.ts: kiln_submit_intent_group (RECORD_GROUP)
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::jsonb[]) AS i(id, attempt, intent)
+), locked AS (
+  ${lockBatchesInIdOrder('id = ANY($4::uuid[])')}
+), marked AS (
+  UPDATE tasks t SET submit_intent_at = now(), submit_intent = i.intent
+    FROM input i
+   WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
+     AND t.upstream_request_id IS NULL AND t.batch_id IN (SELECT id FROM locked)
+   RETURNING t.id, t.attempts, t.submit_intent_at
 )
-SELECT submit_intent_at::text AS stamp, set_config('synchronous_commit', 'on', true) AS durable FROM marked;
+SELECT id, attempts, submit_intent_at::text AS stamp, set_config('synchronous_commit', 'on', true) AS durable FROM marked;
 
 -- libs/tasks/src/submit-intent.store.ts: in SubmitIntentStore.clear
 WITH cleared AS (
@@ -102,12 +108,13 @@ WITH input AS (
      AND (t.upstream_request_id IS NOT NULL OR (t.status = 'running' AND t.sent_at IS NOT NULL)
           OR t.batch_id NOT IN (SELECT id FROM overdue))
    RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
-             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.route_index
+             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.route_index,
+             t.submit_intent_at, t.submit_intent
 ), touched AS (
   UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
    WHERE id IN (SELECT batch_id FROM claimed)
 )
-SELECT c.*,
+SELECT c.*, c.submit_intent_at::text AS submit_intent_stamp,
        b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format,
        -- The task's route: its place in the batch's chain (the batch's provider when it has none).
        b.routes, b.failover, COALESCE(b.routes -> c.route_index, b.provider) AS provider,

@@ -128,19 +128,9 @@ export class FencedWrites {
     return this.retryingDeadlocks(() => queryPrepared<T>(this.db, statement, params));
   }
 
-  /**
-   * Grouped statements lock rows of many tasks; a duplicate delivery on another replica can
-   * lock the same rows in another order. PostgreSQL then rolls one statement back, which is
-   * safe to run again.
-   */
-  async retryingDeadlocks<T>(statement: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await statement();
-      } catch (err) {
-        if (attempt >= DEADLOCK_ATTEMPTS || !isDeadlock(err)) throw err;
-      }
-    }
+  /** retryingDeadlocks below. */
+  retryingDeadlocks<T>(statement: () => Promise<T>): Promise<T> {
+    return retryingDeadlocks(statement);
   }
 
   /** One transaction of one batch's writes; the batch is announced when it changed something (a truthy result). */
@@ -194,6 +184,21 @@ export class FencedWrites {
       delta.previewUrl,
     ]);
     return { status: row.status, finished: row.finished_at !== null, previewUrl: row.preview_url };
+  }
+}
+
+/**
+ * Grouped statements lock rows of many tasks; a duplicate delivery on another replica can
+ * lock the same rows in another order. PostgreSQL then rolls one statement back, which is
+ * safe to run again.
+ */
+export async function retryingDeadlocks<T>(statement: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await statement();
+    } catch (err) {
+      if (attempt >= DEADLOCK_ATTEMPTS || !isDeadlock(err)) throw err;
+    }
   }
 }
 

@@ -3,6 +3,7 @@ import type { FailoverSettings } from '@app/providers';
 import { newObjectToken } from '@app/storage';
 import { FencedWrites, lockBatchesInIdOrder, MAX_GROUP, overdueBatchesIn, statusIs } from './fenced-write';
 import { groupWrites } from './group-writes';
+import type { SubmitIntent } from './submit-intent.store';
 
 /** What a task's render needs of its batch: the batch's snapshot, read in the claim. */
 export interface RenderBatch {
@@ -44,6 +45,12 @@ export interface ClaimedTask {
   upstream: UpstreamRequest | null;
   /** The route of its batch's chain the task's attempts go to (0: the first, or the only one). */
   routeIndex: number;
+  /**
+   * A submit an earlier attempt recorded the intent of and never the answer (SubmitIntentStore),
+   * as the claim read it: null when none; absent when the read that made this claim did not
+   * look (the submit then asks SubmitIntentStore.unanswered).
+   */
+  submitIntent?: SubmitIntent | null;
 }
 
 /** A request a queue upstream accepted for a task (see upstream-wait.store.ts). */
@@ -74,7 +81,7 @@ function claimStatement(form: 'claim' | 'claim-and-send'): PreparedStatement {
   const sending = form === 'claim-and-send';
   const batchesOfInput = sending ? 'id = ANY($3::uuid[])' : 'id IN (SELECT batch_id FROM tasks WHERE id = ANY($1::uuid[]))';
   return {
-    name: sending ? 'kiln_claim_send_group_v2' : 'kiln_claim_group_v2',
+    name: sending ? 'kiln_claim_send_group_v3' : 'kiln_claim_group_v3',
     text: `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::text[]) AS i(id, token)
@@ -101,12 +108,13 @@ WITH input AS (
      AND (t.upstream_request_id IS NOT NULL OR (t.status = 'running' AND t.sent_at IS NOT NULL)
           OR t.batch_id NOT IN (SELECT id FROM overdue))
    RETURNING t.id, t.batch_id, t.account_id, t.seq, t.prompt, t.seed, t.ref_upload_ids, t.attempts, t.result_token,
-             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.route_index
+             t.upstream_request_id, t.upstream_handle, t.upstream_submitted_at, t.route_index,
+             t.submit_intent_at, t.submit_intent
 ), touched AS (
   UPDATE batches SET status = CASE WHEN status = 'pending' THEN 'running' ELSE status END, version = version + 1
    WHERE id IN (SELECT batch_id FROM claimed)
 )
-SELECT c.*,
+SELECT c.*, c.submit_intent_at::text AS submit_intent_stamp,
        b.id AS batch_found, b.model, b.aspect_ratio, b.resolution, b.quality, b.background, b.output_format,
        -- The task's route: its place in the batch's chain (the batch's provider when it has none).
        b.routes, b.failover, COALESCE(b.routes -> c.route_index, b.provider) AS provider,
@@ -212,6 +220,11 @@ export interface ClaimedTaskRow {
   upstream_submitted_at?: Date | null;
   /** Absent from the economy tier's reads (its tasks stay on the first route). */
   route_index?: number;
+  /** Read by the claims only (ClaimedTask.submitIntent); recorded and cleared together. */
+  submit_intent_at?: Date | null;
+  /** submit_intent_at as text, exactly (SubmitIntent.stamp). */
+  submit_intent_stamp?: string | null;
+  submit_intent?: Record<string, unknown> | null;
 }
 
 /** The batch and model columns a render needs (CLAIM_GROUP's, and BATCH_SNAPSHOT_COLUMNS'). */
@@ -259,7 +272,14 @@ export function claimedTaskOf(row: ClaimedTaskRow | ClaimRow, batch?: RenderBatc
       ? { requestId: row.upstream_request_id, handle: row.upstream_handle ?? {}, submittedAt: new Date(row.upstream_submitted_at as Date) }
       : null,
     routeIndex: row.route_index ?? 0,
+    ...(row.submit_intent_at === undefined ? {} : { submitIntent: submitIntentOf(row) }),
   };
+}
+
+/** An intent left without a request (what SubmitIntentStore.unanswered answers), from a claim's row. */
+function submitIntentOf(row: ClaimedTaskRow): SubmitIntent | null {
+  if (!row.submit_intent_at || row.upstream_request_id) return null;
+  return { at: new Date(row.submit_intent_at), stamp: row.submit_intent_stamp ?? '', key: row.submit_intent ?? {} };
 }
 
 /** The batch columns of a CLAIM_GROUP row (or of BATCH_SNAPSHOT_COLUMNS' row). */

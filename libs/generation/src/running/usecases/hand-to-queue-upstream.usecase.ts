@@ -71,7 +71,7 @@ export class HandToQueueUpstream {
   }
 
   private async submit(claim: ClaimedTask, fence: Fence, batch: RenderBatch, provider: QueueImageProvider): Promise<RunOutcome> {
-    const doubt = await this.intents.settleDoubt(fence, provider, this.steps.signal);
+    const doubt = await this.intents.settleDoubt(fence, provider, this.steps.signal, claim.submitIntent);
     if (doubt.kind === 'fail') throw doubt.error;
     const request = await this.steps.renderRequest(claim, batch, null);
     const { submission, intent } =

@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { isProviderError, ProviderError, QueueImageProvider, RenderRequest, UpstreamSubmission } from '@app/providers';
-import { Fence, SubmitIntentStore } from '@app/tasks';
+import { Fence, SubmitIntent, SubmitIntentStore } from '@app/tasks';
 import { NotSent, RUN_LOG_CONTEXT } from './run-steps';
 
 /** What a submit in doubt (an intent with no recorded request) becomes. */
@@ -23,9 +23,18 @@ export class SubmitWithIntent {
 
   constructor(private readonly intents: SubmitIntentStore) {}
 
-  /** The doubt an earlier attempt left, settled: resume what it submitted, submit (again), or fail the task. */
-  async settleDoubt(fence: Fence, provider: QueueImageProvider, signal?: AbortSignal): Promise<UnknownSubmitOutcome> {
-    const intent = await this.intents.unanswered(fence);
+  /**
+   * The doubt an earlier attempt left, settled: resume what it submitted, submit (again), or
+   * fail the task. `claimed`: the intent as the attempt's claim read it (ClaimedTask.submitIntent;
+   * only this attempt writes intents after it), so no read per submit; undefined to read it here.
+   */
+  async settleDoubt(
+    fence: Fence,
+    provider: QueueImageProvider,
+    signal?: AbortSignal,
+    claimed?: SubmitIntent | null,
+  ): Promise<UnknownSubmitOutcome> {
+    const intent = claimed !== undefined ? claimed : await this.intents.unanswered(fence);
     if (!intent) return { kind: 'submit', inDoubt: false };
     if (provider.findSubmitted) {
       const looked = await provider.findSubmitted(intent.key, intent.at, signal);
