@@ -4,10 +4,10 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
-import { BatchView, TaskView } from '@app/tasks';
+import { BatchView, countTasksByBatch, emptyCounts, TaskView, toBatchView } from '@app/tasks';
 import { MAX_IMAGES_PER_BATCH } from '@app/catalog';
 import { BatchTask } from './batches.service';
-import { selectBatchView } from './batch-reads';
+import { selectBatchFields } from './batch-reads';
 import { EventCursor } from './batch-event-cursor';
 import { BatchPolling, MAX_HELD_PER_HOLDER } from './batch-polling';
 import { BatchWatch, BatchWatcher } from './batch-watcher';
@@ -55,11 +55,7 @@ const SELECT_FINISHED_SEQS: PreparedStatement = {
   text: `SELECT seq FROM tasks WHERE batch_id = $1 AND status IN ('succeeded', 'failed', 'cancelled')`,
 };
 
-/**
- * What the shared reads gave one stream since it last looked: the newest batch and the tasks
- * that finished before it. The objects (and a round's task list) are the same for every stream
- * of the batch and never changed after the read, so the api serialises each once.
- */
+/** What the shared reads gave one stream since it last looked: the newest batch and the tasks that finished before it. */
 interface Delivery {
   batch: BatchView;
   tasks: BatchTask[];
@@ -156,7 +152,7 @@ class SharedReader {
         continue;
       }
       for (const m of this.members) {
-        const tasks = m.pending ? [...m.pending.tasks, ...delivery.tasks] : delivery.tasks;
+        const tasks = [...(m.pending?.tasks ?? []), ...delivery.tasks];
         if (tasks.length > MAX_PENDING_TASKS) {
           m.pending = null;
           m.reread = true;
@@ -336,12 +332,11 @@ export class BatchEvents implements OnModuleDestroy {
 
   /** The batch with its live counts, on the caller's account. */
   async readBatch(accountId: string, batchId: string): Promise<BatchView> {
-    this.reads++;
-    // One statement (one snapshot, one round trip), not the row then its counts: a round is on
-    // every event's path, and on a busy api each round trip waits its turn on the event loop.
-    const batch = await selectBatchView(this.db, accountId, batchId);
-    if (!batch) throw notFound('Batch');
-    return batch;
+    this.reads += 2;
+    const fields = await selectBatchFields(this.db, accountId, batchId);
+    if (!fields) throw notFound('Batch');
+    const counts = (await countTasksByBatch(this.db, [batchId])).get(batchId) ?? emptyCounts();
+    return toBatchView(fields, counts);
   }
 
   /** A page of the finished tasks the cursor has not seen, in order. */

@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { BatchEntity, Cursor, PreparedStatement, queryPrepared } from '@app/database';
-import { BatchFields, BatchView, TASK_COUNTS_JSON_SQL, taskCountsFromJson, toBatchView } from '@app/tasks';
+import { BatchFields } from '@app/tasks';
 import { BatchFilter, likeContaining } from './batch-filter';
 
 /*
@@ -8,25 +8,15 @@ import { BatchFilter, likeContaining } from './batch-filter';
  * retention sweep's preview clear) are the tasks lib's: see libs/tasks/src/batch-row.ts.
  */
 
-/** The batch row's columns the API shows, aliased to the field names. */
-const BATCH_FIELD_COLUMNS = `id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
-                background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
-                note, seed, output_format AS "outputFormat", preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
-                credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
-                cancelled_at AS "cancelledAt", version, tier, expires_at AS "expiresAt", deadline, cancel_reason AS "cancelReason"`;
-
 /** Every full poll runs it: prepared once per connection. */
 const SELECT_BATCH_FIELDS: PreparedStatement = {
   name: 'kiln_select_batch_fields',
-  text: `SELECT ${BATCH_FIELD_COLUMNS}
+  text: `SELECT id, created_at AS "createdAt", prompts, model, aspect_ratio AS "aspectRatio", resolution, quality,
+                background, count_per_combo AS "countPerCombo", ref_mode AS "refMode", ref_images AS "refImages", total,
+                note, seed, output_format AS "outputFormat", preview_url AS "previewUrl", created_via_api AS "createdViaApi", status,
+                credits_charged AS "creditsCharged", credits_refunded AS "creditsRefunded",
+                cancelled_at AS "cancelledAt", version, tier, expires_at AS "expiresAt", deadline, cancel_reason AS "cancelReason"
            FROM batches WHERE id = $1 AND account_id = $2`,
-};
-
-/** The row and its live task counts in one statement (one snapshot): each round of a progress stream's shared reader runs it. */
-const SELECT_BATCH_VIEW: PreparedStatement = {
-  name: 'kiln_select_batch_view',
-  text: `SELECT ${BATCH_FIELD_COLUMNS}, ${TASK_COUNTS_JSON_SQL} AS "taskCounts"
-           FROM batches b WHERE id = $1 AND account_id = $2`,
 };
 
 /**
@@ -40,22 +30,6 @@ export async function selectBatchFields(db: DataSource, accountId: string, batch
   const row = rows[0];
   // bigint arrives as text.
   return row ? Object.assign(row, { version: Number(row.version) }) : null;
-}
-
-/**
- * The batch with its live counts, on the caller's account, in one round trip: the counts are
- * those of the version read with them (never older), which the progress stream relies on.
- */
-export async function selectBatchView(db: DataSource, accountId: string, batchId: string): Promise<BatchView | null> {
-  const rows = await queryPrepared<BatchFields & { taskCounts: Parameters<typeof taskCountsFromJson>[0] }>(db, SELECT_BATCH_VIEW, [
-    batchId,
-    accountId,
-  ]);
-  const row = rows[0];
-  if (!row) return null;
-  const { taskCounts, ...fields } = row;
-  // bigint arrives as text.
-  return toBatchView({ ...fields, version: Number(fields.version) }, taskCountsFromJson(taskCounts));
 }
 
 /** An account's batches newest first, keyset-paginated on (createdAt, id); one row past `limit` tells of a next page. */

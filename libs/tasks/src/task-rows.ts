@@ -60,43 +60,21 @@ export async function selectResultKeys(db: DataSource, batchId: string): Promise
   return new Map(rows.map((r) => [r.id, r.key]));
 }
 
-/** One row of a batch's task counts: tasks of one shown status, and how many of them are cancelling. */
-interface CountRow {
-  status: TaskStatus;
-  n: number;
-  cancelling: number;
-}
-
 /** Task counts of each batch, in one query. */
 export async function countTasksByBatch(db: DataSource, batchIds: string[]): Promise<Map<string, TaskCounts>> {
   const counts = new Map<string, TaskCounts>();
   if (batchIds.length === 0) return counts;
-  const rows: (CountRow & { batch_id: string })[] = await db.query(
+  const rows: { batch_id: string; status: TaskStatus; n: number; cancelling: number }[] = await db.query(
     `SELECT batch_id, ${SHOWN_STATUS_SQL} AS status, count(*)::int AS n, count(*) FILTER (WHERE ${CANCELLING_SQL})::int AS cancelling
        FROM tasks WHERE batch_id = ANY($1::uuid[]) GROUP BY 1, 2`,
     [batchIds],
   );
-  for (const r of rows) counts.set(r.batch_id, addCountRow(counts.get(r.batch_id) ?? emptyCounts(), r));
+  for (const r of rows) {
+    const c = counts.get(r.batch_id) ?? emptyCounts();
+    c.cancelling = (c.cancelling ?? 0) + r.cancelling;
+    counts.set(r.batch_id, addToCounts(c, r.status, r.n));
+  }
   return counts;
-}
-
-/**
- * The same counts as countTasksByBatch for the batch row aliased `b`, as one json column
- * (taskCountsFromJson reads it): a statement that reads the row reads its counts in the same
- * snapshot, in the same round trip.
- */
-export const TASK_COUNTS_JSON_SQL = `(SELECT COALESCE(json_agg(json_build_object('status', c.status, 'n', c.n, 'cancelling', c.cancelling)), '[]'::json)
-     FROM (SELECT ${SHOWN_STATUS_SQL} AS status, count(*)::int AS n, count(*) FILTER (WHERE ${CANCELLING_SQL})::int AS cancelling
-             FROM tasks WHERE tasks.batch_id = b.id GROUP BY 1) c)`;
-
-/** The counts of a TASK_COUNTS_JSON_SQL column. */
-export function taskCountsFromJson(rows: CountRow[]): TaskCounts {
-  return rows.reduce(addCountRow, emptyCounts());
-}
-
-function addCountRow(counts: TaskCounts, r: CountRow): TaskCounts {
-  counts.cancelling = (counts.cancelling ?? 0) + r.cancelling;
-  return addToCounts(counts, r.status, r.n);
 }
 
 /**

@@ -3,14 +3,10 @@ import { ApiHeader, ApiOkResponse, ApiProduces, ApiResponse } from '@nestjs/swag
 import type { Request, Response } from 'express';
 import { BatchEvent, BatchEvents } from '@app/batches';
 import { ErrorResponseDto } from '../common/error.response.dto';
-import { StreamHeartbeats } from './stream-heartbeats';
 import { BatchDto, TaskDto } from './dto/batch.response.dto';
 
-/** A stream quiet this long gets a comment line, which keeps proxies and load balancers from closing it. */
+/** A comment line this often keeps proxies and load balancers from closing a quiet stream. */
 export const HEARTBEAT_MS = 15_000;
-/** How often the one heartbeat timer looks: a quiet stream goes 15 to 20 s without a byte. */
-const HEARTBEAT_TICK_MS = 5000;
-const heartbeats = new StreamHeartbeats<Response>(HEARTBEAT_MS, HEARTBEAT_TICK_MS);
 
 /**
  * GET /v1/batches/{id}/events and its dashboard twin: the batch's progress as Server-Sent
@@ -30,6 +26,7 @@ export async function streamEvents(
   res.on('close', onClose);
   const lastEventId = req.headers['last-event-id'];
   const stream = events.open({ ...who, lastEventId: Array.isArray(lastEventId) ? lastEventId[0] : lastEventId, signal: left.signal });
+  let heartbeat: NodeJS.Timeout | undefined;
   try {
     const first = await stream.next();
     if (first.done) {
@@ -44,7 +41,7 @@ export async function streamEvents(
     res.flushHeaders();
     // Tells an EventSource how long to wait before it reconnects after a drop.
     res.write('retry: 2000\n\n');
-    heartbeats.add(res);
+    heartbeat = setInterval(() => res.write(': keepalive\n\n'), HEARTBEAT_MS);
     await write(res, first.value);
     for (;;) {
       const next = await stream.next();
@@ -58,32 +55,19 @@ export async function streamEvents(
     if (!res.headersSent) throw err;
     res.destroy();
   } finally {
-    heartbeats.remove(res);
+    clearInterval(heartbeat);
     res.off('close', onClose);
     await stream.return();
   }
 }
 
-/**
- * Each event's `event:` and `data:` lines, by the task or batch object it shows. A batch's
- * shared reader hands the same objects to each of its streams (BatchEvents), so each is
- * serialised once per read, not once per stream; only the id line is the stream's own.
- */
-const bodies = new WeakMap<object, string>();
-
 function frame(e: BatchEvent): string {
-  const shown = e.type === 'task' ? e.task : e.batch;
-  let body = bodies.get(shown);
-  if (body === undefined) {
-    body = `event: ${e.type}\ndata: ${JSON.stringify(e.type === 'task' ? TaskDto.from(e.task) : BatchDto.from(e.batch))}\n\n`;
-    bodies.set(shown, body);
-  }
-  return `id: ${e.id}\n${body}`;
+  const data = e.type === 'task' ? TaskDto.from(e.task) : BatchDto.from(e.batch);
+  return `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 async function write(res: Response, events: BatchEvent[]): Promise<void> {
   if (events.length === 0 || res.destroyed) return;
-  heartbeats.wrote(res);
   if (!res.write(events.map(frame).join(''))) {
     await new Promise<void>((resolve) => {
       const done = (): void => {
