@@ -245,3 +245,18 @@ export function sampleRss(pid: number, intervalMs = 50): { readonly before: numb
     stop: () => clearInterval(timer),
   };
 }
+
+/**
+ * Microseconds some task of the machine waited for a CPU so far (/proc/pressure/cpu, "some"),
+ * or null without PSI. Over a window, its growth / the window's length is the share of time
+ * something was runnable and not running: on a machine shared with other work, what a latency
+ * figure of the same window owes to that work.
+ */
+export function readCpuPressureUs(): number | null {
+  try {
+    const m = /^some .*total=(\d+)/m.exec(fs.readFileSync('/proc/pressure/cpu', 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}

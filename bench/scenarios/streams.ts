@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import { absolute, FAST_MODEL, prompts } from '../lib/harness';
-import { readCpuSeconds, readProcStatus, sampleRss } from '../lib/children';
+import { readCpuPressureUs, readCpuSeconds, readProcStatus, sampleRss } from '../lib/children';
 import { BenchContext, Figure, ScenarioResult } from '../lib/types';
 import { log, round, sleep, waitFor } from '../lib/util';
 
@@ -68,11 +68,16 @@ export async function streams(ctx: BenchContext): Promise<Omit<ScenarioResult, '
     const rssHeldGc = readProcStatus(api.pid)?.rssMb ?? NaN;
     log(`streams: all open; api RSS ${round(rssHeld)} MB, ${round(rssHeldGc)} MB after a full GC; starting the generator`);
     const cpuBefore = readCpuSeconds(api.pid) ?? NaN;
+    // The streams' client is this process: its CPU competes with Kiln's on the same cores.
+    const clientCpuBefore = process.cpuUsage();
+    const pressureBefore = readCpuPressureUs() ?? NaN;
     const startedAt = Date.now();
     await stack.startGenerator();
     await Promise.all(ended);
     const wallSec = (Date.now() - startedAt) / 1000;
     const apiCpuSec = (readCpuSeconds(api.pid) ?? NaN) - cpuBefore;
+    const clientCpu = process.cpuUsage(clientCpuBefore);
+    const pressurePct = ((readCpuPressureUs() ?? NaN) - pressureBefore) / (wallSec * 10_000);
     await stack.stopGenerator();
 
     // The task's commit time, from the database (the same machine's clock).
@@ -106,6 +111,12 @@ export async function streams(ctx: BenchContext): Promise<Omit<ScenarioResult, '
       absolute('api peak RSS growth, no GC forced', 'MB', round(rss.peak - rss.before)),
       absolute('api CPU while the batches were generated', 'core-seconds', round(apiCpuSec, 2)),
       absolute('api CPU per delivered task event', 'ms', round((apiCpuSec * 1000) / Math.max(1, delays.length), 3)),
+      absolute(
+        "the streams' client (the bench process) CPU over the same window",
+        'core-seconds',
+        round((clientCpu.user + clientCpu.system) / 1e6, 2),
+      ),
+      absolute('machine CPU pressure over the same window (PSI some: time something waited for a CPU)', '%', round(pressurePct)),
     ];
     const notes: string[] = [];
     if ((statuses['200'] ?? 0) !== total) notes.push(`Not every stream answered 200: ${JSON.stringify(statuses)}.`);
@@ -120,6 +131,7 @@ export async function streams(ctx: BenchContext): Promise<Omit<ScenarioResult, '
         `The batches are created with no generator running; once every stream has its first events, one generator makes them on a simulated model (50-400 ms a call).`,
         "Event delay: from the task's finished_at (the time of the transaction that made it final, read from PostgreSQL on the same machine) to the arrival of its task event at each stream.",
         "Memory: the api's RSS after a full garbage collection before the streams open and once they are all open; CPU: the api's user+system seconds from the generator's start to the last stream's end.",
+        'The 1,000 clients are this one bench process on the same cores as Kiln; the CPU pressure says how much of the window something (Kiln, the client, other work on the machine) waited for a core.',
       ],
       figures,
       notes,
