@@ -670,6 +670,44 @@ describe('generator: the real worker consuming the real queue', () => {
       expect((await taskRows(api, crashed))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
     });
 
+    it("a task past its lease whose job a dead worker's lock still holds is reported as awaiting the lock (the next pass comes sooner), then taken over once it expires", async () => {
+      const a = await api.account({ credits: 100 });
+      const id = await createBatch(api, a, { model: 'eta-image', prompts: ['locked by the dead'] });
+      const queue = queueOf(gen);
+      const [task] = await taskRows(api, id);
+      const job = (await queue.getJob(task.id))!;
+      // Delivered to a worker that then died: active, its lock not yet expired, its lease past.
+      await queue.client
+        .multi()
+        .lrem(queue.toKey('wait'), 0, job.id)
+        .lrem(queue.toKey('paused'), 0, job.id)
+        .lpush(queue.toKey('active'), job.id)
+        .hset(queue.toKey(String(job.id)), 'processedOn', String(Date.now()))
+        .set(job.lockKey(), 'a-dead-worker', 'PX', 60_000)
+        .exec();
+      expect(await job.getState()).toBe('active');
+      await api.db.query(`UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE id = $1`, [
+        task.id,
+      ]);
+      const reconciler = gen.get(TaskReconcilerService);
+      expect(await reconciler.reconcileOnce()).toMatchObject({ reenqueued: 0, awaitingLocks: 1 });
+      // The lock expires (delivered a lock duration ago, no lock key): the next pass takes the task over.
+      await queue.client
+        .multi()
+        .del(job.lockKey())
+        .hset(queue.toKey(String(job.id)), 'processedOn', String(Date.now() - 3_600_000))
+        .exec();
+      expect(await reconciler.reconcileOnce()).toMatchObject({ reenqueued: 1, awaitingLocks: 0 });
+      expect(await (await queue.getJob(`${task.id}-attempt2`))?.getState()).toBe('waiting');
+      await queue.resume(true);
+      try {
+        await waitForBatchDone(api, id);
+      } finally {
+        await queue.pause(true);
+      }
+      expect((await taskRows(api, id))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
+    });
+
     it("a task whose job Bull's stalled recovery handed again is left to that job, not given another", async () => {
       const a = await api.account({ credits: 100 });
       const id = await createBatch(api, a, { model: 'eta-image', prompts: ['redelivered'] });

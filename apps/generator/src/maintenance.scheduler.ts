@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } f
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { KILN_CONFIG, KilnConfig } from '@app/config';
-import { OrphanSweepService, RetentionService, TaskReconcilerService } from '@app/generation';
+import { OrphanSweepService, RECONCILE_RECHECK_MS, RetentionService, TaskReconcilerService } from '@app/generation';
 import { sweepExpiredIdempotencyKeys } from '@app/idempotency';
 import { olderLayoutObjects, retentionCutoff, StorageDriver } from '@app/storage';
 import { sweepWebhookDeliveries } from '@app/webhooks';
@@ -37,7 +37,14 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
 
   onApplicationBootstrap(): void {
     const reconcileMs = this.config.generator.reconcileIntervalMs;
-    this.every('Reconciler pass', reconcileMs, reconcileMs, () => this.reconciler.runExclusive());
+    // Sooner after a pass that found a crashed generator's tasks waiting for its job locks to expire.
+    this.every(
+      'Reconciler pass',
+      reconcileMs,
+      reconcileMs,
+      () => this.reconciler.runExclusive(),
+      (report) => (report?.awaitingLocks ? Math.min(reconcileMs, RECONCILE_RECHECK_MS) : reconcileMs),
+    );
     this.every('Retention sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.retention.sweep());
     this.every('Orphan sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => this.orphans.sweep());
     this.every('Idempotency key sweep', RETENTION_FIRST_MS, RETENTION_EVERY_MS, () => sweepExpiredIdempotencyKeys(this.db));
@@ -71,15 +78,26 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, OnModuleDes
     await Promise.all(this.running);
   }
 
-  private every(what: string, firstMs: number, everyMs: number, run: () => Promise<unknown>): void {
+  /** `run` every `everyMs` after its previous run ended, or as soon as `nextMs` says from that run's result. */
+  private every<T>(
+    what: string,
+    firstMs: number,
+    everyMs: number,
+    run: () => Promise<T>,
+    nextMs: (result: T | undefined) => number = () => everyMs,
+  ): void {
     if (this.stopped) return;
     const timer = setTimeout(() => {
       this.timers.delete(timer);
+      let result: T | undefined;
       const current = run()
+        .then((r) => {
+          result = r;
+        })
         .catch((err) => this.logger.warn(`${what} failed: ${(err as Error).message}`))
         .finally(() => {
           this.running.delete(current);
-          this.every(what, everyMs, everyMs, run);
+          this.every(what, nextMs(result), everyMs, run, nextMs);
         });
       this.running.add(current);
     }, firstMs);

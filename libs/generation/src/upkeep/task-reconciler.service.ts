@@ -17,7 +17,18 @@ export interface ReconcileReport {
   finishedBatches: number;
   /** Tasks cancelled and refunded because their batch's deadline passed before they were sent (BatchDeadlines). */
   deadlineCancelled: number;
+  /**
+   * Running tasks past their lease whose job is still `active` under its worker's lock, or was
+   * delivered less than a lock duration ago: most likely a crashed generator's, back once the
+   * lock expires. The scheduler runs the next pass sooner (RECONCILE_RECHECK_MS) rather than a
+   * whole interval after it: in a chaos run the lock expired 3-6 s after a pass and the tasks
+   * waited the rest of the 10 s interval.
+   */
+  awaitingLocks: number;
 }
+
+/** The next pass comes this soon after one that found tasks awaiting a dead worker's lock. */
+export const RECONCILE_RECHECK_MS = 2000;
 
 /** Deletes the lock only if it still holds our token. */
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
@@ -117,9 +128,9 @@ export class TaskReconcilerService {
   async reconcileOnce(): Promise<ReconcileReport> {
     // Deadlines first: a task past its batch's deadline is cancelled, not given a job again.
     const deadlineCancelled = (await this.deadlines.sweep(this.passLimit)).tasks;
-    const reenqueued = await this.reenqueueOrphans();
+    const { reenqueued, awaitingLocks } = await this.reenqueueOrphans();
     const finishedBatches = await this.finishSettledBatches();
-    const report = { reenqueued, finishedBatches, deadlineCancelled };
+    const report = { reenqueued, finishedBatches, deadlineCancelled, awaitingLocks };
     if (reenqueued + finishedBatches + deadlineCancelled > 0) this.logger.log(`Reconciler: ${JSON.stringify(report)}`);
     return report;
   }
@@ -131,7 +142,7 @@ export class TaskReconcilerService {
    * in one round trip (undelivered), so a backlog of hundreds no longer holds a pass (and the
    * next one, which starts an interval after it ends) for seconds of Redis round trips.
    */
-  private async reenqueueOrphans(): Promise<number> {
+  private async reenqueueOrphans(): Promise<{ reenqueued: number; awaitingLocks: number }> {
     const running: OrphanCandidate[] = await this.db.query(
       `SELECT id, batch_id, seq, status, attempts FROM tasks
         WHERE status = 'running' AND updated_at <= now() - ($1::int * interval '1 millisecond')
@@ -141,14 +152,17 @@ export class TaskReconcilerService {
     );
     const queued = await this.undelivered(await this.queuedPage());
     let added = 0;
+    let awaitingLocks = 0;
     for (const task of [...running, ...queued]) {
       try {
-        if (await this.reenqueue(task)) added++;
+        const outcome = await this.reenqueue(task);
+        if (outcome === 'added') added++;
+        else if (outcome === 'awaiting-lock') awaitingLocks++;
       } catch (err) {
         this.logger.warn(`Could not check or re-enqueue task ${task.id}: ${describeError(err)}`);
       }
     }
-    return added;
+    return { reenqueued: added, awaitingLocks };
   }
 
   /**
@@ -199,7 +213,7 @@ export class TaskReconcilerService {
    * A dead `active` job (deadActive) is removed first; Bull removes only an unlocked job, so
    * one a worker has just taken meanwhile stays, and the task is left to it.
    */
-  private async reenqueue(task: OrphanCandidate): Promise<boolean> {
+  private async reenqueue(task: OrphanCandidate): Promise<'added' | 'live' | 'awaiting-lock'> {
     const next = renderJobId(task.id, task.attempts);
     const candidates = task.status === 'running' ? [...claimingJobIds(task), next] : [next];
     for (const id of candidates) {
@@ -207,10 +221,12 @@ export class TaskReconcilerService {
       if (!job) continue;
       const state = await job.getState();
       if (state === 'active' && (await this.deadActive(job))) {
-        if (!(await this.removeDead(job))) return false;
+        if (!(await this.removeDead(job))) return 'live';
         continue;
       }
-      if (LIVE_STATES.has(state)) return false;
+      // A running task past its lease (its heartbeats stopped) whose job is still active.
+      if (state === 'active' && task.status === 'running') return 'awaiting-lock';
+      if (LIVE_STATES.has(state)) return 'live';
     }
     const stale = await this.queue.getJob(next);
     if (stale) await stale.remove();
@@ -218,7 +234,7 @@ export class TaskReconcilerService {
     // At the front of the queue (lifo: the next job a worker takes): at the back it waited
     // behind the whole backlog, 40 s in the chaos run's timelines (issue 46 item 3).
     await this.queue.add(job.name, job.data, { ...job.opts, lifo: true });
-    return true;
+    return 'added';
   }
 
   /**
