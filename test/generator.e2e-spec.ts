@@ -670,7 +670,7 @@ describe('generator: the real worker consuming the real queue', () => {
       expect((await taskRows(api, crashed))[0]).toMatchObject({ status: 'succeeded', attempts: 2 });
     });
 
-    it("a task past its lease whose job a dead worker's lock still holds is reported as awaiting the lock (the next pass comes sooner), then taken over once it expires", async () => {
+    it("a task past its lease whose job a dead worker's lock still holds is reported as awaiting the lock (the next pass comes sooner), then taken over once it expires; a lock renewed on time is not", async () => {
       const a = await api.account({ credits: 100 });
       const id = await createBatch(api, a, { model: 'eta-image', prompts: ['locked by the dead'] });
       const queue = queueOf(gen);
@@ -683,13 +683,17 @@ describe('generator: the real worker consuming the real queue', () => {
         .lrem(queue.toKey('paused'), 0, job.id)
         .lpush(queue.toKey('active'), job.id)
         .hset(queue.toKey(String(job.id)), 'processedOn', String(Date.now()))
-        .set(job.lockKey(), 'a-dead-worker', 'PX', 60_000)
+        .set(job.lockKey(), 'a-worker', 'PX', 18_000)
         .exec();
       expect(await job.getState()).toBe('active');
       await api.db.query(`UPDATE tasks SET status = 'running', attempts = 1, updated_at = now() - interval '1 hour' WHERE id = $1`, [
         task.id,
       ]);
       const reconciler = gen.get(TaskReconcilerService);
+      // A lock renewed on time (more than half the lock duration left): a live worker's slow render, not awaited.
+      expect(await reconciler.reconcileOnce()).toMatchObject({ reenqueued: 0, awaitingLocks: 0 });
+      // A lock that missed its renewal: its worker is gone, the takeover awaits its expiry.
+      await queue.client.pexpire(job.lockKey(), 3000);
       expect(await reconciler.reconcileOnce()).toMatchObject({ reenqueued: 0, awaitingLocks: 1 });
       // The lock expires (delivered a lock duration ago, no lock key): the next pass takes the task over.
       await queue.client

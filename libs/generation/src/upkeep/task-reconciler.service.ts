@@ -18,9 +18,8 @@ export interface ReconcileReport {
   /** Tasks cancelled and refunded because their batch's deadline passed before they were sent (BatchDeadlines). */
   deadlineCancelled: number;
   /**
-   * Running tasks past their lease whose job is still `active` under its worker's lock, or was
-   * delivered less than a lock duration ago: most likely a crashed generator's, back once the
-   * lock expires. The scheduler runs the next pass sooner (RECONCILE_RECHECK_MS) rather than a
+   * Running tasks past their lease whose job is still `active` under a lock that missed its
+   * renewal: a crashed generator's, back once the lock expires. The scheduler runs the next pass sooner (RECONCILE_RECHECK_MS) rather than a
    * whole interval after it: in a chaos run the lock expired 3-6 s after a pass and the tasks
    * waited the rest of the 10 s interval.
    */
@@ -29,6 +28,8 @@ export interface ReconcileReport {
 
 /** The next pass comes this soon after one that found tasks awaiting a dead worker's lock. */
 export const RECONCILE_RECHECK_MS = 2000;
+/** How late a lock's renewal may be (an event loop's stall) before its worker counts as gone. */
+const LOCK_RENEWAL_SLACK_MS = 1000;
 
 /** Deletes the lock only if it still holds our token. */
 const RELEASE_LOCK = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
@@ -224,8 +225,9 @@ export class TaskReconcilerService {
         if (!(await this.removeDead(job))) return 'live';
         continue;
       }
-      // A running task past its lease (its heartbeats stopped) whose job is still active.
-      if (state === 'active' && task.status === 'running') return 'awaiting-lock';
+      // A running task past its lease whose job is still active: a dead worker's, awaiting its
+      // lock's expiry, when the lock is overdue for renewal; else a live one, a slow render.
+      if (state === 'active' && task.status === 'running') return (await this.lockOverdue(job)) ? 'awaiting-lock' : 'live';
       if (LIVE_STATES.has(state)) return 'live';
     }
     const stale = await this.queue.getJob(next);
@@ -248,6 +250,18 @@ export class TaskReconcilerService {
     const deliveredAt = job.processedOn;
     if (!deliveredAt || Date.now() - deliveredAt < this.config.generator.lockDurationMs) return false;
     return (await this.queue.client.exists(job.lockKey())) === 0;
+  }
+
+  /**
+   * Whether an active job's lock has missed its renewal: a live worker renews it every half
+   * lock duration (to a whole one), so its time to live stays above half; below that by more
+   * than a second, its worker is most likely gone and the lock about to expire. A render slower
+   * than TASK_LEASE_MS (untouched rows are past their lease) keeps its lock renewed: not counted,
+   * so it never makes the passes come sooner.
+   */
+  private async lockOverdue(job: Job): Promise<boolean> {
+    const ttl = await this.queue.client.pttl(job.lockKey());
+    return ttl >= 0 && ttl < this.config.generator.lockDurationMs / 2 - LOCK_RENEWAL_SLACK_MS;
   }
 
   /** False when a worker holds the job's lock after all (Bull refuses to remove it). */
