@@ -43,8 +43,9 @@ describe('a queue submit whose answer PostgreSQL could not record at once: never
     env = await fileEnvironment('queue_submit_record', {
       upstream: { ...base.upstream, allowPrivate: true },
       providerApiKeys: { FAL_KEY: 'fal-test-key:secret' },
-      // Passes by hand (reconcileOnce); a run left behind is the reconciler's after a second.
-      generator: { concurrency: 2, maxAttempts: 3, backoffMs: 20, reconcileIntervalMs: 600_000, taskLeaseMs: 1000 },
+      // Passes by hand (reconcileOnce). The lease outlasts the 11 s the first case's record is
+      // refused: a live run is not the reconciler's (a CI run took it over at a 1 s lease).
+      generator: { concurrency: 2, maxAttempts: 3, backoffMs: 20, reconcileIntervalMs: 600_000, taskLeaseMs: 30_000 },
     });
     api = await bootApi(env.config);
     gen = await bootGenerator(env.config);
