@@ -116,10 +116,10 @@ function applyLimits(key: ApiKeyEntity, input: KeyLimitsInput): void {
  */
 async function requireKnownModels(db: Pick<DataSource, 'query'>, models: readonly string[] | undefined): Promise<void> {
   if (!models?.length) return;
-  const known = new Set(
-    (await queryRows<{ key: string }>(db, `SELECT key FROM models WHERE key = ANY($1::text[])`, [[...new Set(models)]])).map((r) => r.key),
-  );
-  const unknown = [...new Set(models)].filter((name) => !known.has(name));
+  const named = [...new Set(models)];
+  const rows = await queryRows<{ key: string }>(db, `SELECT key FROM models WHERE key = ANY($1::text[])`, [named]);
+  const known = new Set(rows.map((r) => r.key));
+  const unknown = named.filter((name) => !known.has(name));
   if (unknown.length > 0) {
     throw new KilnError(ErrorCode.InvalidRequest, `Unknown model${unknown.length > 1 ? 's' : ''} in models: ${unknown.join(', ')}`, {
       field: 'models',

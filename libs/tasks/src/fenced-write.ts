@@ -125,12 +125,7 @@ export class FencedWrites {
 
   /** A grouped statement, prepared once per connection, retried when picked as a deadlock's victim. */
   grouped<T extends object>(statement: PreparedStatement, params: unknown[]): Promise<T[]> {
-    return this.retryingDeadlocks(() => queryPrepared<T>(this.db, statement, params));
-  }
-
-  /** retryingDeadlocks below. */
-  retryingDeadlocks<T>(statement: () => Promise<T>): Promise<T> {
-    return retryingDeadlocks(statement);
+    return retryingDeadlocks(() => queryPrepared<T>(this.db, statement, params));
   }
 
   /** One transaction of one batch's writes; the batch is announced when it changed something (a truthy result). */

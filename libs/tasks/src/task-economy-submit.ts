@@ -1,6 +1,6 @@
 import { newObjectToken } from '@app/storage';
 import { queryRows } from '@app/database';
-import { FencedWrites, lockBatchesInIdOrder, statusIs } from './fenced-write';
+import { FencedWrites, lockBatchesInIdOrder, retryingDeadlocks, statusIs } from './fenced-write';
 
 /** A group the collector recorded: its id (Kiln's group id) and the tasks taken into it, each with its fence. */
 export interface FormedGroup {
@@ -29,7 +29,7 @@ export class TaskEconomySubmits {
     hold: { poller: string; leaseMs: number },
   ): Promise<FormedGroup | null> {
     if (taskIds.length === 0) return null;
-    const result = await this.writes.retryingDeadlocks(() =>
+    const result = await retryingDeadlocks(() =>
       this.writes.db.transaction(async (m) => {
         const [{ id }] = await queryRows<{ id: string }>(
           m,
@@ -90,7 +90,7 @@ export async function moveEconomyTasksToRoute(
   routeIndex: number,
 ): Promise<string[]> {
   if (tasks.length === 0) return [];
-  const moved = await writes.retryingDeadlocks(() =>
+  const moved = await retryingDeadlocks(() =>
     writes.db.transaction(async (m) =>
       queryRows<{ id: string; batch_id: string }>(
         m,

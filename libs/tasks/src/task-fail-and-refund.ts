@@ -2,7 +2,17 @@ import { EntityManager } from 'typeorm';
 import { BillingService, RefundTask } from '@app/billing';
 import { BatchStatus, pgError, queryRows, TaskErrorCode } from '@app/database';
 import { tallyAssignments } from './batch-tally';
-import { ENDED_TASK_COLUMNS, EndedRow, endedTaskOf, Fence, FencedWrites, MAX_GROUP, statusIs, TallyResult } from './fenced-write';
+import {
+  ENDED_TASK_COLUMNS,
+  EndedRow,
+  endedTaskOf,
+  Fence,
+  FencedWrites,
+  MAX_GROUP,
+  retryingDeadlocks,
+  statusIs,
+  TallyResult,
+} from './fenced-write';
 
 /** One task of a grouped failure (failMany): its fence, and what its failure says. */
 export interface Failure {
@@ -98,7 +108,7 @@ export class TaskFailures {
     type Ended = EndedRow & { attempts: number };
     type Tallied = { id: string; status: BatchStatus; finished_at: Date | null; preview_url: string | null };
     const batchIds = [...new Set(chunk.map((f) => f.fence.batchId))].sort();
-    const written = await this.writes.retryingDeadlocks(() =>
+    const written = await retryingDeadlocks(() =>
       this.writes.db.transaction(async (m) => {
         const batches = await queryRows<{ id: string; unit_cost: number }>(
           m,

@@ -8,6 +8,7 @@ import {
   FencedWrites,
   lockBatchesInIdOrder,
   MAX_GROUP,
+  retryingDeadlocks,
   statusIs,
   TallyResult,
 } from './fenced-write';
@@ -99,7 +100,7 @@ export class TaskSuccesses {
     // outbox statements, not 1,000.
     const listening = await this.writes.listening(batchIds);
     const rows = listening
-      ? await this.writes.retryingDeadlocks(() =>
+      ? await retryingDeadlocks(() =>
           this.writes.db.transaction(async (m) => {
             const written = await queryPrepared<Row>(m, SUCCEED_GROUP, params);
             const finished = [...new Set(written.filter((r) => r.finished_at !== null).map((r) => r.batch_id))];

@@ -32,6 +32,27 @@ export interface Submission {
 const SUBMITTED_PROGRESS = 10;
 
 /**
+ * The batches of recorded answers, locked first and in id order (the order of every task
+ * write), each with whether a request accepted now must be cancelled upstream (its batch was
+ * cancelled while the submit was in flight, on a type that has a cancel: `cancelTypes`).
+ */
+const lockedForRecord = (where: string, cancelTypes: string): string =>
+  `SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY(${cancelTypes}::text[]) AS cancel_upstream
+    FROM batches WHERE ${where} ORDER BY id FOR UPDATE`;
+
+/**
+ * What recording a submit's answer sets on its task (t, its batch in `locked`): the request,
+ * its upstream cancel when the batch was cancelled meanwhile, the waiting state, sent and its
+ * progress. One list for RECORD_GROUP and HAND_OFF, so the two record the same.
+ */
+const recordedColumns = (v: { requestId: string; handle: string; pollAt: string; poller: string; leaseUntil: string }): string =>
+  `upstream_request_id = ${v.requestId}, upstream_handle = ${v.handle}, upstream_submitted_at = now(),
+         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked WHERE locked.id = t.batch_id) THEN 'asked' END,
+         upstream_cancel_at = NULL,
+         upstream_poll_at = ${v.pollAt}, upstream_poller = ${v.poller}, upstream_lease_until = ${v.leaseUntil},
+         sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()`;
+
+/**
  * Records a group of submits' answers, fenced, each with its move into the waiting state:
  * the upstream's request id and handle, when it was submitted, when to poll it and which
  * poller holds it. The batches are locked first and in id order (the order of every task
@@ -46,15 +67,15 @@ WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::jsonb[], $6::text[], $7::timestamptz[], $8::int[])
     AS i(id, attempt, request_id, handle, poller, poll_at, lease_ms)
 ), locked AS (
-  SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY($9::text[]) AS cancel_upstream
-    FROM batches WHERE id = ANY($5::uuid[]) ORDER BY id FOR UPDATE
+  ${lockedForRecord('id = ANY($5::uuid[])', '$9')}
 ), recorded AS (
-  UPDATE tasks t SET upstream_request_id = i.request_id, upstream_handle = i.handle, upstream_submitted_at = now(),
-         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked WHERE locked.id = t.batch_id) THEN 'asked' END,
-         upstream_cancel_at = NULL,
-         upstream_poll_at = i.poll_at, upstream_poller = i.poller,
-         upstream_lease_until = CASE WHEN i.poller IS NULL THEN NULL ELSE now() + i.lease_ms * interval '1 millisecond' END,
-         sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
+  UPDATE tasks t SET ${recordedColumns({
+    requestId: 'i.request_id',
+    handle: 'i.handle',
+    pollAt: 'i.poll_at',
+    poller: 'i.poller',
+    leaseUntil: "CASE WHEN i.poller IS NULL THEN NULL ELSE now() + i.lease_ms * interval '1 millisecond' END",
+  })}
     FROM input i
    -- Found by primary key whatever the statistics say (statusIs).
    WHERE t.id = i.id AND t.id = ANY($1::uuid[]) AND ${statusIs('t', 'running')} AND t.attempts = i.attempt
@@ -85,14 +106,9 @@ const RECORD_GROUP: PreparedStatement = { name: 'kiln_upstream_record_group_v3',
  */
 const HAND_OFF_SQL = `
 WITH locked AS (
-  SELECT id, cancelled_at IS NOT NULL AND provider->>'type' = ANY($6::text[]) AS cancel_upstream
-    FROM batches WHERE id = $2 FOR UPDATE
+  ${lockedForRecord('id = $2', '$6')}
 ), handed AS (
-  UPDATE tasks t SET upstream_request_id = $3, upstream_handle = $4::jsonb, upstream_submitted_at = now(),
-         upstream_cancel = CASE WHEN (SELECT cancel_upstream FROM locked) THEN 'asked' END,
-         upstream_cancel_at = NULL,
-         upstream_poll_at = $7, upstream_poller = NULL, upstream_lease_until = NULL,
-         sent_at = COALESCE(t.sent_at, now()), progress = GREATEST(t.progress, ${SUBMITTED_PROGRESS}), updated_at = now()
+  UPDATE tasks t SET ${recordedColumns({ requestId: '$3', handle: '$4::jsonb', pollAt: '$7', poller: 'NULL', leaseUntil: 'NULL' })}
    WHERE t.id = $1 AND t.status = 'running' AND t.upstream_request_id IS NULL AND t.submit_intent_at = $5::timestamptz
      AND t.batch_id IN (SELECT id FROM locked)
    RETURNING t.id, t.attempts, t.batch_id, t.upstream_cancel
