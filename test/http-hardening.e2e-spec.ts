@@ -279,4 +279,28 @@ describe('HTTP hardening: security headers, slow clients, connections per IP, da
     expect(toErrorBody(slow)).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable' } }, unexpected: false });
     expect(await t.db.query(`SELECT 1 AS one`)).toEqual([{ one: 1 }]);
   });
+
+  it('a transaction PostgreSQL picks to break a deadlock (40P01) answers 503 with a short Retry-After, not 500', async () => {
+    const { toErrorBody, CONFLICT_RETRY_AFTER_S } = await import('../apps/api/src/errors/error.filter');
+    const [x, y] = await Promise.all([t.account({ credits: 1 }), t.account({ credits: 1 })]);
+    const lockBoth = (first: string, second: string) =>
+      t.db.transaction(async (m) => {
+        // Found before this suite's short statement timeout cancels the wait (test role: superuser).
+        await m.query(`SET LOCAL deadlock_timeout = '100ms'`);
+        await m.query(`SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, [first]);
+        await new Promise((r) => setTimeout(r, 200));
+        await m.query(`SELECT id FROM accounts WHERE id = $1 FOR UPDATE`, [second]);
+      });
+    // Opposite orders: PostgreSQL fails one of the two after deadlock_timeout, the other commits.
+    const outcomes = await Promise.allSettled([lockBoth(x.id, y.id), lockBoth(y.id, x.id)]);
+    const failed = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+    expect(failed).toHaveLength(1);
+    expect(failed[0].reason).toMatchObject({ driverError: { code: '40P01' } });
+    expect(toErrorBody(failed[0].reason)).toMatchObject({
+      status: 503,
+      body: { error: { code: 'service_unavailable' } },
+      unexpected: false,
+      retryAfterSeconds: CONFLICT_RETRY_AFTER_S,
+    });
+  });
 });

@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from './query';
+import { isDatabaseUnavailable, isTransientConflict } from './query';
 
 describe('isDatabaseUnavailable', () => {
   const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
@@ -20,5 +20,22 @@ describe('isDatabaseUnavailable', () => {
     expect(isDatabaseUnavailable(new Error('Cannot read properties of undefined'))).toBe(false);
     expect(isDatabaseUnavailable(undefined)).toBe(false);
     expect(isDatabaseUnavailable('ECONNREFUSED')).toBe(false);
+  });
+});
+
+describe('isTransientConflict', () => {
+  const withCode = (code: string) => Object.assign(new Error('x'), { code });
+
+  it('a deadlock, a serialization failure or a lock timeout, wrapped by TypeORM or not', () => {
+    expect(isTransientConflict(withCode('40P01'))).toBe(true);
+    expect(isTransientConflict(withCode('40001'))).toBe(true);
+    expect(isTransientConflict(Object.assign(new Error('q'), { driverError: { code: '55P03' } }))).toBe(true);
+  });
+
+  it('not an outage, a constraint or a bug', () => {
+    expect(isTransientConflict(withCode('57P01'))).toBe(false);
+    expect(isTransientConflict(withCode('23505'))).toBe(false);
+    expect(isTransientConflict(new Error('Cannot read properties of undefined'))).toBe(false);
+    expect(isTransientConflict(undefined)).toBe(false);
   });
 });

@@ -140,3 +140,17 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const message = err instanceof Error ? err.message : '';
   return UNAVAILABLE_MESSAGE.test(message);
 }
+
+/**
+ * PostgreSQL's answers to two transactions getting in each other's way: a deadlock (40P01,
+ * one of them chosen to fail), a serialization failure (40001) and a lock not had in time
+ * (55P03). The failed transaction rolled back whole, so the same request asked again is
+ * sound: worth a 503 and a short Retry-After, not a 500 that reads as a bug in the request.
+ */
+const CONFLICT_CODES = new Set(['40P01', '40001', '55P03']);
+
+/** True when `err` is a transaction that lost to a concurrent one (see CONFLICT_CODES). */
+export function isTransientConflict(err: unknown): boolean {
+  const { code } = pgError(err);
+  return code !== undefined && CONFLICT_CODES.has(code);
+}

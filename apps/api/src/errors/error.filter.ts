@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { isDatabaseUnavailable } from '@app/database';
+import { isDatabaseUnavailable, isTransientConflict } from '@app/database';
 import { ErrorCode, ErrorDetails, KilnError } from '@app/errors';
 
 /** The one map from error code to HTTP status: a new code does not compile until it has one. */
@@ -97,12 +97,15 @@ export const IDEMPOTENCY_KEY_IN_USE_RETRY_AFTER_S = 1;
 /** Seconds a client is told to wait after a 503: long enough for a database restart or failover to finish. */
 export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
 
+/** Seconds after a 503 for a transaction that lost to a concurrent one (a deadlock): the other is done by then. */
+export const CONFLICT_RETRY_AFTER_S = 1;
+
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; details?: ErrorDetails };
 }
 
 /** Turns anything thrown into the interface's error object (section 7). */
-export function toErrorBody(exception: unknown): { status: HttpStatus; body: ErrorBody; unexpected: boolean } {
+export function toErrorBody(exception: unknown): { status: HttpStatus; body: ErrorBody; unexpected: boolean; retryAfterSeconds?: number } {
   if (exception instanceof KilnError) {
     const body: ErrorBody = { error: { code: exception.code, message: exception.message } };
     if (exception.details) body.error.details = exception.details;
@@ -128,6 +131,15 @@ export function toErrorBody(exception: unknown): { status: HttpStatus; body: Err
       status: HttpStatus.SERVICE_UNAVAILABLE,
       body: { error: { code: ErrorCode.ServiceUnavailable, message: 'The service is temporarily unavailable; retry shortly' } },
       unexpected: false,
+    };
+  }
+  if (isTransientConflict(exception)) {
+    // The transaction lost to a concurrent one and rolled back whole: asking again is sound.
+    return {
+      status: HttpStatus.SERVICE_UNAVAILABLE,
+      body: { error: { code: ErrorCode.ServiceUnavailable, message: 'A concurrent change got in the way; retry shortly' } },
+      unexpected: false,
+      retryAfterSeconds: CONFLICT_RETRY_AFTER_S,
     };
   }
   return {
@@ -175,7 +187,7 @@ export class ErrorFilter implements ExceptionFilter {
     const ctx = host.switchToHttp();
     const req = ctx.getRequest<Request & { id?: string }>();
     const res = ctx.getResponse<Response>();
-    const { status, body, unexpected } = toErrorBody(exception);
+    const { status, body, unexpected, retryAfterSeconds } = toErrorBody(exception);
     const requestId = req?.id ? String(req.id) : undefined;
     if (unexpected) {
       // The cause stays in the log, keyed by the request id; the client only sees the id.
@@ -189,6 +201,7 @@ export class ErrorFilter implements ExceptionFilter {
     // A refusal that knows when to come back says so (the archive caps); others get the defaults.
     const retryAfter = exception instanceof KilnError ? exception.details?.retryAfter : undefined;
     if (typeof retryAfter === 'number' && !res.getHeader('Retry-After')) res.setHeader('Retry-After', String(retryAfter));
+    if (retryAfterSeconds !== undefined && !res.getHeader('Retry-After')) res.setHeader('Retry-After', String(retryAfterSeconds));
     if (status === HttpStatus.SERVICE_UNAVAILABLE && !res.getHeader('Retry-After')) {
       res.setHeader('Retry-After', String(SERVICE_UNAVAILABLE_RETRY_AFTER_S));
     }
