@@ -61,9 +61,26 @@ export async function streamEvents(
   }
 }
 
+/**
+ * An event's `data` line by the task or batch object it shows. The streams of a batch share
+ * one reader, whose task and batch objects reach every stream: each is turned into JSON once,
+ * not once per stream (100 streams of a batch, 100 times). Held weakly: an entry goes with its
+ * object, once every stream has written it.
+ */
+const dataLines = new WeakMap<object, string>();
+
+function dataOf(e: BatchEvent): string {
+  const shown = e.type === 'task' ? e.task : e.batch;
+  let data = dataLines.get(shown);
+  if (data === undefined) {
+    data = JSON.stringify(e.type === 'task' ? TaskDto.from(e.task) : BatchDto.from(e.batch));
+    dataLines.set(shown, data);
+  }
+  return data;
+}
+
 function frame(e: BatchEvent): string {
-  const data = e.type === 'task' ? TaskDto.from(e.task) : BatchDto.from(e.batch);
-  return `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(data)}\n\n`;
+  return `id: ${e.id}\nevent: ${e.type}\ndata: ${dataOf(e)}\n\n`;
 }
 
 async function write(res: Response, events: BatchEvent[]): Promise<void> {
