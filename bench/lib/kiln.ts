@@ -29,9 +29,10 @@ export const GENERATOR_NODE_ARGS = ['--max-old-space-size=512'] as const;
 
 /**
  * The api's, as deployed: the same limit. Serving polls at full speed, V8 grew its heap to
- * ~470 MB over ~55 MB live without it (bench/findings.md, 2026-11-28 session 2).
+ * ~470 MB over ~55 MB live without it (bench/findings.md, 2026-11-28 session 2); and a 32 MB
+ * semi-space, without which its young generation grew to 128 MB (session 6).
  */
-export const API_NODE_ARGS = ['--max-old-space-size=512'] as const;
+export const API_NODE_ARGS = ['--max-old-space-size=512', '--max-semi-space-size=32'] as const;
 
 export interface StackOptions {
   repoRoot: string;
@@ -390,6 +391,14 @@ export class KilnStack {
     return (await done).kilnBenchGcDone ?? null;
   }
 
+  /** Its memory as it is, no collection: process.memoryUsage() and V8's heap spaces (null without the preload). */
+  async memoryNow(child: NodeChild): Promise<BenchMemory | null> {
+    if (!this.opts.profile || !child.running) return null;
+    const done = child.nextMessage<{ kilnBenchMemoryDone?: BenchMemory }>((m) => !!m && 'kilnBenchMemoryDone' in m, 30_000);
+    child.send({ kilnBenchMemory: true });
+    return (await done).kilnBenchMemoryDone ?? null;
+  }
+
   /** Stops it; resolves to the written .cpuprofile, or null. */
   async stopProfiler(child: NodeChild): Promise<string | null> {
     if (!this.opts.profile || !child.running) return null;
@@ -397,6 +406,12 @@ export class KilnStack {
     child.send({ kilnBenchProfiler: 'stop' });
     return (await written).kilnBenchProfile ?? null;
   }
+}
+
+/** What `memoryNow` answers: process.memoryUsage() and each V8 heap space's size and use, in bytes. */
+export interface BenchMemory {
+  usage: NodeJS.MemoryUsage;
+  spaces: { name: string; size: number; used: number }[];
 }
 
 function withDatabase(url: string, name: string): string {

@@ -9,13 +9,16 @@
  *
  * `{kilnBenchGc: true}` runs a full garbage collection (the inspector's, so the process needs
  * no --expose-gc) and answers `{kilnBenchGcDone: process.memoryUsage()}`: memory figures that
- * do not depend on when V8 last chose to collect.
+ * do not depend on when V8 last chose to collect. `{kilnBenchMemory: true}` answers
+ * `{kilnBenchMemoryDone: {usage, spaces}}` with no collection: process.memoryUsage() and V8's
+ * heap spaces as they are, which split an RSS figure into V8's spaces and the rest.
  *
  * Only node built-ins here: this runs before the process loads anything else.
  */
 import * as fs from 'node:fs';
 import { Session } from 'node:inspector';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
 
 const dir = process.env.KILN_BENCH_PROFILE_DIR;
 const label = process.env.KILN_BENCH_PROFILE_LABEL ?? `pid${process.pid}`;
@@ -23,8 +26,11 @@ const label = process.env.KILN_BENCH_PROFILE_LABEL ?? `pid${process.pid}`;
 if (dir && process.send) {
   let session: Session | null = null;
   let written = 0;
-  process.on('message', (m: { kilnBenchProfiler?: 'start' | 'stop'; kilnBenchGc?: boolean }) => {
-    if (m?.kilnBenchGc) {
+  process.on('message', (m: { kilnBenchProfiler?: 'start' | 'stop'; kilnBenchGc?: boolean; kilnBenchMemory?: boolean }) => {
+    if (m?.kilnBenchMemory) {
+      const spaces = v8.getHeapSpaceStatistics().map((s) => ({ name: s.space_name, size: s.space_size, used: s.space_used_size }));
+      process.send?.({ kilnBenchMemoryDone: { usage: process.memoryUsage(), spaces } });
+    } else if (m?.kilnBenchGc) {
       const s = new Session();
       s.connect();
       // Disconnecting inside this callback hangs the process (Node 24): after it, not in it.

@@ -5,7 +5,7 @@ import Bull from 'bull';
 import { DurableFloorRun, FLOOR_GROUP_SIZE, FLOOR_WRITERS, FloorIndexes, runDurableFloor } from '../baselines/durable-floor';
 import { runStorageFloor, StorageFloorRun, storedResultImage } from '../baselines/storage-floor';
 import { NodeChild, ProcessFigures } from '../lib/children';
-import { BenchAccount, KilnStack } from '../lib/kiln';
+import { BenchAccount, BenchMemory, KilnStack } from '../lib/kiln';
 import {
   absolute,
   cpuMsPerUnit,
@@ -89,6 +89,10 @@ export async function pipeline(ctx: BenchContext): Promise<Omit<ScenarioResult, 
       figures.push(absolute(`CPU ms per task, ${n.toLocaleString('en-US')} images`, 'ms', cpuMsPerUnit(kiln.window, kiln.tasksPerSec)));
       runs.push({ images: n, kiln, raw, kilnRuns, rawRuns });
     }
+    // What the api's RSS is made of right after the runs, before any collection: V8's spaces
+    // (what a GC could give back) against the rest (code, native memory, malloc's arenas).
+    const asIs = await stack.memoryNow(stack.api!);
+    if (asIs) notes.push(`api right after the runs, no GC: ${describeMemory(asIs)}.`);
     // What the api holds live, after the runs (a GC before them would free what earlier
     // scenarios left and lower the RSS sampled during the runs).
     apiMemory = await stack.collectGarbage(stack.api!);
@@ -359,4 +363,18 @@ async function runRawPipeline(stack: KilnStack, worker: NodeChild, images: numbe
   } finally {
     await queue.close();
   }
+}
+
+/** RSS, V8's heap (size and use per space that holds more than 1 MB) and the rest of a process, in MB. */
+function describeMemory({ usage, spaces }: BenchMemory): string {
+  const mb = (b: number): number => round(b / 2 ** 20, 0);
+  const heap = spaces.reduce((sum, s) => sum + s.size, 0);
+  const bySpace = spaces
+    .filter((s) => s.size >= 2 ** 20)
+    .map((s) => `${s.name.replace(/_space$/, '')} ${mb(s.used)}/${mb(s.size)}`)
+    .join(', ');
+  return (
+    `RSS ${mb(usage.rss)} MB = V8 heap ${mb(heap)} MB (used/size: ${bySpace}) + array buffers ${mb(usage.arrayBuffers)} MB` +
+    ` + the rest ${mb(usage.rss - heap - usage.arrayBuffers)} MB (code, native, malloc)`
+  );
 }
