@@ -80,8 +80,9 @@ trap 'kiln_log "stopping"; stop_all; exit 130' INT
 trap 'kiln_log "stopping"; stop_all; exit 143' TERM
 
 # --max-old-space-size for the api too: polls at full speed grew its heap to ~470 MB over
-# ~55 MB live without it, 318 MB with it (bench/findings.md, 2026-11-28 session 2).
-run_prefixed api node --max-old-space-size=512 "$API_MAIN"
+# ~55 MB live without it, 318 MB with it (bench/findings.md, 2026-11-28 session 2); and a 32 MB
+# semi-space, else the young generation alone grows to 128 MB (docker/Dockerfile).
+run_prefixed api node --max-old-space-size=512 --max-semi-space-size=32 "$API_MAIN"
 # Fewer glibc arenas and a fixed mmap threshold: 4K renders otherwise hold far more memory
 # (docker/Dockerfile and bench/findings.md say how much). --max-old-space-size: V8 then grows
 # the heap by ~1.4x what is live, not up to 4x (economy results: 340 -> ~200 MB).

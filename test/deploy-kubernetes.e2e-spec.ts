@@ -179,11 +179,12 @@ describe('deploy/kubernetes', () => {
     for (const w of workloads) {
       for (const c of containers(w)) expect(c.image).toMatch(new RegExp(`/${expected[w.metadata.name]}:[\\w.-]+$`));
     }
-    // Commands the image has: the api alone (the Job migrates), with the old space limit it is
+    // Commands the image has: the api alone (the Job migrates), with the heap limits it is
     // deployed with everywhere (docker/Dockerfile), the CLI's migrate.
     expect(containers(find('Deployment', 'kiln-api'))[0].command).toEqual([
       'node',
       '--max-old-space-size=512',
+      '--max-semi-space-size=32',
       'dist/apps/api/src/main.js',
     ]);
     expect(containers(find('Job', 'kiln-migrate'))[0].command).toEqual(['node', 'dist/apps/api/src/admin-cli.js', 'migrate']);
