@@ -14,6 +14,7 @@ import { RedisService } from '@app/redis';
 describe('route circuit', () => {
   let config: KilnConfig;
   const clients: RedisService[] = [];
+  const circuits: RouteCircuit[] = [];
   let models = 0;
   const settings: FailoverSettings = { ...FAILOVER_DEFAULTS, failuresToOpen: 3, cooldownMs: 1000 };
 
@@ -22,6 +23,7 @@ describe('route circuit', () => {
     config = { ...base, redisPrefix: `${base.redisPrefix}:circuit-${randomBytes(3).toString('hex')}` };
   });
   afterAll(async () => {
+    for (const c of circuits) c.onModuleDestroy();
     await Promise.all(clients.map((c) => c.onApplicationShutdown()));
   });
 
@@ -30,7 +32,9 @@ describe('route circuit', () => {
     clients.push(redis);
     const health = new RouteHealthStore(redis);
     const metrics = new KilnMetrics();
-    return { circuit: new RouteCircuit(health, metrics), health, metrics, redis };
+    const circuit = new RouteCircuit(health, metrics);
+    circuits.push(circuit);
+    return { circuit, health, metrics, redis };
   }
   const route = (): CircuitRoute => ({ model: `circuit-${++models}`, index: 0, route: { type: 'simulated' } });
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -54,6 +58,20 @@ describe('route circuit', () => {
     expect(state.circuit).toMatchObject({ state: 'open', failures: 3, openUntil: expect.any(String) });
     const metrics = await a.metrics.registry.getSingleMetricAsString('kiln_route_circuit_state');
     expect(metrics).toContain(`kiln_route_circuit_state{model="${r.model}",route="0/simulated"} 2`);
+  });
+
+  it('an opening is announced: another generator sees the route open before its own next admission or answer', async () => {
+    const [a, b, deaf] = [generator(), generator(), generator()];
+    await b.circuit.listen();
+    const r = route();
+    for (let i = 0; i < 3; i++) await a.circuit.record(r, settings, 'failure', false);
+    // b asked Redis nothing since: only the announcement can have told it (deaf did not listen).
+    for (let waited = 0; !b.circuit.seenOpen(r) && waited < 2000; waited += 20) await sleep(20);
+    expect(b.circuit.seenOpen(r)).toBe(true);
+    expect(deaf.circuit.seenOpen(r)).toBe(false);
+    // Until the cooldown ends, as if b had seen it itself.
+    await sleep(1050);
+    expect(b.circuit.seenOpen(r)).toBe(false);
   });
 
   it('after the cooldown exactly one task of all generators probes; its failure re-opens, its success closes', async () => {

@@ -82,6 +82,11 @@ export class RouteHealthStore {
     return this.redis.key('route-circuit', model, routeId(route));
   }
 
+  /** The channel on which a circuit's opening is announced to every generator: `<circuit key> <cooldown ms>`. */
+  circuitOpenedChannel(): string {
+    return this.redis.key('route-circuit-opened');
+  }
+
   /**
    * Each route of each model's chain with its health and circuit, by model key (GET
    * /v1/admin/models). A circuit with nothing recorded is closed.

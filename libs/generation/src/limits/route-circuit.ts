@@ -1,4 +1,5 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type { Redis } from 'ioredis';
 import { RouteHealthStore } from '@app/catalog';
 import { KilnMetrics } from '@app/metrics';
 import type { FailoverSettings, ProviderRoute } from '@app/providers';
@@ -16,6 +17,10 @@ import { RedisScript, withinRedisDeadline } from '@app/redis';
  *   task keeps away. The probe's success closes the circuit, its failure opens it again.
  *
  * Time is Redis's (TIME), as the pacer's. $1.. below is ARGV.
+ *
+ * An opening is also announced (PUBLISH on KEYS[2] of RECORD): every generator learns at once
+ * that the route is dead, not at its own next admission or answer, so a task of another
+ * generator admitted just before the opening and handed its slot after it is not sent there.
  */
 
 /** How long a probe may take before another task may probe instead (its generator died, most likely). */
@@ -48,8 +53,9 @@ end
 return {0, 0, 0}`);
 
 /**
- * ARGV: outcome ('ok' | 'failure'), failuresToOpen, cooldownMs, probe (1: the answer is the
- * probe's). Returns the state after it: 0 closed, 1 half-open, 2 open.
+ * KEYS: the circuit's hash, the openings' channel. ARGV: outcome ('ok' | 'failure'),
+ * failuresToOpen, cooldownMs, probe (1: the answer is the probe's). Returns the state after it:
+ * 0 closed, 1 half-open, 2 open; an opening is published as `<hash key> <cooldownMs>`.
  * A failure of a call sent before the circuit opened (or while another task probes) changes
  * nothing: only the probe's answer decides a half-open circuit.
  */
@@ -72,12 +78,14 @@ if state == 'half_open' then
   redis.call('HSET', KEYS[1], 'state', 'open', 'openUntil', now + cooldown)
   redis.call('HDEL', KEYS[1], 'probeUntil')
   redis.call('PEXPIRE', KEYS[1], ${CIRCUIT_TTL_MS})
+  redis.call('PUBLISH', KEYS[2], KEYS[1] .. ' ' .. cooldown)
   return 2
 end
 local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('PEXPIRE', KEYS[1], ${CIRCUIT_TTL_MS})
 if failures >= toOpen then
   redis.call('HSET', KEYS[1], 'state', 'open', 'openUntil', now + cooldown)
+  redis.call('PUBLISH', KEYS[2], KEYS[1] .. ' ' .. cooldown)
   return 2
 end
 return 0`);
@@ -114,8 +122,10 @@ export function routeMetricsLabel(index: number, route: ProviderRoute): string {
 }
 
 @Injectable()
-export class RouteCircuit {
+export class RouteCircuit implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('RouteCircuit');
+  /** Hears the openings other generators announce (null until listening). */
+  private subscriber: Redis | null = null;
   private readonly locals = new Map<string, LocalCircuit>();
   private fallbackUntil = 0;
   /** Per route: until when this generator last saw it open (0: closed or half-open when last seen). */
@@ -125,6 +135,37 @@ export class RouteCircuit {
     private readonly health: RouteHealthStore,
     private readonly metrics: KilnMetrics,
   ) {}
+
+  onModuleInit(): Promise<void> {
+    return this.listen();
+  }
+
+  onModuleDestroy(): void {
+    this.subscriber?.disconnect();
+    this.subscriber = null;
+  }
+
+  /**
+   * Subscribes to the openings' channel on a connection of its own: an announced opening marks
+   * the route seen open here until its cooldown ends. Best effort: without it (Redis down, the
+   * announcement lost) a generator learns of the opening at its next admission or answer.
+   */
+  async listen(): Promise<void> {
+    if (this.subscriber) return;
+    const subscriber = this.client.duplicate();
+    this.subscriber = subscriber;
+    subscriber.on('error', () => undefined);
+    subscriber.on('message', (_channel: string, message: string) => {
+      const [key, cooldownMs] = message.split(' ');
+      const until = Date.now() + Number(cooldownMs);
+      if (key && Number.isFinite(until)) this.lastSeen.set(key, Math.max(this.lastSeen.get(key) ?? 0, until));
+    });
+    await this.bounded(subscriber.subscribe(this.health.circuitOpenedChannel())).catch((err: unknown) => {
+      this.logger.warn(
+        `Not subscribed to route circuit openings yet (${(err as Error)?.message ?? err}); until then a generator hears of one at its next admission or answer`,
+      );
+    });
+  }
 
   /** Whether a task may go to the route now (as its probe, when half-open). */
   async admit(at: CircuitRoute, settings: FailoverSettings): Promise<CircuitVerdict> {
@@ -158,7 +199,11 @@ export class RouteCircuit {
       try {
         const state = Number(
           await this.bounded(
-            RECORD.run(this.client, [this.key(at)], [outcome, settings.failuresToOpen, settings.cooldownMs, probe ? 1 : 0]),
+            RECORD.run(
+              this.client,
+              [this.key(at), this.health.circuitOpenedChannel()],
+              [outcome, settings.failuresToOpen, settings.cooldownMs, probe ? 1 : 0],
+            ),
           ),
         );
         this.show(at, STATES[state]);
