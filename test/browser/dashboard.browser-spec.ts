@@ -1129,6 +1129,16 @@ describe('the web app in Chromium', () => {
       expect(await inWindow()).toEqual([true, true, true, true]);
       expect(await offScreenElements(p)).toEqual([]);
       expect(await brokenWords(p, 'dialog dt, dialog dd, dialog button')).toEqual([]);
+      if (viewport === DESKTOP) {
+        // On a desktop the details sit beside the image: Copy URL and Download show unscrolled.
+        for (const action of [
+          viewer.getByTestId('image-details').getByRole('button', { name: 'Copy URL' }),
+          viewer.getByTestId('image-details').getByRole('link', { name: 'Download' }),
+        ]) {
+          const r = (await action.boundingBox())!;
+          expect(r.y + r.height).toBeLessThanOrEqual(viewport.height);
+        }
+      }
       await screenshot(p, `image-viewer-${viewport.name}`, { docs: true });
       await viewer.evaluate((d) => d.scrollTo(0, d.scrollHeight));
       await viewer.getByTestId('image-details').getByRole('link', { name: 'Download' }).waitFor();

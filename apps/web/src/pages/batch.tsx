@@ -416,8 +416,10 @@ function Viewer({
               </button>
             </span>
           </div>
-          <img src={task.resultUrls[0]} alt={task.prompt} class="viewer-img" data-testid="viewer-image" />
-          <ImageDetails batch={batch} task={task} />
+          <div class="viewer-body">
+            <img src={task.resultUrls[0]} alt={task.prompt} class="viewer-img" data-testid="viewer-image" />
+            <ImageDetails batch={batch} task={task} />
+          </div>
         </>
       )}
     </dialog>
