@@ -384,27 +384,26 @@ export class KilnStack {
    * A full garbage collection in a Kiln process (through the profiler preload); resolves to
    * its process.memoryUsage() after it, or null when the preload is not there.
    */
-  async collectGarbage(child: NodeChild): Promise<NodeJS.MemoryUsage | null> {
-    if (!this.opts.profile || !child.running) return null;
-    const done = child.nextMessage<{ kilnBenchGcDone?: NodeJS.MemoryUsage }>((m) => !!m && 'kilnBenchGcDone' in m, 30_000);
-    child.send({ kilnBenchGc: true });
-    return (await done).kilnBenchGcDone ?? null;
+  collectGarbage(child: NodeChild): Promise<NodeJS.MemoryUsage | null> {
+    return this.askPreload(child, { kilnBenchGc: true }, 'kilnBenchGcDone', 30_000);
   }
 
   /** Its memory as it is, no collection: process.memoryUsage() and V8's heap spaces (null without the preload). */
-  async memoryNow(child: NodeChild): Promise<BenchMemory | null> {
-    if (!this.opts.profile || !child.running) return null;
-    const done = child.nextMessage<{ kilnBenchMemoryDone?: BenchMemory }>((m) => !!m && 'kilnBenchMemoryDone' in m, 30_000);
-    child.send({ kilnBenchMemory: true });
-    return (await done).kilnBenchMemoryDone ?? null;
+  memoryNow(child: NodeChild): Promise<BenchMemory | null> {
+    return this.askPreload(child, { kilnBenchMemory: true }, 'kilnBenchMemoryDone', 30_000);
   }
 
   /** Stops it; resolves to the written .cpuprofile, or null. */
-  async stopProfiler(child: NodeChild): Promise<string | null> {
+  stopProfiler(child: NodeChild): Promise<string | null> {
+    return this.askPreload(child, { kilnBenchProfiler: 'stop' }, 'kilnBenchProfile', 60_000);
+  }
+
+  /** Sends the preload `message` and resolves to the `answer` field of its reply (null without the preload). */
+  private async askPreload<T>(child: NodeChild, message: object, answer: string, timeoutMs: number): Promise<T | null> {
     if (!this.opts.profile || !child.running) return null;
-    const written = child.nextMessage<{ kilnBenchProfile?: string | null }>((m) => m && 'kilnBenchProfile' in m, 60_000);
-    child.send({ kilnBenchProfiler: 'stop' });
-    return (await written).kilnBenchProfile ?? null;
+    const reply = child.nextMessage<Record<string, T | null | undefined>>((m) => !!m && answer in m, timeoutMs);
+    child.send(message);
+    return (await reply)[answer] ?? null;
   }
 }
 

@@ -146,9 +146,11 @@ export class RouteCircuit implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Subscribes to the openings' channel on a connection of its own: an announced opening marks
+   * Subscribes to the openings' channel on a connection of its own, again each time it
+   * reconnects (a SUBSCRIBE that failed is not resent by ioredis): an announced opening marks
    * the route seen open here until its cooldown ends. Best effort: without it (Redis down, the
    * announcement lost) a generator learns of the opening at its next admission or answer.
+   * Resolves once first subscribed, or after the Redis deadline.
    */
   async listen(): Promise<void> {
     if (this.subscriber) return;
@@ -160,11 +162,16 @@ export class RouteCircuit implements OnModuleInit, OnModuleDestroy {
       const until = Date.now() + Number(cooldownMs);
       if (key && Number.isFinite(until)) this.lastSeen.set(key, Math.max(this.lastSeen.get(key) ?? 0, until));
     });
-    await this.bounded(subscriber.subscribe(this.health.circuitOpenedChannel())).catch((err: unknown) => {
+    const warn = (err: unknown): void =>
       this.logger.warn(
-        `Not subscribed to route circuit openings yet (${(err as Error)?.message ?? err}); until then a generator hears of one at its next admission or answer`,
+        `Not subscribed to route circuit openings (${(err as Error)?.message ?? err}); until then a generator hears of one at its next admission or answer`,
       );
+    const subscribed = new Promise<void>((resolve) => {
+      subscriber.on('ready', () => {
+        subscriber.subscribe(this.health.circuitOpenedChannel()).then(() => resolve(), warn);
+      });
     });
+    await this.bounded(subscribed).catch(warn);
   }
 
   /** Whether a task may go to the route now (as its probe, when half-open). */
