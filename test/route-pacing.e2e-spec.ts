@@ -106,13 +106,19 @@ describe('route pacing shared through Redis', () => {
 
   const newModel = () => `paced-${++models}`;
 
+  /** Waits for the next start of the fake's one-second windows (they follow the clock's seconds). */
+  const untilWindowStart = () => new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
+
   it('two generators share one limit: with OpenAI headers answered within the reset, no call goes past the remaining count', async () => {
     const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true }, sentAt);
     const [a, b] = [generator(), generator()];
     const route = { model: newModel(), maxConcurrency: 50 };
-    const started = Date.now();
     // The first answers tell the budget: until then each generator may send the window, so the
-    // first second is primed with one call, as a generator's first task would be.
+    // first second is primed with one call, as a generator's first task would be. Sent as the
+    // upstream's window begins, its reset tells the window's whole length (see the next test for
+    // a first answer from late in a window).
+    await untilWindowStart();
+    const started = Date.now();
     expect(await calls(a, route, provider, 1)[0]).toBe('ok');
     const results = await Promise.all([...calls(a, route, provider, 20), ...calls(b, route, provider, 20)]);
     expect(results.every((r) => r === 'ok')).toBe(true);
@@ -120,6 +126,25 @@ describe('route pacing shared through Redis', () => {
     expect(fake.refused).toBe(0);
     // 41 calls at 10 a second: at least four window resets.
     expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
+  });
+
+  it('a first answer from late in a window (a short reset) costs at most a window of refusals while the pacer learns the length, and none reaches a caller', async () => {
+    const { fake, provider } = await upstream({ perSecond: 10, maxConcurrent: 40, latencyMs: 200, openAiHeaders: true }, sentAt);
+    const [a, b] = [generator(), generator()];
+    const route = { model: newModel(), maxConcurrency: 50 };
+    // Primed 750 ms into the upstream's window, the first reset says 250 ms: the longest reset
+    // seen is all the pacer knows of the window's length until a longer one comes back, so a
+    // window it rolls on by that span can begin before the upstream's has (in loaded CI runs,
+    // 3-7 refusals when the answers placing the true boundary came back just after that roll).
+    await untilWindowStart();
+    await new Promise((resolve) => setTimeout(resolve, 750));
+    expect(await calls(a, route, provider, 1)[0]).toBe('ok');
+    const results = await Promise.all([...calls(a, route, provider, 20), ...calls(b, route, provider, 20)]);
+    expect(results.every((r) => r === 'ok')).toBe(true);
+    expect(fake.accepted).toBe(41);
+    // Without pacing, 40 calls at once against 10 a second: 30 refused in the first second.
+    expect(fake.refused).toBeLessThanOrEqual(10);
+    expect(a.refusals + b.refusals).toBe(fake.refused);
   });
 
   it('calls made well after their admission (a stalled generator) place the reset from when they were made: no call sent into the old window', async () => {

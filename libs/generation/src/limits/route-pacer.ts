@@ -21,7 +21,10 @@ import { ModelConcurrencyLimiter } from './model-concurrency.limiter';
  *   x-ratelimit-reset-requests (counted from when the call started, so early by the time it
  *   took to reach the upstream: of the answers placing one boundary the latest estimate is
  *   kept). At zero, calls wait for the reset; after the reset the window's
- *   x-ratelimit-limit-requests is spendable until the next answer tells more.
+ *   x-ratelimit-limit-requests is spendable until the next answer tells more. The window's
+ *   length (`span`) is the longest reset seen: a route's first answer from late in a window
+ *   understates it, and a window rolled on by it can begin before the upstream's until a
+ *   longer reset comes back (a few 429s at a route's start, asked again within the call).
  * - `tokens`: a bucket of the route's `ratePerMinute` (one second's worth of burst).
  *
  * Time is Redis's (TIME), as the concurrency limiter's. $1.. below is ARGV.
