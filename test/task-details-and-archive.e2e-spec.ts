@@ -145,6 +145,17 @@ describe('Task details and archives (local storage, the real generator)', () => 
       expect(t.finishedAt).toBeGreaterThanOrEqual(t.startedAt);
       expect(t.startedAt).toBeGreaterThanOrEqual(b.batch.createdAt);
     }
+    // Read as Unix ms in SQL (not parsed as dates): the same instants, truncated to the ms.
+    const stored: { id: string; started_at: Date; finished_at: Date }[] = await api.db.query(
+      `SELECT id, started_at, finished_at FROM tasks WHERE batch_id = $1`,
+      [builtin],
+    );
+    for (const row of stored) {
+      expect(b.tasks.find((t) => t.id === row.id)).toMatchObject({
+        startedAt: row.started_at.getTime(),
+        finishedAt: row.finished_at.getTime(),
+      });
+    }
     // The simulated provider draws a 64 px thumbnail whatever is asked: the task says so.
     const s = await getBatch(api, a, simulated);
     expect(s.tasks[0]).toMatchObject({ status: 'succeeded', width: 64, height: 36 });

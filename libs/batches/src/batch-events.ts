@@ -4,7 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { isUuid, PreparedStatement, queryPrepared } from '@app/database';
 import { ErrorCode, KilnError, notFound } from '@app/errors';
-import { BatchView, countTasksByBatch, emptyCounts, TaskView, toBatchView } from '@app/tasks';
+import { BatchView, countTasksByBatch, emptyCounts, TASK_TIMES_SQL, TaskView, toBatchView } from '@app/tasks';
 import { MAX_IMAGES_PER_BATCH } from '@app/catalog';
 import { BatchTask } from './batches.service';
 import { selectBatchFields } from './batch-reads';
@@ -38,10 +38,10 @@ export interface EventStreamRequest {
 
 /** A terminal task's wire columns: a finished task's status is shown as stored. */
 const SELECT_FINISHED_TASKS: PreparedStatement = {
-  name: 'kiln_select_finished_tasks_v2',
+  name: 'kiln_select_finished_tasks_v3',
   text: `SELECT id, batch_id AS "batchId", seq, prompt, status, progress, result_url AS "resultUrl", error,
                 error_code AS "errorCode", result_width AS "resultWidth", result_height AS "resultHeight",
-                started_at AS "startedAt", finished_at AS "finishedAt"
+                ${TASK_TIMES_SQL}
            FROM tasks
           WHERE batch_id = $1 AND status IN ('succeeded', 'failed', 'cancelled') AND seq >= $2
             AND NOT EXISTS (SELECT 1 FROM unnest($3::int[], $4::int[]) AS seen(lo, hi) WHERE seq BETWEEN seen.lo AND seen.hi)

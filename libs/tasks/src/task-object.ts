@@ -52,11 +52,7 @@ export function taskObject(t: PositionedTask): TaskObject {
     errorCode: failed ? (t.errorCode ?? 'internal') : null,
     // Absent from webhook events (their rows do not carry it), which stay as they were.
     ...(t.cancelling === undefined ? {} : { cancelling: t.cancelling }),
-    ...(t.startedAt === undefined ? {} : { startedAt: unixMs(t.startedAt) }),
-    ...(t.finishedAt === undefined ? {} : { finishedAt: unixMs(t.finishedAt) }),
+    ...(t.startedAt === undefined ? {} : { startedAt: t.startedAt }),
+    ...(t.finishedAt === undefined ? {} : { finishedAt: t.finishedAt }),
   };
-}
-
-function unixMs(d: Date | null | undefined): number | null {
-  return d ? d.getTime() : null;
 }

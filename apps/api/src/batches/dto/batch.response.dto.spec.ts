@@ -72,8 +72,8 @@ describe('the documented wire shapes are the ones sent', () => {
       refImage: 'https://x/u.png',
       copy: 2,
       cancelling: false,
-      startedAt: new Date(1767312000000),
-      finishedAt: new Date(1767312004200),
+      startedAt: 1767312000000,
+      finishedAt: 1767312004200,
       ...outcome,
     } as PositionedTask;
     const sent = taskObject(task);
